@@ -1,0 +1,113 @@
+"""Training examples: a question, its answer sentence, and two hard negatives (SPARC §6.2).
+
+Hard negatives per question: another sentence of the answer's passage, and a sentence drawn
+from the BM25 top-100 of the question over the same set that is not an answer.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from sparc_local.bm25 import BM25
+from sparc_local.reqa import ReqaSet, load
+
+TRAIN_SETS = ("squad-train-head", "du2017-train", "wikiqa-train")
+# du2017 articles a00-a11 repeat squad-train-head's questions (lowercased): drop that copy.
+DU_DUPLICATE_ARTICLES = {f"a{i:02d}" for i in range(12)}
+# du2017's last two articles are held out as our own validation split (never an eval set).
+DU_VALIDATION_ARTICLES = {"a42", "a43"}
+
+
+@dataclass
+class Example:
+    question: str
+    answers: list[int]  # global sentence indices
+    passage_negs: list[int]
+    bm25_negs: list[int]
+
+
+@dataclass
+class Pool:
+    """All training sentences with their contexts, indexed globally across sets."""
+
+    texts: list[str]
+    contexts: list[str]
+    train: list[Example]
+    valid: list[Example]
+
+
+def _article(passage: str) -> str:
+    return passage.split("_")[0]
+
+
+def _examples(ds: ReqaSet, offset: int, keep_passage, rng: random.Random,
+              bm25_depth: int = 100) -> list[tuple[str, Example]]:
+    index = {sid: i for i, sid in enumerate(ds.ids)}
+    members: dict[str, list[int]] = {}
+    for i, p in enumerate(ds.passages):
+        members.setdefault(p, []).append(i)
+    bm25 = BM25(ds.texts)
+    answer_texts_cache: dict[int, str] = {}
+    out = []
+    for _qid, question, answers in ds.queries:
+        ans = [index[a] for a in answers if a in index]
+        if not ans:
+            continue
+        passage = ds.passages[ans[0]]
+        if not keep_passage(passage):
+            continue
+        ans_set = set(ans)
+        ans_texts = {answer_texts_cache.setdefault(a, ds.texts[a].strip().lower()) for a in ans}
+        pneg = [j for j in members[passage] if j not in ans_set]
+        scores = bm25.scores(question)
+        top = np.argsort(-scores)[:bm25_depth]
+        # a BM25 negative must not be an answer, nor a copy of one's text
+        bneg = [int(j) for j in top if int(j) not in ans_set and ds.texts[j].strip().lower() not in ans_texts
+                and scores[j] > 0]
+        ex = Example(question, [a + offset for a in ans], [j + offset for j in pneg], [j + offset for j in bneg])
+        out.append((passage, ex))
+    rng.shuffle(out)
+    return out
+
+
+def build_pool(data_dir: Path, seed: int = 13) -> Pool:
+    rng = random.Random(seed)
+    texts: list[str] = []
+    contexts: list[str] = []
+    train: list[Example] = []
+    valid: list[Example] = []
+    for name in TRAIN_SETS:
+        ds = load(data_dir / name)
+        offset = len(texts)
+        texts += ds.texts
+        contexts += ds.contexts()
+        if name == "du2017-train":
+            keep = lambda p: _article(p) not in DU_DUPLICATE_ARTICLES  # noqa: E731
+        else:
+            keep = lambda p: True  # noqa: E731
+        for passage, ex in _examples(ds, offset, keep, rng):
+            if name == "du2017-train" and _article(passage) in DU_VALIDATION_ARTICLES:
+                valid.append(ex)
+            else:
+                train.append(ex)
+    return Pool(texts, contexts, train, valid)
+
+
+def sample_batch(pool: Pool, examples: list[Example], rng: random.Random) -> tuple[list[str], list[int], list[set[int]]]:
+    """Questions, the candidate sentence indices (3 per question), and each question's answer set.
+
+    Candidate layout: [pos_0..pos_B-1, passage_neg_0.., bm25_neg_0..]; a missing hard negative is
+    replaced by a random sentence so every batch has the same shape.
+    """
+    questions, pos, pneg, bneg, answer_sets = [], [], [], [], []
+    for ex in examples:
+        questions.append(ex.question)
+        pos.append(rng.choice(ex.answers))
+        pneg.append(rng.choice(ex.passage_negs) if ex.passage_negs else rng.randrange(len(pool.texts)))
+        bneg.append(rng.choice(ex.bm25_negs) if ex.bm25_negs else rng.randrange(len(pool.texts)))
+        answer_sets.append(set(ex.answers))
+    return questions, pos + pneg + bneg, answer_sets

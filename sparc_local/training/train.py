@@ -1,0 +1,226 @@
+"""Fine-tune a SPARC encoder on CPU, resumably.
+
+    python -m sparc_local.training.train --base PATH/TO/all-MiniLM-L6-v2 --data ../shared/data/reqa \
+        --run ~/.cache/sparc-local-train/run1 --steps 4000
+
+Loss: cross-entropy of g(q,s) over in-batch candidates (each question's positive, a passage
+negative and a BM25 negative; SPARC §6.2). f is computed only for the batch's question tokens,
+never for the whole vocabulary. Checkpoints are written atomically every --ckpt-every steps and a
+rerun of the same command resumes from the last one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import pickle
+import random
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from tokenizers import Tokenizer
+
+from sparc_local.inputs import pad_batch, pair_inputs
+from sparc_local.query import query_token_ids, skip_token_ids
+from sparc_local.training.data import Pool, build_pool, sample_batch
+from sparc_local.training.model import Encoder
+from sparc_local.weights import ArchConfig, load_checkpoint, load_canonical, save_canonical
+
+
+def _atomic_save(obj, path: Path) -> None:
+    tmp = path.with_suffix(".tmp")
+    torch.save(obj, tmp)
+    os.replace(tmp, path)
+
+
+class Trainer:
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.run = Path(args.run).expanduser()
+        self.run.mkdir(parents=True, exist_ok=True)
+        torch.manual_seed(args.seed)
+        torch.set_num_threads(args.threads)
+        base = Path(args.base)
+        if base.suffix == ".npz":
+            cfg, w = load_canonical(base)
+        else:
+            cfg, w = load_checkpoint(base)
+        self.cfg: ArchConfig = cfg
+        self.tokenizer = Tokenizer.from_file(str(Path(args.tokenizer or base) / "tokenizer.json")
+                                             if Path(args.tokenizer or base).is_dir() else str(args.tokenizer))
+        vocab = self.tokenizer.get_vocab()
+        self.cls_id, self.sep_id = vocab["[CLS]"], vocab["[SEP]"]
+        self.skip = skip_token_ids(vocab)
+        self.model = Encoder(cfg, w)
+        with torch.no_grad():
+            self.model.sparsity.fill_(args.w_init)
+        self.pool = self._pool()
+        self.inputs = pair_inputs(self.tokenizer, self.pool.texts, self.pool.contexts, args.max_length,
+                                  self.cls_id, self.sep_id)
+        enc_params = [p for n, p in self.model.named_parameters() if p.requires_grad and n != "sparsity"]
+        self.opt = torch.optim.Adam([
+            {"params": enc_params, "lr": args.lr},
+            {"params": [self.model.sparsity], "lr": args.w_lr},
+        ])
+        self.base_lrs = [args.lr, args.w_lr]
+        self.step = 0
+        self.log = open(self.run / "train.log.jsonl", "a")
+        self._resume()
+
+    def _pool(self) -> Pool:
+        cache = self.run / "pool.pkl"
+        if cache.exists():
+            return pickle.loads(cache.read_bytes())
+        pool = build_pool(Path(self.args.data), seed=self.args.seed)
+        cache.write_bytes(pickle.dumps(pool))
+        return pool
+
+    def _resume(self) -> None:
+        ckpt = self.run / "ckpt.pt"
+        if not ckpt.exists():
+            return
+        state = torch.load(ckpt, weights_only=False)
+        self.model.load_state_dict(state["model"], strict=False)
+        self.opt.load_state_dict(state["opt"])
+        self.step = state["step"]
+        print(f"resumed from step {self.step}", flush=True)
+
+    def _checkpoint(self) -> None:
+        trainable = {n: p for n, p in self.model.state_dict().items() if n != "word"}
+        _atomic_save({"model": trainable, "opt": self.opt.state_dict(), "step": self.step,
+                      "args": vars(self.args)}, self.run / "ckpt.pt")
+
+    def _lr_scale(self) -> float:
+        a = self.args
+        if self.step < a.warmup:
+            return (self.step + 1) / a.warmup
+        return max(0.0, (a.steps - self.step) / max(1, a.steps - a.warmup))
+
+    def _batch_examples(self):
+        """Deterministic epoch-wise shuffles, so a resumed run sees the same data order."""
+        b = self.args.batch
+        n = len(self.pool.train)
+        per_epoch = n // b
+        epoch, k = divmod(self.step, per_epoch)
+        order = list(range(n))
+        random.Random(self.args.seed * 1000 + epoch).shuffle(order)
+        rng = random.Random(self.args.seed * 10_000_000 + self.step)
+        return [self.pool.train[i] for i in order[k * b:(k + 1) * b]], rng
+
+    def _scores(self, questions: list[str], cand: list[int]) -> torch.Tensor:
+        """g(q, s) for every question against every candidate: Σ_{v∈q} f(v, s) (SPARC Eq. 2)."""
+        qtok = [query_token_ids(self.tokenizer, q, self.skip) for q in questions]
+        union = np.unique(np.concatenate(qtok))
+        qmask = torch.zeros(len(questions), len(union))
+        for i, t in enumerate(qtok):
+            qmask[i, np.searchsorted(union, t)] = 1.0
+        ids, types, mask = (torch.from_numpy(a) for a in pad_batch([self.inputs[c] for c in cand]))
+        hidden = self.model(ids, types, mask)
+        f = self.model.token_scores(hidden, mask, torch.from_numpy(union.astype(np.int64)))
+        return qmask @ f.T
+
+    def train(self) -> None:
+        a = self.args
+        t0 = time.time()
+        self.model.train()
+        while self.step < a.steps:
+            examples, rng = self._batch_examples()
+            questions, cand, answer_sets = sample_batch(self.pool, examples, rng)
+            g = self._scores(questions, cand)
+            # another question's candidate that is also an answer to this one is not a negative
+            bad = torch.tensor([[c in answer_sets[i] and j != i for j, c in enumerate(cand)]
+                                for i in range(len(questions))])
+            g = g.masked_fill(bad, float("-inf"))
+            loss = torch.nn.functional.cross_entropy(g, torch.arange(len(questions)))
+            scale = self._lr_scale()
+            for group, lr in zip(self.opt.param_groups, self.base_lrs):
+                group["lr"] = lr * scale
+            self.opt.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_([p for p in self.model.parameters() if p.requires_grad], 1.0)
+            self.opt.step()
+            self.step += 1
+            rec = {"step": self.step, "loss": round(loss.item(), 4),
+                   "exp_w": round(math.exp(self.model.sparsity.item()), 3),
+                   "lr": self.opt.param_groups[0]["lr"], "elapsed": round(time.time() - t0, 1)}
+            self.log.write(json.dumps(rec) + "\n")
+            self.log.flush()
+            if self.step % 10 == 0:
+                done = time.time() - t0
+                print(f"step {self.step}/{a.steps} loss {rec['loss']:.3f} exp(w) {rec['exp_w']:.2f} "
+                      f"{done / 10:.2f}s/step", flush=True)
+                t0 = time.time()
+            if self.step % a.ckpt_every == 0 or self.step == a.steps:
+                self._checkpoint()
+            if a.valid_every and self.step % a.valid_every == 0:
+                self.log.write(json.dumps({"step": self.step, "valid": self.validate()}) + "\n")
+                self.log.flush()
+        self.export()
+
+    @torch.no_grad()
+    def validate(self) -> dict:
+        """MRR@10 on the held-out du2017 articles, ranking among their own sentences."""
+        self.model.eval()
+        valid = self.pool.valid
+        sents = sorted({s for ex in valid for s in ex.answers + ex.passage_negs})
+        qtok = [query_token_ids(self.tokenizer, ex.question, self.skip) for ex in valid]
+        union = torch.from_numpy(np.unique(np.concatenate(qtok)).astype(np.int64))
+        fs = []
+        for i in range(0, len(sents), 32):
+            ids, types, mask = (torch.from_numpy(x) for x in pad_batch([self.inputs[c] for c in sents[i:i + 32]]))
+            fs.append(self.model.token_scores(self.model(ids, types, mask), mask, union))
+        f = torch.cat(fs)  # (S, U)
+        pos = {s: i for i, s in enumerate(sents)}
+        mrr = 0.0
+        for ex, t in zip(valid, qtok):
+            cols = np.searchsorted(union.numpy(), t)
+            g = f[:, cols].sum(1)
+            order = torch.argsort(g, descending=True)[:10].tolist()
+            ranks = [r for r, j in enumerate(order) if sents[j] in set(ex.answers)]
+            mrr += 1.0 / (ranks[0] + 1) if ranks else 0.0
+        self.model.train()
+        res = {"mrr@10": round(mrr / len(valid), 4), "questions": len(valid), "sentences": len(sents)}
+        print(f"valid {res}", flush=True)
+        return res
+
+    def export(self) -> Path:
+        """Canonical weights plus w, which the exporter turns into a shipped ONNX model."""
+        w = self.model.export_weights()
+        w["sparsity.w"] = np.asarray(self.model.sparsity.item(), dtype=np.float32)
+        out = self.run / "final.npz"
+        save_canonical(out, self.cfg, w)
+        return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--base", required=True, help="HF folder (config.json + model.safetensors) or canonical .npz")
+    p.add_argument("--tokenizer", help="folder or tokenizer.json (default: --base)")
+    p.add_argument("--data", default="../shared/data/reqa")
+    p.add_argument("--run", required=True, help="checkpoint folder, kept outside the work tree")
+    p.add_argument("--steps", type=int, default=4000)
+    p.add_argument("--batch", type=int, default=16)
+    p.add_argument("--max-length", type=int, default=128)
+    p.add_argument("--lr", type=float, default=3e-5)
+    p.add_argument("--w-lr", type=float, default=5e-3)
+    p.add_argument("--w-init", type=float, default=0.0)
+    p.add_argument("--warmup", type=int, default=200)
+    p.add_argument("--seed", type=int, default=13)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--ckpt-every", type=int, default=50)
+    p.add_argument("--valid-every", type=int, default=500)
+    args = p.parse_args(argv)
+    trainer = Trainer(args)
+    print(f"{len(trainer.pool.train)} training questions, {len(trainer.pool.valid)} validation, "
+          f"{len(trainer.pool.texts)} sentences; starting at step {trainer.step}", flush=True)
+    trainer.train()
+    print(f"exported {trainer.run / 'final.npz'}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
