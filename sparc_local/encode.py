@@ -1,0 +1,71 @@
+"""The document encoder: (sentence, context) pairs in, top-K sparse vectors out.
+
+Only indexing, eval and adapt import this module; `ask` never does, so onnxruntime stays off the
+query path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from sparc_local.inputs import pad_batch, pair_inputs
+from sparc_local.modelinfo import ModelInfo
+from sparc_local.sparse import SparseVectors
+
+
+def load_tokenizer(info: ModelInfo):
+    from tokenizers import Tokenizer
+
+    return Tokenizer.from_file(str(info.tokenizer_path))
+
+
+class Encoder:
+    """An onnxruntime session over a model folder's model.onnx."""
+
+    def __init__(self, info: ModelInfo, threads: int | None = None, token_budget: int = 2048) -> None:
+        import onnxruntime as ort
+
+        self.info = info
+        self.tokenizer = load_tokenizer(info)
+        opts = ort.SessionOptions()
+        opts.log_severity_level = 3
+        if threads:
+            opts.intra_op_num_threads = threads
+            opts.inter_op_num_threads = 1
+        self.threads = threads or 0
+        self.session = ort.InferenceSession(str(info.onnx_path), opts, providers=["CPUExecutionProvider"])
+        # the vocab projection holds batch·length·|V| floats: cap tokens per run, not sentences
+        self.token_budget = token_budget
+
+    def encode(self, sentences: Sequence[str], contexts: Sequence[str] | None = None,
+               top_k: int | None = None, progress: Callable[[int], None] | None = None) -> SparseVectors:
+        """Top-K (token id, f(v,s)) per sentence, zeros dropped, in input order.
+
+        Inputs are sorted by length and cut into batches of similar length, so little is padding.
+        """
+        contexts = list(contexts) if contexts is not None else [""] * len(sentences)
+        info = self.info
+        items = pair_inputs(self.tokenizer, list(sentences), contexts, info.max_length, info.cls_id, info.sep_id)
+        k = np.array([min(top_k or info.top_k, info.vocab_size)], np.int64)
+        order = np.argsort([len(ids) for ids, _ in items], kind="stable")
+        rows: list[tuple[np.ndarray, np.ndarray] | None] = [None] * len(items)
+        start = 0
+        while start < len(order):
+            length = len(items[order[start]][0])
+            end = start + 1
+            # grow the batch while the longest member times the count stays in budget
+            while end < len(order) and len(items[order[end]][0]) * (end - start + 1) <= max(self.token_budget, length):
+                end += 1
+            batch = [items[i] for i in order[start:end]]
+            ids, types, mask = pad_batch(batch)
+            feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types, "top_k": k}
+            weights, token_ids = self.session.run(["weights", "token_ids"], feeds)
+            for row, i in enumerate(order[start:end]):
+                keep = weights[row] > 0
+                rows[i] = (token_ids[row][keep].astype(np.int32), weights[row][keep].astype(np.float32))
+            if progress:
+                progress(end - start)
+            start = end
+        return SparseVectors.from_rows(rows)  # type: ignore[arg-type]

@@ -1,0 +1,76 @@
+"""Everything sparc-local knows about a model, read from its folder's sparc.json."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+CONFIG_FILE = "sparc.json"
+SHIPPED_MODEL = "sparc-minilm-l6"
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """A model folder's metadata. The folder holds model.onnx, tokenizer.json and sparc.json."""
+
+    name: str
+    path: Path
+    layout: str  # "bert" or "distilbert": the weight layout the model was exported from
+    vocab_size: int
+    hidden: int
+    top_k: int  # K: (token, weight) pairs kept per sentence
+    max_length: int  # encoder input length, sentence + context
+    sparsity_w: float  # w of SPARC Eq. 4 (baked into the graph; recorded for reference)
+    weight_cap: float  # weights are quantized to uint8 on [0, weight_cap] in the index
+    cls_id: int
+    sep_id: int
+    skip_ids: tuple[int, ...]  # special and punctuation-only tokens, never query terms
+    quantization: str  # "int8" or "fp32"
+    source: str  # where the weights came from
+    has_segments: bool = True  # DistilBERT has no segment embeddings
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def id(self) -> str:
+        """Stable identity of the exact weights: the index records it to know when to re-encode."""
+        return f"{self.name}@{self.extra.get('digest', 'unknown')[:12]}"
+
+    @property
+    def onnx_path(self) -> Path:
+        return self.path / "model.onnx"
+
+    @property
+    def tokenizer_path(self) -> Path:
+        return self.path / "tokenizer.json"
+
+    def skip_array(self) -> np.ndarray:
+        return np.asarray(self.skip_ids, dtype=np.int32)
+
+    def to_json(self) -> str:
+        d = asdict(self)
+        d.pop("path")
+        d["skip_ids"] = list(self.skip_ids)
+        return json.dumps(d, indent=1, sort_keys=True)
+
+    @classmethod
+    def load(cls, folder: Path) -> "ModelInfo":
+        folder = Path(folder)
+        cfg_file = folder / CONFIG_FILE
+        if not cfg_file.is_file():
+            raise FileNotFoundError(f"{folder} is not a sparc-local model folder (no {CONFIG_FILE})")
+        d = json.loads(cfg_file.read_text())
+        d["skip_ids"] = tuple(d["skip_ids"])
+        known = {k: d[k] for k in cls.__dataclass_fields__ if k in d and k != "path"}
+        return cls(path=folder, **known)
+
+
+def shipped_model_dir() -> Path:
+    """The model that ships with the package (exported_models/ is installed as sparc_local/models)."""
+    here = Path(__file__).resolve().parent
+    for candidate in (here / "models" / SHIPPED_MODEL, here.parent / "exported_models" / SHIPPED_MODEL):
+        if (candidate / CONFIG_FILE).is_file():
+            return candidate
+    raise FileNotFoundError(f"the shipped model {SHIPPED_MODEL} is missing from the installation")

@@ -1,0 +1,78 @@
+import numpy as np
+import pytest
+
+from sparc_local.encode import Encoder
+from sparc_local.modelinfo import ModelInfo
+from sparc_local.weights import canonicalize, random_weights, to_checkpoint_names
+from tests.tiny import make_tiny_model
+
+torch = pytest.importorskip("torch")
+
+SENTENCES = ["The green tea was built in Paris.", "Steep black tea for 3 minutes.", "Why?", "a " * 80]
+CONTEXTS = ["The tower is by the river. It was built in 1889.", "", "Who knows.", "long context " * 30]
+
+
+@pytest.mark.parametrize("layout", ["bert", "distilbert"])
+def test_checkpoint_names_round_trip(layout):
+    cfg, w = random_weights(layout)
+    cfg2, w2 = canonicalize({("distilbert." if layout == "distilbert" else "bert.") + k: v
+                             for k, v in to_checkpoint_names(cfg, w).items()}, heads=cfg.heads)
+    assert cfg2 == cfg
+    assert set(w2) == set(w)
+    assert all(np.array_equal(w[k], w2[k]) for k in w)
+
+
+@pytest.mark.parametrize("layout", ["bert", "distilbert"])
+def test_onnx_graph_matches_torch_reference(tmp_path, layout):
+    """The exported graph computes SPARC Eq. 4 + TopK exactly as the training model does."""
+    from sparc_local.inputs import pad_batch, pair_inputs
+    from sparc_local.training.model import Encoder as TorchEncoder
+    from sparc_local.weights import random_weights
+
+    info = make_tiny_model(tmp_path / "m", layout=layout, top_k=20)
+    enc = Encoder(info, threads=1, token_budget=64)  # small budget: several length buckets
+    vectors = enc.encode(SENTENCES, CONTEXTS)
+    assert len(vectors) == len(SENTENCES)
+
+    cfg, w = random_weights(layout, vocab=info.vocab_size, hidden=32, layers=2, heads=4, intermediate=64,
+                            max_positions=64, seed=0)
+    ref = TorchEncoder(cfg, w).eval()
+    with torch.no_grad():
+        ref.sparsity.fill_(0.5)
+        items = pair_inputs(enc.tokenizer, SENTENCES, CONTEXTS, info.max_length, info.cls_id, info.sep_id)
+        ids, types, mask = (torch.from_numpy(a) for a in pad_batch(items))
+        f = ref.token_scores(ref(ids, types, mask), mask, torch.arange(info.vocab_size)).numpy()
+    f[:, list(info.skip_ids)] = 0
+    for i in range(len(SENTENCES)):
+        tok, wt = vectors.row(i)
+        assert len(tok) <= 20 and np.all(wt > 0) and np.all(np.diff(wt) <= 0)
+        np.testing.assert_allclose(wt, f[i, tok], rtol=1e-4, atol=1e-5)
+        # the K largest reference weights, as a set (ties aside)
+        assert wt[-1] >= np.sort(f[i])[::-1][len(tok) - 1] - 1e-5
+        assert not set(tok.tolist()) & set(info.skip_ids)
+
+
+def test_segment_ids_matter_for_bert_only(tmp_path):
+    bert = Encoder(make_tiny_model(tmp_path / "b", "bert"), threads=1)
+    with_ctx = bert.encode(["tea"], ["green tea"]).row(0)
+    without = bert.encode(["tea"], [""]).row(0)
+    assert not np.array_equal(with_ctx[1], without[1])
+
+
+def test_int8_export_is_smaller_and_close(tmp_path):
+    fp = make_tiny_model(tmp_path / "fp", int8=False)
+    q = make_tiny_model(tmp_path / "q", int8=True)
+    assert q.quantization == "int8" and fp.quantization == "fp32"
+    assert q.onnx_path.stat().st_size < fp.onnx_path.stat().st_size
+    a = Encoder(fp, threads=1).encode(SENTENCES[:2], CONTEXTS[:2])
+    b = Encoder(q, threads=1).encode(SENTENCES[:2], CONTEXTS[:2])
+    for i in range(2):
+        top_a, top_b = set(a.row(i)[0][:10].tolist()), set(b.row(i)[0][:10].tolist())
+        assert len(top_a & top_b) >= 6
+
+
+def test_model_info_round_trip(tmp_path):
+    info = make_tiny_model(tmp_path / "m")
+    again = ModelInfo.load(tmp_path / "m")
+    assert again == info
+    assert again.id.startswith("tiny-bert@")

@@ -1,0 +1,50 @@
+"""A deterministic tiny SPARC model (random weights, 150-token WordPiece vocab) for fast tests."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from sparc_local.export import export_model
+from sparc_local.modelinfo import ModelInfo
+from sparc_local.weights import random_weights
+
+WORDS = (
+    "the a of and to in is was for on with as by at it from that this which who what when where how why "
+    "tea green black steep minutes water boil cup tower paris built year city river bridge train station "
+    "battery charge hours phone screen manual warranty recipe bread flour oven bake travel museum ticket "
+    "capital france london history king queen war music piano school student book page"
+).split()
+
+
+def tiny_vocab() -> list[str]:
+    letters = [chr(c) for c in range(ord("a"), ord("z") + 1)]
+    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    punct = list(".,?!;:'\"()-")
+    return specials + punct + letters + ["##" + c for c in letters] + list("0123456789") + WORDS
+
+
+def write_tokenizer(path: Path) -> Path:
+    from tokenizers import Tokenizer, decoders, normalizers, pre_tokenizers
+    from tokenizers.models import WordPiece
+
+    vocab = {t: i for i, t in enumerate(tiny_vocab())}
+    tok = Tokenizer(WordPiece(vocab, unk_token="[UNK]", max_input_chars_per_word=100))
+    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tok.decoder = decoders.WordPiece()
+    tok.save(str(path))
+    return path
+
+
+def make_tiny_model(folder: Path, layout: str = "bert", int8: bool = False, top_k: int = 32,
+                    seed: int = 0) -> ModelInfo:
+    folder.mkdir(parents=True, exist_ok=True)
+    tok = write_tokenizer(folder / "source-tokenizer.json")
+    vocab = json.loads(tok.read_text())["model"]["vocab"]
+    cfg, w = random_weights(layout, vocab=len(vocab), hidden=32, layers=2, heads=4, intermediate=64,
+                            max_positions=64, seed=seed)
+    info = export_model(cfg, w, tok, folder, name=f"tiny-{layout}", source="random (tests)", sparsity_w=0.5,
+                        top_k=top_k, max_length=48, int8=int8)
+    tok.unlink()
+    return info
