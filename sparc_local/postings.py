@@ -1,0 +1,350 @@
+"""Posting-list blob codec and weight quantization.
+
+A posting list is one token's (sentence_id, weight) pairs inside one segment, sentence ids
+strictly ascending.  It is stored as one SQLite BLOB.  Everything here is numpy-vectorized:
+no Python loop runs per posting, only (at most) per byte-length class of the varints.
+
+Blob format, version 1 (``FORMAT_V1``)::
+
+    byte 0        format tag = 1
+    varint        n, the number of postings (LEB128: 7 bits per byte, low group first,
+                  high bit set on every byte except the last)
+    n bytes       weights, uint8 quantized (see below), in id order
+    n varints     id gaps: gap[0] = ids[0], gap[i] = ids[i] - ids[i-1] - 1   (LEB128)
+
+The "- 1" works because ids are strictly ascending, so a dense run of ids costs one byte
+per posting for the id plus one for the weight.  The tag byte lets another format be added
+later (``decode`` dispatches on it) without rewriting existing indexes.
+
+Weights: f(v, s) > 0 is stored as ``q = round(f / scale)`` clipped to 0..255, where ``scale``
+is one number per index (meta key ``weight_scale``), chosen by the caller as
+``ceiling / 255`` (default ceiling ``DEFAULT_WEIGHT_CEILING`` = 16.0, i.e. a step of ~0.063;
+weights above the ceiling are clipped to 255).  Weights that round to 0 (f < scale / 2)
+are dropped by the writer: they cannot change a score by more than half a step each.
+Because the scale is global, scores can be accumulated on the uint8 values and multiplied
+by the scale once at the end, and equal sums are exact ties.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+FORMAT_V1 = 1
+DEFAULT_WEIGHT_CEILING = 16.0
+QMAX = 255
+
+_U8 = np.uint8
+_I64 = np.int64
+
+
+# --------------------------------------------------------------------------- quantization
+
+
+def scale_for_ceiling(ceiling: float = DEFAULT_WEIGHT_CEILING) -> float:
+    """The scale mapping q = 255 to ``ceiling``."""
+    if not ceiling > 0:
+        raise ValueError(f"weight ceiling must be > 0, got {ceiling!r}")
+    return float(ceiling) / QMAX
+
+
+def quantize(weights: np.ndarray, scale: float) -> np.ndarray:
+    """float weights -> uint8, q = round(w / scale) clipped to [0, 255]."""
+    w = np.asarray(weights, dtype=np.float32)
+    q = np.rint(w / np.float32(scale))
+    np.clip(q, 0, QMAX, out=q)
+    return q.astype(_U8)
+
+
+def dequantize(q: np.ndarray, scale: float) -> np.ndarray:
+    return np.asarray(q, dtype=np.float32) * np.float32(scale)
+
+
+# --------------------------------------------------------------------------- varints
+
+
+def varint_encode(values: np.ndarray) -> np.ndarray:
+    """Non-negative integers -> concatenated LEB128 bytes (uint8 array)."""
+    v = np.asarray(values).astype(np.uint64, copy=False)
+    n = len(v)
+    if n == 0:
+        return np.zeros(0, _U8)
+    # number of 7-bit groups of each value (>= 1)
+    nbytes = np.ones(n, _I64)
+    t = v >> np.uint64(7)
+    while True:
+        nz = t != 0
+        if not nz.any():
+            break
+        nbytes += nz
+        t >>= np.uint64(7)
+    maxlen = int(nbytes.max())
+    if maxlen == 1:
+        return v.astype(_U8)  # every value < 128: the fast, common case
+    starts = np.zeros(n, _I64)
+    np.cumsum(nbytes[:-1], out=starts[1:])
+    out = np.empty(int(starts[-1] + nbytes[-1]), _U8)
+    for j in range(maxlen):
+        m = nbytes > j
+        vj = v[m] >> np.uint64(7 * j)
+        b = (vj & np.uint64(0x7F)).astype(_U8)
+        b[nbytes[m] > j + 1] |= 0x80
+        out[starts[m] + j] = b
+    return out
+
+
+def varint_decode(buf: np.ndarray, n: int) -> np.ndarray:
+    """The first ``n`` LEB128 values of ``buf`` (which must hold exactly n values) as int64."""
+    b = buf
+    if len(b) == n:  # n values in n bytes: all single-byte
+        return b.astype(_I64)
+    ends = np.flatnonzero(b < 0x80)
+    if len(ends) != n or (n and ends[-1] != len(b) - 1):
+        raise ValueError("corrupt posting blob: varint stream does not hold exactly n values")
+    starts = np.empty(n, _I64)
+    starts[0] = 0
+    starts[1:] = ends[:-1] + 1
+    lens = ends - starts + 1
+    out = (b[starts] & 0x7F).astype(_I64)
+    multi = np.flatnonzero(lens > 1)
+    j = 1
+    while len(multi):
+        idx = starts[multi] + j
+        out[multi] |= (b[idx] & 0x7F).astype(_I64) << (7 * j)
+        j += 1
+        multi = multi[lens[multi] > j]
+    return out
+
+
+def _read_varint(blob: bytes, pos: int) -> tuple[int, int]:
+    result = shift = 0
+    while True:
+        byte = blob[pos]
+        pos += 1
+        result |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return result, pos
+        shift += 7
+
+
+def _varint_bytes(x: int) -> bytes:
+    out = bytearray()
+    while True:
+        b = x & 0x7F
+        x >>= 7
+        if x:
+            out.append(b | 0x80)
+        else:
+            out.append(b)
+            return bytes(out)
+
+
+# --------------------------------------------------------------------------- codec
+
+
+def _gaps(ids: np.ndarray) -> np.ndarray:
+    g = np.empty(len(ids), _I64)
+    if len(ids):
+        g[0] = ids[0]
+        np.subtract(ids[1:], ids[:-1], out=g[1:])
+        g[1:] -= 1
+    return g
+
+
+def encode(sentence_ids: np.ndarray, weights: np.ndarray) -> bytes:
+    """Pack one posting list. ids strictly ascending and >= 0; weights uint8 (already quantized)."""
+    ids = np.asarray(sentence_ids, dtype=_I64)
+    q = np.asarray(weights)
+    if q.dtype != _U8:
+        raise TypeError(f"weights must be quantized uint8, got {q.dtype}")
+    if ids.ndim != 1 or ids.shape != q.shape:
+        raise ValueError("sentence_ids and weights must be 1-d arrays of equal length")
+    g = _gaps(ids)
+    if len(g) and g.min() < 0:
+        raise ValueError("sentence ids must be >= 0 and strictly ascending")
+    return bytes([FORMAT_V1]) + _varint_bytes(len(ids)) + q.tobytes() + varint_encode(g).tobytes()
+
+
+def decode(blob: bytes) -> tuple[np.ndarray, np.ndarray]:
+    """Unpack a blob -> (sentence_ids int64 ascending, weights uint8).
+
+    The weights array is a read-only view of ``blob``.
+    """
+    if not blob:
+        raise ValueError("empty posting blob")
+    tag = blob[0]
+    if tag != FORMAT_V1:
+        raise ValueError(f"unknown posting blob format {tag}")
+    n, pos = _read_varint(blob, 1)
+    q = np.frombuffer(blob, dtype=_U8, count=n, offset=pos)
+    rest = np.frombuffer(blob, dtype=_U8, offset=pos + n)
+    if n == 0:
+        return np.zeros(0, _I64), q
+    ids = varint_decode(rest, n)
+    ids[1:] += 1
+    np.cumsum(ids, out=ids)
+    return ids, q
+
+
+def encode_groups(
+    keys: np.ndarray, sentence_ids: np.ndarray, weights: np.ndarray
+) -> list[tuple[int, bytes]]:
+    """Pack many posting lists at once.
+
+    Input is sorted by (key, sentence_id), e.g. key = token id; weights uint8.  Returns
+    ``[(key, blob), ...]`` with one blob per distinct key, identical to ``encode`` on each group.
+    """
+    keys = np.asarray(keys, dtype=_I64)
+    ids = np.asarray(sentence_ids, dtype=_I64)
+    q = np.asarray(weights)
+    if q.dtype != _U8:
+        raise TypeError(f"weights must be quantized uint8, got {q.dtype}")
+    if not (keys.shape == ids.shape == q.shape) or keys.ndim != 1:
+        raise ValueError("keys, sentence_ids and weights must be 1-d arrays of equal length")
+    n = len(keys)
+    if n == 0:
+        return []
+    new = np.empty(n, bool)
+    new[0] = True
+    np.not_equal(keys[1:], keys[:-1], out=new[1:])
+    starts = np.flatnonzero(new)
+    if np.any(keys[1:] < keys[:-1]):
+        raise ValueError("keys must be sorted")
+    g = np.empty(n, _I64)
+    g[0] = ids[0]
+    np.subtract(ids[1:], ids[:-1], out=g[1:])
+    g -= 1
+    g[starts] = ids[starts]
+    if g.min() < 0:
+        raise ValueError("sentence ids must be >= 0 and strictly ascending within each key")
+    gb = varint_encode(g)
+    # byte offset where each group's gap varints start
+    if len(gb) == n:
+        boff = np.append(starts, n)
+    else:
+        last = np.flatnonzero(gb < 0x80)  # end byte of every value
+        boff = np.empty(len(starts) + 1, _I64)
+        boff[0] = 0
+        boff[1:-1] = last[starts[1:] - 1] + 1
+        boff[-1] = len(gb)
+    gbytes = gb.tobytes()
+    qbytes = q.tobytes()
+    ends = np.append(starts[1:], n)
+    tag = bytes([FORMAT_V1])
+    out = []
+    for k, a, b, ga, gz in zip(
+        keys[starts].tolist(), starts.tolist(), ends.tolist(), boff[:-1].tolist(), boff[1:].tolist()
+    ):
+        out.append((k, tag + _varint_bytes(b - a) + qbytes[a:b] + gbytes[ga:gz]))
+    return out
+
+
+# Blobs longer than this are decoded one by one (``decode`` has a zero-copy fast path for
+# dense lists); shorter ones together, vectorized across blobs.
+_BIG_BLOB = 512
+
+
+def decode_many(blobs: Sequence[bytes]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Unpack many blobs at once -> (counts, ids, weights).
+
+    ``ids``/``weights`` are all lists concatenated (blob i owns the ``counts[i]`` entries after
+    ``counts[:i].sum()``), identical to calling ``decode`` on each.  Short blobs are decoded
+    together, vectorized (much faster than a Python loop over many short lists).
+    """
+    m = len(blobs)
+    lens = np.fromiter(map(len, blobs), dtype=_I64, count=m)
+    big = np.flatnonzero(lens > _BIG_BLOB)
+    if len(big) == 0:
+        return _decode_many_vec(blobs)
+    small = np.flatnonzero(lens <= _BIG_BLOB)
+    sc, sids, sq = _decode_many_vec([blobs[i] for i in small.tolist()])
+    parts = [decode(blobs[i]) for i in big.tolist()]
+    counts = np.empty(m, _I64)
+    counts[small] = sc
+    counts[big] = [len(p[0]) for p in parts]
+    offs = np.zeros(m, _I64)
+    np.cumsum(counts[:-1], out=offs[1:])
+    total = int(counts.sum())
+    ids = np.empty(total, _I64)
+    q = np.empty(total, _U8)
+    pos = _ranges(offs[small], sc, len(sids))
+    ids[pos] = sids
+    q[pos] = sq
+    for (a, n), (pi, pq) in zip(zip(offs[big].tolist(), counts[big].tolist()), parts):
+        ids[a : a + n] = pi
+        q[a : a + n] = pq
+    return counts, ids, q
+
+
+def decode_lists(blobs: Sequence[bytes]) -> list[tuple[np.ndarray, np.ndarray]]:
+    """``[decode(b) for b in blobs]``, faster when many blobs are short."""
+    m = len(blobs)
+    lens = [len(b) for b in blobs]
+    small = [i for i in range(m) if lens[i] <= _BIG_BLOB]
+    out: list = [None] * m
+    if len(small) > 8:
+        counts, ids, q = _decode_many_vec([blobs[i] for i in small])
+        a = 0
+        for i, b in zip(small, np.cumsum(counts).tolist()):
+            out[i] = (ids[a:b], q[a:b])
+            a = b
+    for i in range(m):
+        if out[i] is None:
+            out[i] = decode(blobs[i])
+    return out
+
+
+def _decode_many_vec(blobs: Sequence[bytes]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    m = len(blobs)
+    if m == 0:
+        return np.zeros(0, _I64), np.zeros(0, _I64), np.zeros(0, _U8)
+    lens = np.fromiter(map(len, blobs), dtype=_I64, count=m)
+    if lens.min() < 2:
+        raise ValueError("corrupt posting blob: too short")
+    buf = np.frombuffer(b"".join(blobs), dtype=_U8)
+    offs = np.zeros(m + 1, _I64)
+    np.cumsum(lens, out=offs[1:])
+    start = offs[:-1]
+    if np.any(buf[start] != FORMAT_V1):
+        raise ValueError(f"unknown posting blob format {int(buf[start][buf[start] != FORMAT_V1][0])}")
+    # the count varint after the tag byte
+    counts = np.zeros(m, _I64)
+    hdr = np.ones(m, _I64)  # header length so far (the tag)
+    active = np.arange(m)
+    j = 0
+    while len(active):
+        b = buf[start[active] + 1 + j].astype(_I64)
+        counts[active] |= (b & 0x7F) << (7 * j)
+        hdr[active] += 1
+        active = active[b >= 0x80]
+        j += 1
+    wstart = start + hdr
+    gstart = wstart + counts
+    if np.any(gstart + counts > offs[1:]):
+        raise ValueError("corrupt posting blob: shorter than its count")
+    total = int(counts.sum())
+    q = buf[_ranges(wstart, counts, total)]
+    glen = offs[1:] - gstart
+    gbytes = buf[_ranges(gstart, glen, int(glen.sum()))]
+    vals = varint_decode(gbytes, total)
+    # per-list prefix sums: gap -> id (first value of a list is absolute)
+    vals += 1
+    nz = counts > 0
+    firsts = np.zeros(m, _I64)
+    np.cumsum(counts[:-1], out=firsts[1:])
+    firsts = firsts[nz]
+    vals[firsts] -= 1
+    cs = np.cumsum(vals)
+    base = cs[firsts] - vals[firsts]
+    ids = cs - np.repeat(base, counts[nz])
+    return counts, ids, q
+
+
+def _ranges(starts: np.ndarray, lengths: np.ndarray, total: int) -> np.ndarray:
+    """concatenate(arange(s, s + n) for s, n in zip(starts, lengths)), vectorized."""
+    if total == 0:
+        return np.zeros(0, _I64)
+    ends = np.cumsum(lengths)
+    shift = np.repeat(starts - (ends - lengths), lengths)
+    return np.arange(total, dtype=_I64) + shift

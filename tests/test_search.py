@@ -1,0 +1,268 @@
+"""Scoring (search.py) and the posting-blob codec (postings.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from sparc_local import postings as P
+from sparc_local import search as S
+
+
+def _csr_from_dense(M: np.ndarray) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """token -> (sentence ids ascending, weights) from a dense (n_sent, vocab) matrix."""
+    out = {}
+    for t in range(M.shape[1]):
+        ids = np.flatnonzero(M[:, t])
+        if len(ids):
+            out[t] = (ids.astype(np.int64), M[ids, t])
+    return out
+
+
+def _brute(M: np.ndarray, q: np.ndarray, k: int | None, exclude=()) -> tuple[np.ndarray, np.ndarray]:
+    scores = M[:, np.unique(q)].sum(axis=1)
+    scores[list(exclude)] = 0
+    ids = np.flatnonzero(scores > 0)
+    order = np.lexsort((ids, -scores[ids]))  # score desc, id asc
+    ids = ids[order][:k]
+    return ids, scores[ids]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_top_k_equals_brute_force_with_ties(seed):
+    rng = np.random.default_rng(seed)
+    n, vocab = 400, 60
+    # small integer weights -> exact float sums and many ties
+    M = (rng.random((n, vocab)) < 0.15) * rng.integers(1, 4, (n, vocab))
+    M = M.astype(np.float32)
+    lists = _csr_from_dense(M)
+    for _ in range(10):
+        q = rng.choice(vocab, rng.integers(1, 8), replace=False)
+        plist = [(int(t), *lists[t]) for t in q if t in lists]
+        for k in (1, 5, 17, None, 10_000):
+            ids, sc = S.score(plist, k)
+            eids, esc = _brute(M, q, k)
+            np.testing.assert_array_equal(ids, eids)
+            np.testing.assert_array_equal(sc, esc)
+        exclude = rng.choice(n, 40, replace=False)
+        ids, sc = S.score(plist, 12, exclude)
+        eids, esc = _brute(M, q, 12, exclude)
+        np.testing.assert_array_equal(ids, eids)
+        np.testing.assert_array_equal(sc, esc)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_top_k_large_accumulator_with_ties(seed):
+    """Big enough for the block-max prefilter; integer scores give many ties."""
+    rng = np.random.default_rng(100 + seed)
+    n = 20_000
+    lists = []
+    for t in range(6):
+        ids = np.flatnonzero(rng.random(n) < rng.choice([0.001, 0.05, 0.6]))
+        lists.append((t, ids.astype(np.int64), rng.integers(1, 4, len(ids)).astype(np.uint8)))
+    dense = np.zeros(n, np.float64)
+    for _, i, w in lists:
+        dense[i] += w
+    exclude = rng.choice(n, 500, replace=False)
+    for k in (1, 3, 10, 37, 150, None):
+        for ex in (None, exclude):
+            ids, sc = S.score(lists, k, ex)
+            d = dense.copy()
+            if ex is not None:
+                d[ex] = 0
+            eids = np.flatnonzero(d > 0)
+            eids = eids[np.lexsort((eids, -d[eids]))][:k]
+            np.testing.assert_array_equal(ids, eids)
+            np.testing.assert_array_equal(sc, d[eids].astype(np.float32))
+
+
+def test_float_weights_and_scale():
+    rng = np.random.default_rng(7)
+    n, vocab = 300, 40
+    M = ((rng.random((n, vocab)) < 0.2) * rng.random((n, vocab)) * 8).astype(np.float32)
+    lists = _csr_from_dense(M)
+    q = np.array([1, 5, 9, 33])
+    plist = [lists[t] for t in q]  # 2-tuples are accepted too
+    ids, sc = S.score(plist, 20)
+    eids, esc = _brute(M, q, 20)
+    np.testing.assert_array_equal(ids, eids)
+    np.testing.assert_allclose(sc, esc, rtol=1e-6)
+    ids2, sc2 = S.score(plist, 20, scale=0.5)
+    np.testing.assert_array_equal(ids2, ids)
+    np.testing.assert_allclose(sc2, sc * 0.5, rtol=1e-6)
+
+
+def test_sparse_id_space_path_matches_dense():
+    rng = np.random.default_rng(3)
+    big = 50_000_000  # forces the sort-based path (id space >> postings)
+    lists = []
+    for _ in range(5):
+        ids = np.sort(rng.choice(big, 300, replace=False)).astype(np.int64)
+        lists.append((ids, rng.integers(1, 5, 300).astype(np.uint8)))
+    lists.append((np.array([7, big - 1], np.int64), np.array([9, 9], np.uint8)))
+    ids, sc = S.score(lists, 25, exclude=np.array([7]))
+    # reference via dict sums
+    tot: dict[int, float] = {}
+    for i, w in lists:
+        for a, b in zip(i.tolist(), w.tolist()):
+            tot[a] = tot.get(a, 0) + b
+    tot.pop(7)
+    ref = sorted(tot.items(), key=lambda kv: (-kv[1], kv[0]))[:25]
+    assert ids.tolist() == [k for k, _ in ref]
+    assert sc.tolist() == [v for _, v in ref]
+
+
+def test_empty_inputs():
+    ids, sc = S.score([], 10)
+    assert ids.shape == (0,) and sc.shape == (0,)
+    ids, sc = S.score([(3, np.zeros(0, np.int64), np.zeros(0, np.uint8))], 10)
+    assert len(ids) == 0
+    ids, sc = S.top_k(np.zeros(5, np.float32), 3)
+    assert len(ids) == 0
+    ids, sc = S.score([(np.array([2]), np.array([1.0]))], 0)
+    assert len(ids) == 0
+
+
+def test_top_k_direct():
+    acc = np.array([0, 3, 1, 3, 0, 2, 3], np.float32)
+    ids, sc = S.top_k(acc.copy(), 2)
+    assert ids.tolist() == [1, 3] and sc.tolist() == [3, 3]
+    ids, sc = S.top_k(acc.copy(), 4)
+    assert ids.tolist() == [1, 3, 6, 5]
+    ids, sc = S.top_k(acc.copy(), None, exclude=np.array([3, 100]))
+    assert ids.tolist() == [1, 6, 5, 2]
+
+
+def test_explain_sums_to_score():
+    rng = np.random.default_rng(1)
+    M = ((rng.random((200, 30)) < 0.3) * rng.integers(1, 50, (200, 30))).astype(np.uint8)
+    lists = _csr_from_dense(M)
+    q = [2, 4, 8, 16]
+    # split each token's list into two "segments" to check multi-tuple tokens
+    plist = []
+    for t in q:
+        ids, w = lists[t]
+        h = len(ids) // 2
+        plist += [(t, ids[:h], w[:h]), (t, ids[h:], w[h:])]
+    ids, sc = S.score(plist, 10, scale=0.25)
+    ex = S.explain(plist, ids, scale=0.25)
+    for i, s, d in zip(ids, sc, ex):
+        assert set(d) <= set(q)
+        assert sum(d.values()) == pytest.approx(float(s))
+        for t, v in d.items():
+            assert v == pytest.approx(M[i, t] * 0.25)
+    assert S.explain(plist, np.array([], np.int64)) == []
+    assert S.explain(plist, np.array([10**9])) == [{}]
+
+
+# --------------------------------------------------------------------------- codec
+
+
+@pytest.mark.parametrize(
+    "ids",
+    [
+        [],
+        [0],
+        [5],
+        [0, 1, 2, 3],
+        [127, 128, 129, 255, 256, 16383, 16384, 16385],
+        [1, 2**31, 2**31 + 1, 2**40, 2**62],
+        list(range(1000, 3000)),
+    ],
+)
+def test_codec_round_trip_edges(ids):
+    ids = np.array(ids, np.int64)
+    q = (np.arange(len(ids)) % 255 + 1).astype(np.uint8)
+    blob = P.encode(ids, q)
+    i2, q2 = P.decode(blob)
+    assert i2.dtype == np.int64 and q2.dtype == np.uint8
+    np.testing.assert_array_equal(i2, ids)
+    np.testing.assert_array_equal(q2, q)
+
+
+def test_codec_round_trip_random():
+    rng = np.random.default_rng(0)
+    for _ in range(50):
+        n = int(rng.integers(1, 3000))
+        space = int(rng.choice([n + 5, 10 * n, 10**6, 10**10]))
+        ids = np.sort(rng.choice(space, n, replace=False)).astype(np.int64)
+        q = rng.integers(0, 256, n).astype(np.uint8)
+        i2, q2 = P.decode(P.encode(ids, q))
+        np.testing.assert_array_equal(i2, ids)
+        np.testing.assert_array_equal(q2, q)
+
+
+def test_encode_groups_matches_encode():
+    rng = np.random.default_rng(5)
+    keys, ids, qs, expect = [], [], [], []
+    for k in sorted(rng.choice(10**5, 40, replace=False).tolist()):
+        n = int(rng.integers(1, 200))
+        i = np.sort(rng.choice(int(rng.choice([300, 10**7])), n, replace=False)).astype(np.int64)
+        q = rng.integers(1, 256, n).astype(np.uint8)
+        keys.append(np.full(n, k)), ids.append(i), qs.append(q)
+        expect.append((k, P.encode(i, q)))
+    got = P.encode_groups(np.concatenate(keys), np.concatenate(ids), np.concatenate(qs))
+    assert got == expect
+    assert P.encode_groups(np.zeros(0), np.zeros(0), np.zeros(0, np.uint8)) == []
+
+
+def test_decode_many_and_decode_lists_mixed_sizes():
+    rng = np.random.default_rng(9)
+    blobs, ref = [], []
+    for _ in range(400):
+        n = int(rng.choice([0, 1, 3, 50, 200, 2000]))
+        space = int(rng.choice([n + 1, 10**4, 10**9]))
+        ids = np.sort(rng.choice(space, n, replace=False)).astype(np.int64)
+        q = rng.integers(0, 256, n).astype(np.uint8)
+        blobs.append(P.encode(ids, q))
+        ref.append((ids, q))
+    for sub in (blobs, [b for b in blobs if len(b) <= 512], [b for b in blobs if len(b) > 512], blobs[:1], []):
+        exp = [P.decode(b) for b in sub]
+        counts, ids, q = P.decode_many(sub)
+        assert counts.tolist() == [len(e[0]) for e in exp]
+        np.testing.assert_array_equal(ids, np.concatenate([e[0] for e in exp]) if exp else [])
+        np.testing.assert_array_equal(q, np.concatenate([e[1] for e in exp]) if exp else [])
+        got = P.decode_lists(sub)
+        assert len(got) == len(exp)
+        for (gi, gq), (ei, eq) in zip(got, exp):
+            np.testing.assert_array_equal(gi, ei)
+            np.testing.assert_array_equal(gq, eq)
+    for (i, q), b in zip(ref, blobs):
+        np.testing.assert_array_equal(P.decode(b)[0], i)
+
+
+def test_codec_rejects_bad_input():
+    with pytest.raises(ValueError):
+        P.encode(np.array([3, 3]), np.array([1, 1], np.uint8))
+    with pytest.raises(ValueError):
+        P.encode(np.array([5, 2]), np.array([1, 1], np.uint8))
+    with pytest.raises(TypeError):
+        P.encode(np.array([1]), np.array([1.5]))
+    with pytest.raises(ValueError):
+        P.decode(b"\x09\x00")
+    blob = P.encode(np.array([1, 100000]), np.array([1, 2], np.uint8))
+    with pytest.raises(ValueError):
+        P.decode(blob[:-1])
+
+
+def test_quantize():
+    scale = P.scale_for_ceiling(16.0)
+    w = np.array([0.0, 0.01, scale, 1.0, 15.99, 16.0, 40.0], np.float32)
+    q = P.quantize(w, scale)
+    assert q.dtype == np.uint8
+    assert q.tolist()[:3] == [0, 0, 1] and q[-1] == 255 and q[-2] == 255
+    back = P.dequantize(q, scale)
+    assert np.all(np.abs(back[:-1] - w[:-1]) <= scale / 2 + 1e-6)
+
+
+def test_bytes_per_posting_random():
+    """~150 postings per sentence over a 30k vocabulary, 2000 sentences: well under 4 B/posting."""
+    rng = np.random.default_rng(0)
+    n, vocab, k = 2000, 30522, 150
+    toks = np.concatenate([rng.choice(vocab, k, replace=False) for _ in range(n)])
+    sids = np.repeat(np.arange(n), k)
+    q = rng.integers(1, 256, n * k).astype(np.uint8)
+    order = np.lexsort((sids, toks))
+    groups = P.encode_groups(toks[order], sids[order], q[order])
+    per = sum(len(b) for _, b in groups) / (n * k)
+    assert per < 4.0

@@ -1,0 +1,424 @@
+"""The SQLite index (store.py), against real database files in tmp_path."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import stat
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from sparc_local import postings as P
+from sparc_local import search as S
+from sparc_local import store
+from sparc_local.sparse import SparseVectors
+from sparc_local.store import MIGRATIONS, SCHEMA_VERSION, FileUpdate, Index, SentenceRow
+
+VOCAB = 500
+
+
+def _vectors(rng, n: int, k: int = 20) -> SparseVectors:
+    rows = []
+    for _ in range(n):
+        toks = rng.choice(VOCAB, k, replace=False).astype(np.int32)
+        # multiples of the quantization step (16/255) -> exact after quantization
+        w = rng.integers(1, 200, k).astype(np.float32) * np.float32(16.0 / 255)
+        rows.append((toks, w))
+    return SparseVectors.from_rows(rows)
+
+
+def _update(rng, path: str, n: int, tag: str = "v1", k: int = 20) -> FileUpdate:
+    sents = []
+    for i in range(n):
+        text = f"{tag} sentence {i} of {path}."
+        ctx = f"Intro. {text} Outro."
+        sents.append(SentenceRow(text, ctx, 7, page=1 + i // 10, line=i + 1, char_start=10 * i, char_end=10 * i + len(text)))
+    return FileUpdate(path, size=100 * n, mtime=1000.0 + n, hash=f"h-{path}-{tag}", sentences=sents, vectors=_vectors(rng, n, k))
+
+
+def _all_tokens():
+    return np.arange(VOCAB)
+
+
+@pytest.fixture
+def db(tmp_path):
+    return tmp_path / "sub" / "index.db"
+
+
+def test_migrations_once_and_idempotent(db):
+    ix = Index(db)
+    assert ix.schema_version() == SCHEMA_VERSION == MIGRATIONS[-1][0]
+    ix.set_meta("model", "sparc-mini-1")
+    ix.close()
+    ix = Index(db)  # reopen: nothing re-applied, data kept
+    assert ix.schema_version() == SCHEMA_VERSION
+    assert ix.get_meta("model") == "sparc-mini-1"
+    c = ix.conn
+    assert c.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert c.execute("PRAGMA foreign_keys").fetchone()[0] == 1
+    assert c.execute("PRAGMA busy_timeout").fetchone()[0] == 5000
+    tables = {r[0] for r in c.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    assert {"meta", "roots", "files", "sentences", "segments", "postings", "tombstones"} <= tables
+    ix.close()
+
+
+def test_newer_schema_refused(db):
+    Index(db).close()
+    con = sqlite3.connect(db)
+    con.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    con.close()
+    with pytest.raises(RuntimeError, match="newer"):
+        Index(db)
+
+
+def test_file_mode_0600(db):
+    rng = np.random.default_rng(0)
+    with Index(db) as ix:
+        ix.write_files([_update(rng, "/d/a.txt", 3)])
+        for suffix in ("", "-wal", "-shm"):
+            p = str(db) + suffix
+            if os.path.exists(p):
+                assert stat.S_IMODE(os.stat(p).st_mode) == 0o600, suffix
+    # an existing world-readable db is tightened on open
+    os.chmod(db, 0o644)
+    Index(db).close()
+    assert stat.S_IMODE(os.stat(db).st_mode) == 0o600
+
+
+def test_write_read_round_trip(db):
+    rng = np.random.default_rng(1)
+    u1, u2 = _update(rng, "/d/a.txt", 5), _update(rng, "/d/b.pdf", 3)
+    with Index(db) as ix:
+        seg = ix.write_files([u1, u2])
+        assert seg is not None
+        rec = ix.file("/d/a.txt")
+        assert (rec.size, rec.mtime, rec.hash, rec.status, rec.error, rec.n_sentences) == (
+            500, 1005.0, "h-/d/a.txt-v1", "ok", None, 5,
+        )
+        assert [f.path for f in ix.all_files()] == ["/d/a.txt", "/d/b.pdf"]
+        assert ix.file("/nope") is None
+
+        # exact sparse scores from the index == brute force from the input vectors
+        q = np.array([3, 17, 42, 99, 250, 3])  # duplicate token counted once
+        ids, sc = ix.search(q, None)
+        scale = ix.weight_scale
+        expected = {}
+        sid = 0
+        for u in (u1, u2):
+            for r in range(len(u.vectors)):
+                t, w = u.vectors.row(r)
+                qw = P.quantize(w, scale)
+                s = sum(int(x) for tt, x in zip(t, qw) if tt in set(q.tolist()))
+                sid += 1
+                if s:
+                    expected[sid] = s * scale
+        assert dict(zip(ids.tolist(), sc.tolist())) == pytest.approx(expected)
+        assert ids.tolist() == sorted(expected, key=lambda i: (-expected[i], i))
+
+        rows = ix.sentences(ids[:3].tolist()[::-1] + [10**6])
+        assert [r["id"] for r in rows] == ids[:3].tolist()[::-1]
+        r = next(x for x in ix.sentences(list(range(1, 9))) if x["path"] == "/d/b.pdf")
+        assert r["context"][r["offset_in_context"] : r["offset_in_context"] + len(r["text"])] == r["text"]
+        assert r["page"] == 1 and r["line"] == 1 and r["char_start"] == 0
+
+        ex = ix.explain(q, ids[:2])
+        for d, s in zip(ex, sc[:2]):
+            assert sum(d.values()) == pytest.approx(float(s))
+
+        st = ix.stats()
+        assert st["files"] == 2 and st["sentences"] == 8 and st["segments"] == 1
+        assert st["postings"] == 8 * 20 and st["tombstones"] == 0
+        assert st["db_bytes"] > 0 and st["last_update"] is not None and st["errors"] == []
+        assert ix.verify() == []
+
+
+def test_postings_reads_only_query_tokens(db):
+    rng = np.random.default_rng(2)
+    with Index(db) as ix:
+        ix.write_files([_update(rng, "/d/a.txt", 30)], merge=False)
+        ix.write_files([_update(rng, "/d/b.txt", 30)], merge=False)
+        q = [5, 77, 123]
+        plist = ix.postings(q)
+        assert plist and {t for t, _, _ in plist} <= set(q)
+        assert all(w.dtype == np.uint8 and np.all(np.diff(ids) > 0) for _, ids, w in plist)
+        # the query is a primary-key search, not a table scan
+        plan = ix.conn.execute("EXPLAIN QUERY PLAN " + Index._POSTINGS_SQL.format("?,?,?"), q).fetchall()
+        detail = " ".join(r[-1] for r in plan)
+        assert "SEARCH postings USING INDEX postings_token (token_id=?)" in detail and "SCAN" not in detail
+        # one tuple per stored (token, segment) row of the query tokens, nothing else
+        n_rows = ix.conn.execute(
+            "SELECT count(*) FROM postings WHERE token_id IN (5, 77, 123)"
+        ).fetchone()[0]
+        assert len(plist) == n_rows
+        fl = ix.postings(q, dequantize=True)
+        assert fl[0][2].dtype == np.float32
+
+
+def test_update_replaces_sentences(db):
+    rng = np.random.default_rng(3)
+    with Index(db) as ix:
+        ix.write_files([_update(rng, "/d/a.txt", 10, "old"), _update(rng, "/d/b.txt", 4)])
+        old_ids = {r["id"] for r in ix.sentences(range(1, 11))}
+        assert len(old_ids) == 10
+        ix.write_files([_update(rng, "/d/a.txt", 6, "new")], merge=False)
+        ids, _ = ix.search(_all_tokens(), None)
+        assert not set(ids.tolist()) & old_ids  # old ones no longer score
+        assert len(ids) == 6 + 4
+        rows = ix.sentences(ids)
+        assert all(("new" in r["text"]) for r in rows if r["path"] == "/d/a.txt")
+        assert ix.file("/d/a.txt").n_sentences == 6
+        assert ix.stats()["sentences"] == 10 and ix.stats()["tombstones"] == 10
+        assert all(r["path"] is None for r in ix.sentences(sorted(old_ids)))
+        assert ix.verify() == []
+        # the first segment is now mostly tombstones: maybe_merge rewrites it, same results
+        assert ix.maybe_merge() == 1
+        assert ix.stats()["tombstones"] == 0 and ix.sentences(sorted(old_ids)) == []
+        np.testing.assert_array_equal(ix.search(_all_tokens(), None)[0], ids)
+        assert ix.verify() == []
+
+
+def test_error_file_records_reason_and_drops_old_sentences(db):
+    rng = np.random.default_rng(4)
+    with Index(db) as ix:
+        ix.write_files([_update(rng, "/d/a.pdf", 5)])
+        ix.write_files([FileUpdate("/d/a.pdf", 10, 2.0, "h2", error="encrypted PDF")])
+        rec = ix.file("/d/a.pdf")
+        assert rec.status == "error" and rec.error == "encrypted PDF" and rec.n_sentences == 0
+        assert rec.hash == "h2"
+        assert len(ix.search(_all_tokens())[0]) == 0
+        assert ix.stats()["errors"] == [{"path": "/d/a.pdf", "reason": "encrypted PDF"}]
+        # and it recovers once readable again
+        ix.write_files([_update(rng, "/d/a.pdf", 2)])
+        assert ix.file("/d/a.pdf").status == "ok" and ix.stats()["errors"] == []
+        assert len(ix.search(_all_tokens(), None)[0]) == 2
+        assert ix.verify() == []
+
+
+def test_remove_files_and_remove_under(db):
+    rng = np.random.default_rng(5)
+    paths = ["/r/a.txt", "/r/sub/b.txt", "/r/sub/c.txt", "/r/subway.txt", "/other/d.txt"]
+    with Index(db) as ix:
+        ix.write_files([_update(rng, p, 3) for p in paths])
+        assert ix.remove_files(["/r/a.txt", "/missing"]) == 1
+        assert ix.file("/r/a.txt") is None
+        assert ix.remove_under("/r/sub") == 2  # not /r/subway.txt
+        assert [f.path for f in ix.all_files()] == ["/other/d.txt", "/r/subway.txt"]
+        ids, _ = ix.search(_all_tokens(), None)
+        assert {r["path"] for r in ix.sentences(ids)} == {"/other/d.txt", "/r/subway.txt"}
+        assert ix.remove_under("/r/") == 1
+        assert ix.stats()["files"] == 1 and ix.stats()["sentences"] == 3
+        assert ix.verify() == []
+        ix.merge_all()
+        assert ix.stats()["tombstones"] == 0
+        assert ix.conn.execute("SELECT count(*) FROM sentences").fetchone()[0] == 3
+        assert ix.verify() == []
+
+
+@pytest.mark.parametrize("chunk_bytes", [None, 64])
+def test_merge_all_preserves_results_exactly(db, chunk_bytes, monkeypatch):
+    if chunk_bytes:  # force the streamed merge to flush many small token chunks
+        monkeypatch.setattr(store, "MERGE_CHUNK_BYTES", chunk_bytes)
+    rng = np.random.default_rng(6)
+    with Index(db) as ix:
+        for i in range(8):
+            ix.write_files([_update(rng, f"/d/{i}.txt", 15), _update(rng, f"/e/{i}.txt", 5)], merge=False)
+        ix.write_files([_update(rng, "/d/3.txt", 9, "v2")], merge=False)
+        ix.remove_files(["/e/5.txt"])
+        assert len(ix.segments()) == 9
+        queries = [rng.choice(VOCAB, 6, replace=False) for _ in range(20)]
+        before = [ix.search(q, 10) for q in queries]
+        full_before = ix.search(_all_tokens(), None)
+        sent_before = ix.sentences(full_before[0])
+        ix.merge_all()
+        assert len(ix.segments()) == 1 and ix.stats()["tombstones"] == 0
+        for q, (ids, sc) in zip(queries, before):
+            ids2, sc2 = ix.search(q, 10)
+            np.testing.assert_array_equal(ids, ids2)
+            np.testing.assert_array_equal(sc, sc2)
+        full_after = ix.search(_all_tokens(), None)
+        np.testing.assert_array_equal(full_before[0], full_after[0])
+        assert ix.sentences(full_after[0]) == sent_before  # ids stable
+        assert ix.verify() == []
+        # new writes after a merge never reuse ids
+        max_id = int(ix.conn.execute("SELECT max(id) FROM sentences").fetchone()[0])
+        ix.write_files([_update(rng, "/d/new.txt", 2)])
+        assert min(r["id"] for r in ix.sentences(range(max_id + 1, max_id + 10))) > max_id
+
+
+def test_maybe_merge_tiered(db):
+    rng = np.random.default_rng(7)
+    with Index(db) as ix:
+        for i in range(9):
+            ix.write_files([_update(rng, f"/d/{i}.txt", 2)])
+        assert len(ix.segments()) == 9  # below the merge factor
+        ix.write_files([_update(rng, "/d/9.txt", 2)])
+        assert len(ix.segments()) == 1  # 10 small segments -> 1
+        ids_before = ix.search(_all_tokens(), None)
+        # a segment that is mostly tombstones gets rewritten
+        ix.write_files([_update(rng, f"/x/{i}.txt", 2) for i in range(5)])
+        assert len(ix.segments()) == 2
+        ix.remove_files([f"/x/{i}.txt" for i in range(4)])
+        assert ix.maybe_merge() == 1
+        segs = ix.segments()
+        assert len(segs) == 2 and all(s["deleted_sentences"] == 0 for s in segs)
+        ix.remove_files(["/x/4.txt"])
+        ix.maybe_merge()
+        assert len(ix.segments()) == 1 and ix.stats()["tombstones"] == 0
+        ids_after = ix.search(_all_tokens(), None)
+        np.testing.assert_array_equal(ids_before[0], ids_after[0])
+        np.testing.assert_array_equal(ids_before[1], ids_after[1])
+        assert ix.verify() == []
+
+
+class Boom(Exception):
+    pass
+
+
+def test_exception_mid_write_rolls_back(db, monkeypatch):
+    rng = np.random.default_rng(8)
+    with Index(db) as ix:
+        ix.write_files([_update(rng, "/d/a.txt", 4, "old")])
+        snapshot = ix.conn.execute("SELECT * FROM sentences ORDER BY id").fetchall()
+        files_before = ix.all_files()
+        res_before = ix.search(_all_tokens(), None)
+        good = _update(rng, "/d/a.txt", 3, "new")
+        bad = _update(rng, "/d/b.txt", 3, "bad")
+        # a SentenceRow sqlite cannot bind: fails after /d/a.txt was already tombstoned+rewritten
+        bad.sentences[1] = SentenceRow(object(), "ctx", 0)  # type: ignore[arg-type]
+        with pytest.raises(sqlite3.Error):
+            ix.write_files([good, bad])
+        assert not ix.conn.in_transaction
+        assert ix.all_files() == files_before
+        assert ix.conn.execute("SELECT * FROM sentences ORDER BY id").fetchall() == snapshot
+        assert ix.stats()["tombstones"] == 0 and ix.stats()["segments"] == 1
+        res = ix.search(_all_tokens(), None)
+        np.testing.assert_array_equal(res[0], res_before[0])
+        # an exception while writing postings rolls back too
+        monkeypatch.setattr(P, "encode_groups", lambda *a: (_ for _ in ()).throw(Boom()))
+        with pytest.raises(Boom):
+            ix.write_files([good])
+        assert ix.all_files() == files_before and ix.verify() == []
+        # mismatched vectors are rejected before anything is written
+        monkeypatch.undo()
+        broken = _update(rng, "/d/c.txt", 3)
+        broken.sentences.pop()
+        with pytest.raises(ValueError):
+            ix.write_files([broken])
+        assert ix.file("/d/c.txt") is None
+
+
+def test_kill_9_mid_write_leaves_old_state(db):
+    rng = np.random.default_rng(9)
+    with Index(db) as ix:
+        ix.write_files([_update(rng, "/d/a.txt", 4)])
+        before = ix.search(_all_tokens(), None)
+    script = textwrap.dedent(
+        f"""
+        import os, signal, numpy as np
+        from sparc_local import postings as P
+        from sparc_local.store import Index, FileUpdate, SentenceRow
+        from sparc_local.sparse import SparseVectors
+        real = P.encode_groups
+        def die(*a):
+            real(*a)
+            os.kill(os.getpid(), signal.SIGKILL)
+        P.encode_groups = die
+        ix = Index({str(db)!r})
+        rows = [(np.arange(5, dtype=np.int32), np.ones(5, np.float32))] * 2
+        ix.write_files([FileUpdate("/d/a.txt", 1, 1.0, "x",
+                                   [SentenceRow("s1", "s1", 0), SentenceRow("s2", "s2", 0)],
+                                   SparseVectors.from_rows(rows)),
+                        FileUpdate("/d/b.txt", 1, 1.0, "y", [], None)])
+        """
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=60)
+    assert proc.returncode == -9, proc.stderr.decode()
+    with Index(db) as ix:
+        assert ix.conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        assert [f.path for f in ix.all_files()] == ["/d/a.txt"]
+        after = ix.search(_all_tokens(), None)
+        np.testing.assert_array_equal(before[0], after[0])
+        np.testing.assert_array_equal(before[1], after[1])
+        assert ix.verify() == []
+
+
+def test_reader_during_write_transaction(db):
+    rng = np.random.default_rng(10)
+    writer = Index(db)
+    writer.write_files([_update(rng, "/d/a.txt", 5)])
+    reader = Index(db, busy_timeout_ms=200)
+    expect = reader.search(_all_tokens(), None)
+    with writer.write_transaction() as c:  # holds the write lock
+        c.execute("DELETE FROM postings")
+        c.execute("INSERT INTO roots(path) VALUES ('/x')")
+        # the reader is not blocked and sees the last committed state
+        got = reader.search(_all_tokens(), None)
+        np.testing.assert_array_equal(got[0], expect[0])
+        assert reader.roots() == [] and reader.stats()["files"] == 1
+        # a second writer cannot get in (times out instead of corrupting anything)
+        with pytest.raises(sqlite3.OperationalError, match="locked"):
+            reader.add_roots(["/y"])
+        c.execute("ROLLBACK")
+        c.execute("BEGIN IMMEDIATE")
+    got = reader.search(_all_tokens(), None)
+    np.testing.assert_array_equal(got[0], expect[0])
+    writer.close()
+    reader.close()
+
+
+def test_roots_meta_and_weight_scale(db):
+    rng = np.random.default_rng(11)
+    with Index(db) as ix:
+        ix.add_roots(["/home/u/docs", "/home/u/notes", "/home/u/docs"])
+        assert ix.roots() == ["/home/u/docs", "/home/u/notes"]
+        ix.remove_roots(["/home/u/notes"])
+        assert ix.roots() == ["/home/u/docs"]
+        ix.set_meta("model", "m1")
+        assert ix.meta()["model"] == "m1" and ix.stats()["model"] == "m1"
+        ix.set_weight_scale(P.scale_for_ceiling(8.0))
+        assert ix.weight_scale == pytest.approx(8.0 / 255)
+        ix.write_files([_update(rng, "/d/a.txt", 2)])
+        with pytest.raises(ValueError):
+            ix.set_weight_scale(0.5)
+        ix.set_weight_scale(P.scale_for_ceiling(8.0))  # same value is fine
+        with pytest.raises(ValueError):
+            ix.set_meta("weight_scale", "1")
+    with Index(db) as ix:
+        assert ix.weight_scale == pytest.approx(8.0 / 255)
+
+
+def test_tiny_weights_dropped_and_counts_exact(db):
+    with Index(db) as ix:
+        v = SparseVectors.from_rows(
+            [(np.array([1, 2, 3], np.int32), np.array([0.001, 5.0, 99.0], np.float32)),
+             (np.array([4], np.int32), np.array([0.0001], np.float32))]
+        )
+        ix.write_files([FileUpdate("/a", 1, 1.0, "h", [SentenceRow("x", "x", 0), SentenceRow("y", "y", 0)], v)])
+        assert ix.stats()["postings"] == 2
+        assert ix.verify() == []
+        ids, sc = ix.search([3])
+        assert sc[0] == pytest.approx(16.0)  # clipped at the ceiling
+        assert len(ix.search([4])[0]) == 0
+        # duplicate tokens within one sentence vector are rejected
+        bad = SparseVectors.from_rows([(np.array([1, 1], np.int32), np.array([1.0, 1.0], np.float32))])
+        with pytest.raises(ValueError):
+            ix.write_files([FileUpdate("/b", 1, 1.0, "h", [SentenceRow("z", "z", 0)], bad)])
+        assert ix.file("/b") is None
+
+
+def test_score_via_search_module_with_exclude(db):
+    rng = np.random.default_rng(12)
+    with Index(db) as ix:
+        ix.write_files([_update(rng, "/d/a.txt", 8, "old")])
+        ix.write_files([_update(rng, "/d/a.txt", 8, "new")], merge=False)
+        q = rng.choice(VOCAB, 10, replace=False)
+        with ix.read_transaction():
+            plist, dead = ix.postings(q), ix.tombstones()
+        ids, sc = S.score(plist, 5, dead, scale=ix.weight_scale)
+        ids2, sc2 = ix.search(q, 5)
+        np.testing.assert_array_equal(ids, ids2)
+        assert not set(ids.tolist()) & set(dead.tolist())
