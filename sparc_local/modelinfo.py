@@ -74,3 +74,15 @@ def shipped_model_dir() -> Path:
         if (candidate / CONFIG_FILE).is_file():
             return candidate
     raise FileNotFoundError(f"the shipped model {SHIPPED_MODEL} is missing from the installation")
+
+
+def active_model() -> ModelInfo:
+    """The model `index` and `ask` use: an adapted version if `adapt` made one, else the shipped one."""
+    from sparc_local.paths import user_dir
+
+    pointer = user_dir() / "active-model"
+    if pointer.is_file():
+        folder = Path(pointer.read_text().strip())
+        if (folder / CONFIG_FILE).is_file():
+            return ModelInfo.load(folder)
+    return ModelInfo.load(shipped_model_dir())

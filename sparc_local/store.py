@@ -488,6 +488,11 @@ class Index:
         )
         return len(toks), sum(len(b) for _, b in groups)
 
+    def touch_file(self, path: str | os.PathLike, size: int, mtime: float) -> None:
+        """Record a new stat for a file whose content hash did not change, so it is not re-read."""
+        with self.write_transaction() as c:
+            c.execute("UPDATE files SET size = ?, mtime = ? WHERE path = ?", (size, mtime, str(path)))
+
     def remove_files(self, paths: Iterable[str | os.PathLike]) -> int:
         """Forget files (tombstone their sentences, delete their rows). Returns how many existed."""
         removed = 0

@@ -1,0 +1,1 @@
+"""Shipped model folders (exported_models/ in the repository)."""

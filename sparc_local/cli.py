@@ -1,0 +1,219 @@
+"""The `sparc-local` command line. Parses, prints, and turns library errors into user errors.
+
+Exit codes: 0 success (files that could not be read are reported and listed by `status`),
+1 error (message on stderr, starting with "Error:"), 2 usage error.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from sparc_local import __version__
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
+                  help="Private question answering over your own files. Nothing leaves this machine.")
+
+
+class UserError(Exception):
+    """A problem the user can fix; printed as 'Error: <message>' with a remedy, exit 1."""
+
+    def __init__(self, message: str, remedy: str = "") -> None:
+        super().__init__(message)
+        self.remedy = remedy
+
+
+def _fail(err: Exception, remedy: str = "") -> None:
+    typer.echo(f"Error: {err}", err=True)
+    remedy = remedy or getattr(err, "remedy", "")
+    if remedy:
+        typer.echo(remedy, err=True)
+    raise typer.Exit(1)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"sparc-local {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                      help="Show the version and exit.")) -> None:
+    """Private question answering over your own files. Nothing leaves this machine."""
+
+
+def _console(quiet: bool = False):
+    from rich.console import Console
+
+    return Console(stderr=True, quiet=quiet, highlight=False, soft_wrap=True)
+
+
+def _open_index(must_exist: bool = True):
+    from sparc_local import paths
+    from sparc_local.store import Index
+
+    db = paths.db_path()
+    if must_exist and not db.exists():
+        raise UserError("there is no index yet", "Run `sparc-local index FOLDER` first.")
+    return Index(db)
+
+
+def _model():
+    from sparc_local.modelinfo import active_model
+
+    try:
+        return active_model()
+    except FileNotFoundError as err:
+        raise UserError(str(err), "Reinstall sparc-local, or run `sparc-local adapt --revert`.") from err
+
+
+@app.command()
+def index(
+    paths_: list[Path] = typer.Argument(None, metavar="[PATHS]...",
+                                        help="Folders or files to index. Default: every folder indexed before."),
+    exclude: list[str] = typer.Option([], "--exclude", "-e", metavar="GLOB", help="Skip matching files (repeatable)."),
+    hidden: bool = typer.Option(False, "--hidden", help="Include hidden files and folders."),
+    threads: int = typer.Option(0, "--threads", "-t", help="Encoder threads (0: all cores)."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Print errors only."),
+) -> None:
+    """Index folders (or refresh the index): only new and changed files are read again."""
+    from sparc_local.indexer import run_index
+    from sparc_local.progress import IndexProgress
+
+    try:
+        info = _model()
+        with _open_index(must_exist=False) as idx:
+            roots = [str(p) for p in paths_] if paths_ else idx.roots()
+            if not roots:
+                raise UserError("no folder to index", "Run `sparc-local index FOLDER`.")
+            for root in roots:
+                if not Path(root).expanduser().exists():
+                    raise UserError(f"{root}: no such file or folder", "Check the path and try again.")
+            console = _console()
+
+            def encoder():
+                from sparc_local.encode import Encoder
+
+                return Encoder(info, threads=threads or None)
+
+            with IndexProgress(console, enabled=not quiet and console.is_terminal) as progress:
+                report = run_index(idx, roots, info, encoder, exclude=exclude, include_hidden=hidden,
+                                   on_error=lambda p, r: console.print(f"skipped {p}: {r}", markup=False),
+                                   on_progress=progress.advance)
+    except UserError as err:
+        _fail(err)
+    if not quiet:
+        typer.echo(f"Indexed {report.indexed} files ({report.sentences} sentences), {report.unchanged} unchanged, "
+                   f"{report.removed} removed, {len(report.errors)} skipped in {report.seconds:.1f}s.")
+
+
+@app.command()
+def ask(
+    question: str = typer.Argument(..., metavar="QUESTION", help="A question in natural language."),
+    top_k: int = typer.Option(10, "--top-k", "-k", min=1, help="Number of answers."),
+    as_json: bool = typer.Option(False, "--json", help="Print a JSON array."),
+    path: Optional[str] = typer.Option(None, "--path", metavar="GLOB", help="Only files whose path matches."),
+    type_: Optional[str] = typer.Option(None, "--type", metavar="EXT", help="Only files with this extension."),
+    explain: bool = typer.Option(False, "--explain", help="Show each question token's contribution."),
+) -> None:
+    """Answer a question with the best matching sentences from your files."""
+    from sparc_local.ask import Asker
+
+    try:
+        info = _model()
+        with _open_index() as idx:
+            answers = Asker(idx, info).ask(question, k=top_k, path_glob=path, ext=type_, explain=explain)
+            stale = idx.get_meta("model") not in (None, info.id)
+    except UserError as err:
+        _fail(err)
+    if as_json:
+        typer.echo(json.dumps([a.to_json() for a in answers], ensure_ascii=False, indent=1))
+        return
+    from sparc_local.render import print_answers
+
+    print_answers(answers, explain=explain)
+    if stale:
+        typer.echo("Note: the index was built with another model; run `sparc-local index` to re-encode.", err=True)
+
+
+@app.command()
+def status(as_json: bool = typer.Option(False, "--json", help="Print a JSON object.")) -> None:
+    """Show what is indexed, with which model, and which files could not be read."""
+    from sparc_local import paths
+    from sparc_local.store import Index
+
+    db = paths.db_path()
+    if db.exists():
+        with Index(db) as idx:
+            st = idx.stats()
+            roots = idx.roots()
+    else:
+        st = {"files": 0, "sentences": 0, "postings": 0, "db_bytes": 0, "model": None, "last_update": None,
+              "errors": []}
+        roots = []
+    info = st.get("model") or None
+    out = {k: st[k] for k in ("files", "sentences", "postings", "db_bytes", "model", "last_update", "errors")}
+    out.update(roots=roots, database=str(db))
+    try:
+        out["active_model"] = _model().id
+    except UserError:
+        out["active_model"] = None
+    if as_json:
+        typer.echo(json.dumps(out, ensure_ascii=False, indent=1))
+        return
+    from sparc_local.render import print_status
+
+    print_status(out, model=info)
+
+
+@app.command("eval")
+def eval_(
+    dataset: Path = typer.Argument(..., metavar="DATASET_DIR", help="A ReQA folder (corpus.jsonl.gz, queries.jsonl.gz)."),
+    as_json: bool = typer.Option(False, "--json", help="Print a JSON object."),
+    k: int = typer.Option(10, "--k", min=1, help="Rank cut-off for MRR@k and R@k."),
+    top_k: int = typer.Option(0, "--top-k", help="Postings kept per sentence (0: the model's K)."),
+    model: Optional[Path] = typer.Option(None, "--model", help="A model folder (default: the active model)."),
+    threads: int = typer.Option(0, "--threads", "-t", help="Encoder threads (0: all cores)."),
+) -> None:
+    """Measure retrieval quality (MRR, recall) of SPARC and BM25 on a ReQA dataset."""
+    from sparc_local.evaluate import evaluate
+    from sparc_local.modelinfo import ModelInfo
+    from sparc_local.progress import bar
+
+    try:
+        info = ModelInfo.load(model) if model else _model()
+        from sparc_local import reqa
+
+        n = len(reqa.load(dataset).ids)
+        with bar(_console(as_json), "encoding", n) as advance:
+            result = evaluate(dataset, info, depth=k, top_k=top_k or None, threads=threads or None,
+                              progress=advance)
+    except (UserError, FileNotFoundError) as err:
+        _fail(err, "Give a folder holding corpus.jsonl.gz and queries.jsonl.gz.")
+    if as_json:
+        typer.echo(json.dumps(result))
+        return
+    from sparc_local.render import print_eval
+
+    print_eval(result, k)
+
+
+@app.command()
+def demo() -> None:
+    """Index the bundled sample files (in a separate demo index) and ask a sample question."""
+    import os
+
+    from sparc_local import paths
+    from sparc_local.sample import sample_dir, sample_questions
+
+    home = paths.user_dir() / "demo"
+    os.environ[paths.ENV_HOME] = str(home)
+    typer.echo(f"Indexing the sample files in {sample_dir()} ...")
+    index([sample_dir()], exclude=["QUESTIONS.txt"], hidden=False, threads=0, quiet=False)
+    question = sample_questions()[0]
+    typer.echo(f'\n$ sparc-local ask "{question}" -k 3\n')
+    ask(question, top_k=3, as_json=False, path=None, type_=None, explain=False)

@@ -1,0 +1,170 @@
+"""`sparc-local index`: keep the index in step with the files under the indexed roots.
+
+Incremental: a file whose size and mtime are unchanged is skipped without reading it; one whose
+content hash is unchanged only has its stat refreshed; anything else is re-extracted and
+re-encoded. Files that vanished under a root are dropped. Changed files are encoded together in
+batches, and each batch is written in one transaction (one immutable segment), so a crash
+leaves every file either fully old or fully new.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sparc_local.extract import ExtractError, extract, iter_files
+from sparc_local.modelinfo import ModelInfo
+from sparc_local.segment import contexts, segment
+from sparc_local.sparse import SparseVectors
+from sparc_local.store import FileUpdate, Index, SentenceRow
+
+
+@dataclass
+class IndexReport:
+    scanned: int = 0
+    indexed: int = 0
+    unchanged: int = 0
+    removed: int = 0
+    sentences: int = 0
+    seconds: float = 0.0
+    threads: int = 0
+    errors: list[tuple[str, str]] = field(default_factory=list)
+
+
+@dataclass
+class _Pending:
+    path: str
+    size: int
+    mtime: float
+    hash: str
+    rows: list[SentenceRow]
+    sentences: list[str]
+    contexts: list[str]
+    error: str | None = None
+
+
+def file_hash(path: Path) -> str:
+    h = hashlib.blake2b(digest_size=16)
+    with open(path, "rb") as fh:
+        while chunk := fh.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _read(path: Path, size: int, mtime: float, digest: str, max_sentences: int, window: int) -> _Pending:
+    """Extract and segment one file; a failure becomes the file's recorded error, not an exception."""
+    try:
+        blocks = extract(path)
+    except ExtractError as err:
+        return _Pending(str(path), size, mtime, digest, [], [], [], error=err.reason)
+    sents = segment(blocks, max_sentences=max_sentences)
+    rows = [
+        SentenceRow(text=s.text, context=blocks[s.block].text, offset_in_context=s.start - blocks[s.block].start,
+                    page=s.page, line=s.line, char_start=s.start, char_end=s.end)
+        for s in sents
+    ]
+    return _Pending(str(path), size, mtime, digest, rows, [s.text for s in sents], contexts(sents, window))
+
+
+def _under(path: str, roots: Iterable[str]) -> bool:
+    return any(path == r or path.startswith(r.rstrip(os.sep) + os.sep) for r in roots)
+
+
+def run_index(index: Index, roots: list[str], model: ModelInfo, encoder_factory: Callable[[], object], *,
+              exclude: Iterable[str] = (), include_hidden: bool = False, max_sentences: int = 100_000,
+              window: int = 6, batch_sentences: int = 512,
+              on_error: Callable[[str, str], None] | None = None,
+              on_progress: Callable[[int, int], None] | None = None) -> IndexReport:
+    """Index (or refresh) the given roots. Reports per-file problems through on_error and goes on.
+
+    `encoder_factory` is called only if something needs encoding, so a no-op refresh never loads
+    the model.
+    """
+    t0 = time.perf_counter()
+    report = IndexReport()
+    roots = [str(Path(r).expanduser().absolute()) for r in roots]
+    index.add_roots(roots)
+    force = index.get_meta("model") not in (None, model.id)  # a new model re-encodes everything
+    if index.get_meta("model") is None:
+        index.set_meta("model", model.id)
+    encoder = None
+    pending: list[_Pending] = []
+
+    def error(path: str, reason: str) -> None:
+        report.errors.append((path, reason))
+        if on_error:
+            on_error(path, reason)
+
+    def flush() -> None:
+        nonlocal encoder
+        if not pending:
+            return
+        texts = [t for p in pending for t in p.sentences]
+        vectors = None
+        if texts:
+            if encoder is None:
+                encoder = encoder_factory()
+                report.threads = getattr(encoder, "threads", 0)
+            vectors = encoder.encode(texts, [c for p in pending for c in p.contexts])
+        updates, offset = [], 0
+        for p in pending:
+            n = len(p.sentences)
+            sub = SparseVectors.from_rows([vectors.row(i) for i in range(offset, offset + n)]) if n else None
+            offset += n
+            updates.append(FileUpdate(p.path, p.size, p.mtime, p.hash, p.rows, sub, p.error))
+        index.write_files(updates)
+        report.indexed += sum(1 for p in pending if p.error is None)
+        report.sentences += len(texts)
+        if on_progress:
+            on_progress(len(pending), len(texts))
+        pending.clear()
+
+    seen: set[str] = set()
+    for path in iter_files([Path(r) for r in roots], exclude, include_hidden,
+                           on_error=lambda p, r: error(str(p), r)):
+        report.scanned += 1
+        key = str(path.absolute())
+        seen.add(key)
+        try:
+            st = path.stat()
+        except OSError as err:
+            error(key, f"cannot stat: {err.strerror or err}")
+            continue
+        rec = index.file(key)
+        if not force and rec is not None and rec.size == st.st_size and rec.mtime == st.st_mtime:
+            report.unchanged += 1
+            if on_progress:
+                on_progress(1, 0)
+            continue
+        try:
+            digest = file_hash(path)
+        except OSError as err:
+            reason = "permission denied" if isinstance(err, PermissionError) else f"cannot read: {err.strerror or err}"
+            pending.append(_Pending(key, st.st_size, st.st_mtime, "", [], [], [], error=reason))
+            error(key, reason)
+            continue
+        if not force and rec is not None and rec.hash == digest and rec.status == "ok":
+            index.touch_file(key, st.st_size, st.st_mtime)
+            report.unchanged += 1
+            continue
+        item = _read(path, st.st_size, st.st_mtime, digest, max_sentences, window)
+        if item.error:
+            error(key, item.error)
+        pending.append(item)
+        if sum(len(p.sentences) for p in pending) >= batch_sentences:
+            flush()
+    flush()
+    vanished = [f.path for f in index.all_files() if _under(f.path, roots) and f.path not in seen]
+    if vanished:
+        report.removed = index.remove_files(vanished)
+    if force:
+        index.set_meta("model", model.id)
+    index.set_meta("model_path", str(model.path))
+    index.set_meta("last_update", str(time.time()))
+    index.maybe_merge()
+    report.seconds = time.perf_counter() - t0
+    return report

@@ -1,0 +1,91 @@
+"""Human-readable output of ask, status and eval (the CLI's printing, kept out of cli.py)."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from rich.console import Console
+from rich.markup import escape
+
+from sparc_local.ask import Answer
+
+CONTEXT_CHARS = 200  # context shown on each side of the answering sentence
+
+
+def _stdout() -> Console:
+    return Console(highlight=False, soft_wrap=True)
+
+
+def _where(a: Answer) -> str:
+    if a.page is not None:
+        return f"{a.path} (page {a.page})"
+    if a.line is not None:
+        return f"{a.path}:{a.line}"
+    return a.path
+
+
+def _in_context(a: Answer, terminal: bool) -> str:
+    """The context with the sentence highlighted, trimmed to CONTEXT_CHARS on each side.
+
+    Without a terminal (a pipe, a file) styles vanish, so the sentence is marked with ** instead.
+    """
+    ctx, start = a.context, a.offset
+    end = start + len(a.sentence)
+    mark = f"[bold yellow]{escape(a.sentence)}[/]" if terminal else f"**{escape(a.sentence)}**"
+    if not ctx or ctx[start:end] != a.sentence:
+        return mark
+    lo, hi = max(0, start - CONTEXT_CHARS), min(len(ctx), end + CONTEXT_CHARS)
+    before = ("…" if lo > 0 else "") + ctx[lo:start]
+    after = ctx[end:hi] + ("…" if hi < len(ctx) else "")
+    return f"{escape(before)}{mark}{escape(after)}"
+
+
+def print_answers(answers: list[Answer], explain: bool = False) -> None:
+    out = _stdout()
+    if not answers:
+        out.print("No answer found.")
+        return
+    for a in answers:
+        out.print(f"[bold]{a.rank}.[/] {escape(_where(a))}  [dim]score {a.score:.2f}[/]")
+        out.print(f"   {_in_context(a, out.is_terminal)}")
+        if explain:
+            parts = " + ".join(f"{escape(t)} {v:.2f}" for t, v in a.contributions.items())
+            out.print(f"   [dim]= {parts or 'no matching token'}[/]")
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1024 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return str(n)
+
+
+def print_status(st: dict, model: str | None) -> None:
+    out = _stdout()
+    when = (dt.datetime.fromtimestamp(st["last_update"]).strftime("%Y-%m-%d %H:%M:%S")
+            if st.get("last_update") else "never")
+    out.print(f"Index:        {escape(st['database'])}")
+    out.print(f"Roots:        {escape(', '.join(st['roots'])) or '(none)'}")
+    out.print(f"Files:        {st['files']}")
+    out.print(f"Sentences:    {st['sentences']}")
+    out.print(f"Postings:     {st['postings']}")
+    out.print(f"Size:         {_size(st['db_bytes'])}")
+    out.print(f"Model:        {escape(model or '(none)')}")
+    out.print(f"Active model: {escape(st.get('active_model') or '(missing)')}")
+    out.print(f"Last update:  {when}")
+    out.print(f"Errors:       {len(st['errors'])}")
+    for e in st["errors"]:
+        out.print(f"  {escape(e['path'])}: {escape(e['reason'])}")
+
+
+def print_eval(r: dict, k: int) -> None:
+    out = _stdout()
+    out.print(f"{r['dataset']}: {r['queries']} questions over {r['sentences']} sentences, model {r['model']}")
+    out.print(f"{'':8}{f'MRR@{k}':>9}{'R@1':>8}{f'R@{k}':>8}")
+    for name in ("sparc", "bm25"):
+        m = r[name]
+        out.print(f"{name.upper():8}{m[f'mrr@{k}']:>9.4f}{m['r@1']:>8.4f}{m[f'r@{k}']:>8.4f}")
+    s = r["sparc"]
+    out.print(f"SPARC: median {s['nnz_median']} postings per sentence; "
+              f"query latency p50 {s['latency_ms_p50']:.2f} ms, p99 {s['latency_ms_p99']:.2f} ms")

@@ -1,0 +1,13 @@
+"""A small bundled corpus for `sparc-local demo`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def sample_dir() -> Path:
+    return Path(__file__).resolve().parent
+
+
+def sample_questions() -> list[str]:
+    return [q.strip() for q in (sample_dir() / "QUESTIONS.txt").read_text().splitlines() if q.strip()]

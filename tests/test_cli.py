@@ -1,0 +1,157 @@
+"""The CLI end to end on real files, a real SQLite index and the tiny model."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from sparc_local import __version__
+from sparc_local.cli import app
+from tests.tiny import make_tiny_model
+
+runner = CliRunner()
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("model") / "tiny"
+    make_tiny_model(folder, top_k=48)
+    return folder
+
+
+@pytest.fixture(autouse=True)
+def active_tiny(sparc_home: Path, tiny_model_dir: Path) -> Path:
+    (sparc_home / "active-model").write_text(str(tiny_model_dir))
+    return tiny_model_dir
+
+
+@pytest.fixture
+def docs(tmp_path: Path) -> Path:
+    root = tmp_path / "docs"
+    root.mkdir()
+    (root / "tea.md").write_text("# Tea\n\nGreen tea should steep for three minutes. Black tea takes longer.\n\n"
+                                 "Boil the water first.\n")
+    (root / "city.txt").write_text("Paris is the capital of France. The tower was built in one year.\n")
+    (root / "bad.pdf").write_bytes(b"this is not a pdf")
+    return root
+
+
+def run(*args: str):
+    return runner.invoke(app, list(args), catch_exceptions=False)
+
+
+def test_version():
+    result = run("--version")
+    assert result.exit_code == 0
+    assert result.output == f"sparc-local {__version__}\n"
+
+
+def test_ask_without_index_is_a_clear_error():
+    result = run("ask", "anything")
+    assert result.exit_code == 1
+    assert result.output == "Error: there is no index yet\nRun `sparc-local index FOLDER` first.\n"
+
+
+def test_index_missing_path():
+    result = run("index", "/no/such/folder")
+    assert result.exit_code == 1
+    assert result.output == "Error: /no/such/folder: no such file or folder\nCheck the path and try again.\n"
+
+
+def test_index_then_ask_json(docs: Path):
+    result = run("index", str(docs), "-q")
+    assert result.exit_code == 0, result.output
+    assert result.output == f"skipped {docs / 'bad.pdf'}: " + result.output.split(": ", 1)[1]
+    assert result.output.count("\n") == 1  # -q: only the bad file's one-line reason
+
+    result = run("ask", "green tea steep", "--json", "-k", "3")
+    assert result.exit_code == 0
+    answers = json.loads(result.output)
+    assert [a["rank"] for a in answers] == [1, 2, 3]
+    assert set(answers[0]) == {"rank", "score", "path", "page", "line", "sentence", "context"}
+    assert answers[0]["sentence"] == "Green tea should steep for three minutes."
+    assert answers[0]["path"] == str(docs / "tea.md")
+    assert answers[0]["line"] == 3 and answers[0]["page"] is None
+    assert answers[0]["context"] == "Green tea should steep for three minutes. Black tea takes longer."
+    assert answers[0]["score"] >= answers[1]["score"] >= answers[2]["score"]
+
+
+def test_ask_filters_and_explain(docs: Path):
+    run("index", str(docs), "-q")
+    only_txt = json.loads(run("ask", "green tea", "--json", "--type", "txt").output)
+    assert only_txt and all(a["path"].endswith(".txt") for a in only_txt)
+    globbed = json.loads(run("ask", "green tea", "--json", "--path", "*/tea.md").output)
+    assert globbed and all(a["path"].endswith("tea.md") for a in globbed)
+    result = run("ask", "green tea steep", "--explain", "-k", "1")
+    lines = result.output.splitlines()
+    assert lines[0].startswith(f"1. {docs / 'tea.md'}:3  score ")
+    assert lines[1] == "   **Green tea should steep for three minutes.** Black tea takes longer."
+    # the explanation is the score itself, split by question token (SPARC Eq. 2)
+    score = float(lines[0].rsplit("score ", 1)[1])
+    parts = dict(p.rsplit(" ", 1) for p in lines[2].removeprefix("   = ").split(" + "))
+    assert "tea" in parts and set(parts) <= {"green", "tea", "steep"}
+    assert abs(sum(float(v) for v in parts.values()) - score) < 0.02
+
+
+def test_incremental_reindex(docs: Path):
+    first = run("index", str(docs))
+    assert first.exit_code == 0
+    assert first.output.endswith("Indexed 2 files (6 sentences), 0 unchanged, 0 removed, 1 skipped in 0.0s.\n")
+    again = run("index")  # bare: refreshes the remembered roots
+    assert "Indexed 0 files (0 sentences), 3 unchanged, 0 removed, 0 skipped" in again.output
+    (docs / "city.txt").write_text("Rome is the capital of Italy.\n")
+    os.utime(docs / "city.txt", (1, 1))
+    (docs / "tea.md").unlink()
+    changed = run("index")
+    assert "Indexed 1 files (1 sentences), 1 unchanged, 1 removed, 0 skipped" in changed.output
+    answers = json.loads(run("ask", "capital", "--json").output)
+    assert [a["sentence"] for a in answers] == ["Rome is the capital of Italy."]
+
+
+def test_touch_without_change_is_not_reencoded(docs: Path):
+    run("index", str(docs), "-q")
+    os.utime(docs / "city.txt", (5, 5))
+    result = run("index")
+    assert "Indexed 0 files (0 sentences), 3 unchanged" in result.output
+
+
+def test_status_json(docs: Path):
+    run("index", str(docs), "-q")
+    st = json.loads(run("status", "--json").output)
+    assert st["files"] == 3 and st["sentences"] == 6
+    assert st["postings"] > 0 and st["db_bytes"] > 0
+    assert st["model"].startswith("tiny-bert@")
+    assert st["errors"] == [{"path": str(docs / "bad.pdf"), "reason": st["errors"][0]["reason"]}]
+    human = run("status").output
+    assert "Files:        3" in human and "Errors:       1" in human
+
+
+def test_database_is_private(docs: Path, sparc_home: Path):
+    run("index", str(docs), "-q")
+    assert (sparc_home / "index.db").stat().st_mode & 0o777 == 0o600
+    assert sparc_home.stat().st_mode & 0o077 == 0 or os.environ.get("CI_LOOSE_TMP")
+
+
+def test_ask_never_imports_onnxruntime(docs: Path, sparc_home: Path):
+    run("index", str(docs), "-q")
+    code = ("import sys; from typer.testing import CliRunner; from sparc_local.cli import app; "
+            "r = CliRunner().invoke(app, ['ask', 'green tea']); assert r.exit_code == 0, r.output; "
+            "bad = [m for m in ('onnxruntime', 'onnx', 'torch', 'sparc_local.encode') if m in sys.modules]; "
+            "print(bad)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env={**os.environ, "SPARC_LOCAL_HOME": str(sparc_home)})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
+
+
+def test_cli_reference_is_up_to_date():
+    from sparc_local.clidoc import render
+
+    path = Path(__file__).resolve().parent.parent / "docs" / "cli.md"
+    assert path.read_text() == render(), "docs/cli.md is stale: run `python -m sparc_local.clidoc > docs/cli.md`"
