@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import os
 import subprocess
 import sys
@@ -35,7 +36,7 @@ def active_tiny(sparc_home: Path, tiny_model_dir: Path) -> Path:
 def docs(tmp_path: Path) -> Path:
     root = tmp_path / "docs"
     root.mkdir()
-    (root / "tea.md").write_text("# Tea\n\nGreen tea should steep for three minutes. Black tea takes longer.\n\n"
+    (root / "tea.md").write_text("# Tea\n\nGreen tea should steep for three minutes. Then drink it.\n\n"
                                  "Boil the water first.\n")
     (root / "city.txt").write_text("Paris is the capital of France. The tower was built in one year.\n")
     (root / "bad.pdf").write_bytes(b"this is not a pdf")
@@ -78,7 +79,7 @@ def test_index_then_ask_json(docs: Path):
     assert answers[0]["sentence"] == "Green tea should steep for three minutes."
     assert answers[0]["path"] == str(docs / "tea.md")
     assert answers[0]["line"] == 3 and answers[0]["page"] is None
-    assert answers[0]["context"] == "Green tea should steep for three minutes. Black tea takes longer."
+    assert answers[0]["context"] == "Green tea should steep for three minutes. Then drink it."
     assert answers[0]["score"] >= answers[1]["score"] >= answers[2]["score"]
 
 
@@ -91,7 +92,7 @@ def test_ask_filters_and_explain(docs: Path):
     result = run("ask", "green tea steep", "--explain", "-k", "1")
     lines = result.output.splitlines()
     assert lines[0].startswith(f"1. {docs / 'tea.md'}:3  score ")
-    assert lines[1] == "   **Green tea should steep for three minutes.** Black tea takes longer."
+    assert lines[1] == "   **Green tea should steep for three minutes.** Then drink it."
     # the explanation is the score itself, split by question token (SPARC Eq. 2)
     score = float(lines[0].rsplit("score ", 1)[1])
     parts = dict(p.rsplit(" ", 1) for p in lines[2].removeprefix("   = ").split(" + "))
@@ -102,7 +103,9 @@ def test_ask_filters_and_explain(docs: Path):
 def test_incremental_reindex(docs: Path):
     first = run("index", str(docs))
     assert first.exit_code == 0
-    assert first.output.endswith("Indexed 2 files (6 sentences), 0 unchanged, 0 removed, 1 skipped in 0.0s.\n")
+    assert re.fullmatch(rf"skipped {re.escape(str(docs / 'bad.pdf'))}: not a valid PDF \(no %PDF header\)\n"
+                        r"Indexed 2 files \(6 sentences\), 0 unchanged, 0 removed, 1 skipped in \d+\.\ds\.\n",
+                        first.output)
     again = run("index")  # bare: refreshes the remembered roots
     assert "Indexed 0 files (0 sentences), 3 unchanged, 0 removed, 0 skipped" in again.output
     (docs / "city.txt").write_text("Rome is the capital of Italy.\n")
@@ -155,3 +158,35 @@ def test_cli_reference_is_up_to_date():
 
     path = Path(__file__).resolve().parent.parent / "docs" / "cli.md"
     assert path.read_text() == render(), "docs/cli.md is stale: run `python -m sparc_local.clidoc > docs/cli.md`"
+
+
+def test_index_real_formats_and_bad_files(tmp_path: Path):
+    """PDF (with page), DOCX, HTML and cp1252 text are answerable; bad files are one-line errors."""
+    import docx
+
+    from tests.test_extract import pdf_bytes
+
+    root = tmp_path / "mixed"
+    root.mkdir()
+    (root / "report.pdf").write_bytes(pdf_bytes([["Cover page."], ["The river bridge was built in 1890."]]))
+    d = docx.Document()
+    d.add_paragraph("The museum ticket costs ten euros.")
+    d.save(str(root / "trip.docx"))
+    (root / "page.html").write_text("<html><script>var x=1;</script><p>The train station is near the river.</p></html>")
+    (root / "legacy.txt").write_bytes("The café serves green tea.".encode("cp1252"))
+    (root / "broken.pdf").write_bytes(b"%PDF-1.4\n garbage")
+    (root / "binary.txt").write_bytes(bytes(range(256)) * 20)
+    result = run("index", str(root))
+    assert result.exit_code == 0
+    skipped = sorted(line.split(":")[0] for line in result.output.splitlines() if line.startswith("skipped "))
+    assert skipped == [f"skipped {root / 'binary.txt'}", f"skipped {root / 'broken.pdf'}"]
+    assert "Indexed 4 files" in result.output
+
+    def top(question: str) -> dict:
+        return json.loads(run("ask", question, "--json", "-k", "1").output)[0]
+
+    bridge = top("river bridge built")
+    assert bridge["path"].endswith("report.pdf") and bridge["page"] == 2
+    assert top("museum ticket")["path"].endswith("trip.docx")
+    assert top("train station")["sentence"] == "The train station is near the river."
+    assert top("café green tea")["sentence"] == "The café serves green tea."

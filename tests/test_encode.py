@@ -4,7 +4,7 @@ import pytest
 from sparc_local.encode import Encoder
 from sparc_local.modelinfo import ModelInfo
 from sparc_local.weights import canonicalize, random_weights, to_checkpoint_names
-from tests.tiny import make_tiny_model
+from tests.tiny import make_tiny_model, tiny_weights
 
 torch = pytest.importorskip("torch")
 
@@ -27,15 +27,12 @@ def test_onnx_graph_matches_torch_reference(tmp_path, layout):
     """The exported graph computes SPARC Eq. 4 + TopK exactly as the training model does."""
     from sparc_local.inputs import pad_batch, pair_inputs
     from sparc_local.training.model import Encoder as TorchEncoder
-    from sparc_local.weights import random_weights
-
     info = make_tiny_model(tmp_path / "m", layout=layout, top_k=20)
     enc = Encoder(info, threads=1, token_budget=64)  # small budget: several length buckets
     vectors = enc.encode(SENTENCES, CONTEXTS)
     assert len(vectors) == len(SENTENCES)
 
-    cfg, w = random_weights(layout, vocab=info.vocab_size, hidden=32, layers=2, heads=4, intermediate=64,
-                            max_positions=64, seed=0)
+    cfg, w = tiny_weights(layout, info.vocab_size)
     ref = TorchEncoder(cfg, w).eval()
     with torch.no_grad():
         ref.sparsity.fill_(0.5)

@@ -21,7 +21,8 @@ def tiny_vocab() -> list[str]:
     letters = [chr(c) for c in range(ord("a"), ord("z") + 1)]
     specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
     punct = list(".,?!;:'\"()-")
-    return specials + punct + letters + ["##" + c for c in letters] + list("0123456789") + WORDS
+    tokens = specials + punct + letters + ["##" + c for c in letters] + list("0123456789") + WORDS
+    return list(dict.fromkeys(tokens))  # unique, in order: ids must be dense
 
 
 def write_tokenizer(path: Path) -> Path:
@@ -37,13 +38,26 @@ def write_tokenizer(path: Path) -> Path:
     return path
 
 
+def tiny_weights(layout: str, vocab: int, seed: int = 0):
+    cfg, w = random_weights(layout, vocab=vocab, hidden=32, layers=2, heads=4, intermediate=64,
+                            max_positions=64, seed=seed)
+    # damp the layers' residual branches so each token's output stays close to its own embedding:
+    # the random model then behaves lexically, and tests can assert which sentence answers
+    for i in range(cfg.layers):
+        w[f"l{i}.o.w"] *= 0.1
+        w[f"l{i}.ff2.w"] *= 0.1
+    if "emb.type" in w:
+        # a strong context-segment vector, so context tokens match weakly and the sentence decides
+        w["emb.type"][1] = 4.0 * w["emb.word"][0] / (abs(w["emb.word"][0]).max() + 1e-6)
+    return cfg, w
+
+
 def make_tiny_model(folder: Path, layout: str = "bert", int8: bool = False, top_k: int = 32,
                     seed: int = 0) -> ModelInfo:
     folder.mkdir(parents=True, exist_ok=True)
     tok = write_tokenizer(folder / "source-tokenizer.json")
     vocab = json.loads(tok.read_text())["model"]["vocab"]
-    cfg, w = random_weights(layout, vocab=len(vocab), hidden=32, layers=2, heads=4, intermediate=64,
-                            max_positions=64, seed=seed)
+    cfg, w = tiny_weights(layout, len(vocab), seed)
     info = export_model(cfg, w, tok, folder, name=f"tiny-{layout}", source="random (tests)", sparsity_w=0.5,
                         top_k=top_k, max_length=48, int8=int8)
     tok.unlink()
