@@ -170,6 +170,20 @@ def status(as_json: bool = typer.Option(False, "--json", help="Print a JSON obje
     print_status(out, model=info)
 
 
+@app.command()
+def forget(path: Path = typer.Argument(..., metavar="PATH", help="A file or folder to remove from the index.")) -> None:
+    """Remove a file or folder and all its sentences, and scrub their text from the database file."""
+    from sparc_local.indexer import forget as forget_path
+
+    try:
+        with _open_index() as idx:
+            removed = forget_path(idx, str(path))
+    except UserError as err:
+        _fail(err)
+    typer.echo(f"Forgot {removed} files under {path.expanduser().absolute()}; "
+               f"`sparc-local index {path}` brings them back.")
+
+
 @app.command("eval")
 def eval_(
     dataset: Path = typer.Argument(..., metavar="DATASET_DIR", help="A ReQA folder (corpus.jsonl.gz, queries.jsonl.gz)."),

@@ -10,6 +10,7 @@ leaves every file either fully old or fully new.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import time
 from collections.abc import Callable, Iterable
@@ -74,6 +75,21 @@ def _under(path: str, roots: Iterable[str]) -> bool:
     return any(path == r or path.startswith(r.rstrip(os.sep) + os.sep) for r in roots)
 
 
+def forgotten(index: Index) -> list[str]:
+    return json.loads(index.get_meta("forgotten") or "[]")
+
+
+def forget(index: Index, path: str) -> int:
+    """Remove a file or folder and all its sentences, scrub them from the database file, and keep
+    them out of later runs (until the path is given to `index` again). Returns files removed."""
+    key = str(Path(path).expanduser().absolute())
+    removed = index.remove_under(key)
+    index.remove_roots([key])
+    index.set_meta("forgotten", json.dumps(sorted(set(forgotten(index)) | {key})))
+    index.scrub()
+    return removed
+
+
 def run_index(index: Index, roots: list[str], model: ModelInfo, encoder_factory: Callable[[], object], *,
               exclude: Iterable[str] = (), include_hidden: bool = False, max_sentences: int = 100_000,
               window: int = 6, batch_sentences: int = 512,
@@ -88,6 +104,10 @@ def run_index(index: Index, roots: list[str], model: ModelInfo, encoder_factory:
     report = IndexReport()
     roots = [str(Path(r).expanduser().absolute()) for r in roots]
     index.add_roots(roots)
+    # a path forgotten earlier stays out, unless it is itself given to `index` again
+    ignored = [f for f in forgotten(index) if f not in roots]
+    if len(ignored) != len(forgotten(index)):
+        index.set_meta("forgotten", json.dumps(ignored))
     force = index.get_meta("model") not in (None, model.id)  # a new model re-encodes everything
     if index.get_meta("model") is None:
         index.set_meta("model", model.id)
@@ -126,8 +146,10 @@ def run_index(index: Index, roots: list[str], model: ModelInfo, encoder_factory:
     seen: set[str] = set()
     for path in iter_files([Path(r) for r in roots], exclude, include_hidden,
                            on_error=lambda p, r: error(str(p), r)):
-        report.scanned += 1
         key = str(path.absolute())
+        if ignored and _under(key, ignored):
+            continue
+        report.scanned += 1
         seen.add(key)
         try:
             st = path.stat()

@@ -598,6 +598,17 @@ class Index:
             # executescript steps the pragma to completion (execute() frees only one page)
             self._conn.executescript("PRAGMA incremental_vacuum;")
 
+    def scrub(self) -> None:
+        """Make deleted text unrecoverable from the database files (for `forget`).
+
+        Tombstoned rows are purged by a full merge; VACUUM rewrites the file without free pages
+        that may still hold old text, and a TRUNCATE checkpoint empties the WAL, which holds old
+        page images too.
+        """
+        self.merge_all(reclaim=False)
+        self._conn.execute("VACUUM")
+        self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
     def _merge(self, c: sqlite3.Connection, seg_ids: list[int]) -> int | None:
         """Rewrite ``seg_ids`` as one segment without tombstoned sentences (inside a txn)."""
         c.execute("CREATE TEMP TABLE IF NOT EXISTS merge_segs(id INTEGER PRIMARY KEY)")

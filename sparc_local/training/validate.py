@@ -1,0 +1,71 @@
+"""Compare exported model folders on the held-out training split (du2017 articles a42-a43).
+
+    python -m sparc_local.training.validate --run ~/.cache/sparc-local-train/run1 MODEL_DIR [MODEL_DIR ...] \
+        [--top-k 64 128 256 512 1000]
+
+Export decisions (int8 or fp32, K, max length) are made here, never on the evaluation sets.
+The candidates are all sentences of the held-out passages; scoring is the product's own
+(query tokens from sparc_local.query, sums of f over the question's tokens).
+"""
+
+from __future__ import annotations
+
+import argparse
+import pickle
+from pathlib import Path
+
+import numpy as np
+
+from sparc_local.encode import Encoder
+from sparc_local.evaluate import truncate
+from sparc_local.modelinfo import ModelInfo
+from sparc_local.query import query_token_ids
+from sparc_local.search import score
+
+
+def validate(info: ModelInfo, pool, ks: list[int], threads: int | None = None) -> dict[int, dict]:
+    valid = pool.valid
+    sents = sorted({s for ex in valid for s in ex.answers + ex.passage_negs})
+    enc = Encoder(info, threads=threads)
+    vectors = enc.encode([pool.texts[i] for i in sents], [pool.contexts[i] for i in sents], top_k=max(ks))
+    out = {}
+    for k in ks:
+        v = truncate(vectors, k)
+        # inverted lists: token -> (row ids, weights)
+        rows = np.repeat(np.arange(len(v)), np.diff(v.indptr))
+        order = np.argsort(v.token_ids, kind="stable")
+        tok_sorted = v.token_ids[order]
+        mrr, r1 = 0.0, 0.0
+        for ex in valid:
+            q = query_token_ids(enc.tokenizer, ex.question, info.skip_array())
+            lists = []
+            for t in q:
+                a, b = np.searchsorted(tok_sorted, t), np.searchsorted(tok_sorted, t, side="right")
+                lists.append((rows[order[a:b]], v.weights[order[a:b]]))
+            ids, _ = score(lists, 10, size=len(v))
+            gold = {sents.index(a) for a in ex.answers if a in sents}
+            hit = next((r for r, i in enumerate(ids) if int(i) in gold), None)
+            mrr += 0.0 if hit is None else 1.0 / (hit + 1)
+            r1 += 1.0 if hit == 0 else 0.0
+        out[k] = {"mrr@10": round(mrr / len(valid), 4), "r@1": round(r1 / len(valid), 4),
+                  "nnz_median": int(np.median(np.diff(v.indptr)))}
+    return out
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--run", required=True, help="training run folder (its pool.pkl holds the split)")
+    p.add_argument("models", nargs="+")
+    p.add_argument("--top-k", type=int, nargs="+", default=[256])
+    p.add_argument("--threads", type=int, default=None)
+    args = p.parse_args()
+    pool = pickle.loads((Path(args.run).expanduser() / "pool.pkl").read_bytes())
+    print(f"{len(pool.valid)} held-out questions")
+    for folder in args.models:
+        info = ModelInfo.load(Path(folder))
+        for k, m in validate(info, pool, args.top_k, args.threads).items():
+            print(f"{folder}  {info.quantization}  len={info.max_length}  K={k}  {m}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
