@@ -6,7 +6,9 @@ Exit codes: 0 success (files that could not be read are reported and listed by `
 
 from __future__ import annotations
 
+import contextlib
 import json
+from enum import Enum
 from pathlib import Path
 from typing import Optional
 
@@ -79,14 +81,17 @@ def index(
     hidden: bool = typer.Option(False, "--hidden", help="Include hidden files and folders."),
     threads: int = typer.Option(0, "--threads", "-t", help="Encoder threads (0: all cores)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Print errors only."),
+    wait: float = typer.Option(10.0, "--wait", metavar="SECONDS",
+                               help="Wait this long for another writer (e.g. `watch`) before giving up."),
 ) -> None:
     """Index folders (or refresh the index): only new and changed files are read again."""
     from sparc_local.indexer import run_index
+    from sparc_local.lock import LockHeld, WriterLock
     from sparc_local.progress import IndexProgress
 
     try:
         info = _model()
-        with _open_index(must_exist=False) as idx:
+        with WriterLock("sparc-local index").acquire(wait), _open_index(must_exist=False) as idx:
             roots = [str(p) for p in paths_] if paths_ else idx.roots()
             if not roots:
                 raise UserError("no folder to index", "Run `sparc-local index FOLDER`.")
@@ -104,7 +109,7 @@ def index(
                 report = run_index(idx, roots, info, encoder, exclude=exclude, include_hidden=hidden,
                                    on_error=lambda p, r: console.print(f"skipped {p}: {r}", markup=False),
                                    on_progress=progress.advance)
-    except UserError as err:
+    except (UserError, LockHeld) as err:
         _fail(err)
     if not quiet:
         typer.echo(f"Indexed {report.indexed} files ({report.sentences} sentences), {report.unchanged} unchanged, "
@@ -158,6 +163,9 @@ def status(as_json: bool = typer.Option(False, "--json", help="Print a JSON obje
     info = st.get("model") or None
     out = {k: st[k] for k in ("files", "sentences", "postings", "db_bytes", "model", "last_update", "errors")}
     out.update(roots=roots, database=str(db))
+    from sparc_local.daemon import read_status
+
+    out["watch"] = read_status()
     try:
         out["active_model"] = _model().id
     except UserError:
@@ -227,7 +235,77 @@ def demo() -> None:
     home = paths.user_dir() / "demo"
     os.environ[paths.ENV_HOME] = str(home)
     typer.echo(f"Indexing the sample files in {sample_dir()} ...")
-    index([sample_dir()], exclude=["QUESTIONS.txt"], hidden=False, threads=0, quiet=False)
+    index([sample_dir()], exclude=["QUESTIONS.txt"], hidden=False, threads=0, quiet=False, wait=10.0)
     question = sample_questions()[0]
     typer.echo(f'\n$ sparc-local ask "{question}" -k 3\n')
     ask(question, top_k=3, as_json=False, path=None, type_=None, explain=False)
+
+
+@app.command()
+def watch(
+    paths_: list[Path] = typer.Argument(None, metavar="[PATHS]...",
+                                        help="Folders or files to watch (they become indexed roots). "
+                                             "Default: every folder indexed before."),
+    quiet_period: float = typer.Option(2.0, "--quiet-period", metavar="SECONDS", min=0.0,
+                                       help="Index a batch of changes once no event came for this long."),
+    max_delay: float = typer.Option(10.0, "--max-delay", metavar="SECONDS", min=0.0,
+                                    help="Index a batch at the latest this long after its first change."),
+    exclude: list[str] = typer.Option([], "--exclude", "-e", metavar="GLOB", help="Skip matching files (repeatable)."),
+    hidden: bool = typer.Option(False, "--hidden", help="Include hidden files and folders."),
+    threads: int = typer.Option(1, "--threads", "-t", help="Encoder threads (0: all cores)."),
+    poll: bool = typer.Option(False, "--poll", help="Poll the folders instead of using OS events."),
+    wait: float = typer.Option(0.0, "--wait", metavar="SECONDS", help="Wait this long for another writer."),
+    daemon_: bool = typer.Option(False, "--daemon", help="Run in the background (log: watch.log in the data dir)."),
+    stop: bool = typer.Option(False, "--stop", help="Stop the background watcher."),
+) -> None:
+    """Keep the index up to date as files change (catch up first; Ctrl-C or --stop ends it)."""
+    from sparc_local import daemon
+    from sparc_local.lock import LockHeld
+
+    try:
+        if stop:
+            pid = daemon.stop()
+            typer.echo(f"Stopped the watcher (pid {pid})." if pid else "No watcher is running.")
+            return
+        info = _model()
+        with _open_index(must_exist=False) as idx:
+            roots = [str(p.expanduser().absolute()) for p in paths_] if paths_ else idx.roots()
+        if not roots:
+            raise UserError("no folder to watch", "Run `sparc-local watch FOLDER`.")
+        for root in (roots if paths_ else []):
+            if not Path(root).exists():
+                raise UserError(f"{root}: no such file or folder", "Check the path and try again.")
+        opts = dict(quiet_period=quiet_period, max_delay=max_delay, exclude=exclude, include_hidden=hidden,
+                    polling=poll)
+        if daemon_:
+            pid = daemon.spawn(daemon.watch_args(roots if paths_ else [], threads=threads, wait=wait, **opts))
+            typer.echo(f"Watching {', '.join(roots)} in the background (pid {pid}); log: {daemon.log_path()}\n"
+                       "Stop it with `sparc-local watch --stop`.")
+            return
+        console = _console()
+        with (console.status("starting") if console.is_terminal else contextlib.nullcontext()) as live:
+            daemon.run(roots, info, threads=threads, wait=wait,
+                       on_tick=(lambda st: live.update(daemon.describe(st))) if live else None, **opts)
+    except (UserError, LockHeld, daemon.DaemonError) as err:
+        _fail(err)
+
+
+class ServiceAction(str, Enum):
+    install = "install"
+    uninstall = "uninstall"
+
+
+@app.command()
+def service(action: ServiceAction = typer.Argument(..., help="install or uninstall.")) -> None:
+    """Run `watch` at login as a systemd user service (Linux) or a launchd agent (macOS)."""
+    from sparc_local import service as svc
+
+    try:
+        if action is ServiceAction.install:
+            done = svc.install()
+            typer.echo(f"Wrote {done.path}\nEnable it with: {done.enable}")
+            return
+        done = svc.uninstall()
+    except (OSError, svc.ServiceEnabled) as err:
+        _fail(err, getattr(err, "remedy", ""))
+    typer.echo(f"Removed {done.path}\nThen run: {done.enable}" if done else "No service was installed.")

@@ -94,11 +94,14 @@ def run_index(index: Index, roots: list[str], model: ModelInfo, encoder_factory:
               exclude: Iterable[str] = (), include_hidden: bool = False, max_sentences: int = 100_000,
               window: int = 6, batch_sentences: int = 512,
               on_error: Callable[[str, str], None] | None = None,
-              on_progress: Callable[[int, int], None] | None = None) -> IndexReport:
+              on_progress: Callable[[int, int], None] | None = None,
+              remember_roots: bool = True, prune: bool = True) -> IndexReport:
     """Index (or refresh) the given roots. Reports per-file problems through on_error and goes on.
 
     `encoder_factory` is called only if something needs encoding, so a no-op refresh never loads
-    the model.
+    the model. The watcher passes a subset of files inside known roots with remember_roots=False
+    (they are not new roots) and prune=False (it removes deleted files itself, and the vanished
+    scan costs O(indexed files x given paths)).
     """
     t0 = time.perf_counter()
     report = IndexReport()
@@ -180,7 +183,7 @@ def run_index(index: Index, roots: list[str], model: ModelInfo, encoder_factory:
         if sum(len(p.sentences) for p in pending) >= batch_sentences:
             flush()
     flush()
-    vanished = [f.path for f in index.all_files() if _under(f.path, roots) and f.path not in seen]
+    vanished = [f.path for f in index.all_files() if _under(f.path, roots) and f.path not in seen] if prune else []
     if vanished:
         report.removed = index.remove_files(vanished)
     if force:

@@ -74,6 +74,15 @@ def print_status(st: dict, model: str | None) -> None:
     out.print(f"Model:        {escape(model or '(none)')}")
     out.print(f"Active model: {escape(st.get('active_model') or '(missing)')}")
     out.print(f"Last update:  {when}")
+    w = st.get("watch") or {}
+    if w.get("running"):
+        since = dt.datetime.fromtimestamp(w["since"]).strftime("%Y-%m-%d %H:%M") if w.get("since") else "?"
+        line = f"running (pid {w['pid']}) since {since}, queue {w['queue']}"
+    else:
+        line = "not running"
+    if w.get("last_error"):
+        line += f"; last error: {w['last_error']}"
+    out.print(f"Watcher:      {escape(line)}")
     out.print(f"Errors:       {len(st['errors'])}")
     for e in st["errors"]:
         out.print(f"  {escape(e['path'])}: {escape(e['reason'])}")
