@@ -24,7 +24,7 @@ def load_tokenizer(info: ModelInfo):
 class Encoder:
     """An onnxruntime session over a model folder's model.onnx."""
 
-    def __init__(self, info: ModelInfo, threads: int | None = None, token_budget: int = 2048) -> None:
+    def __init__(self, info: ModelInfo, threads: int | None = None, token_budget: int = 512) -> None:
         import onnxruntime as ort
 
         self.info = info

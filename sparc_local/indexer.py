@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -158,6 +159,9 @@ def run_index(index: Index, roots: list[str], model: ModelInfo, encoder_factory:
             st = path.stat()
         except OSError as err:
             error(key, f"cannot stat: {err.strerror or err}")
+            continue
+        if not stat.S_ISREG(st.st_mode):  # a FIFO or device named x.txt would block the read
+            error(key, "not a regular file")
             continue
         rec = index.file(key)
         if not force and rec is not None and rec.size == st.st_size and rec.mtime == st.st_mtime:
