@@ -13,3 +13,20 @@ def sparc_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.Mon
     home = tmp_path_factory.mktemp("sparc_home")
     monkeypatch.setenv("SPARC_LOCAL_HOME", str(home))
     return home
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One tiny deterministic model for the session (see tests/tiny.py)."""
+    from tests.tiny import make_tiny_model
+
+    folder = tmp_path_factory.mktemp("model") / "tiny"
+    make_tiny_model(folder, top_k=48)
+    return folder
+
+
+@pytest.fixture
+def active_tiny(sparc_home: Path, tiny_model_dir: Path) -> Path:
+    """Make the tiny model the active one; modules opt in with pytest.mark.usefixtures."""
+    (sparc_home / "active-model").write_text(str(tiny_model_dir))
+    return tiny_model_dir

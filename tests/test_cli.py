@@ -14,22 +14,11 @@ from typer.testing import CliRunner
 
 from sparc_local import __version__
 from sparc_local.cli import app
-from tests.tiny import make_tiny_model
 
 runner = CliRunner()
 
 
-@pytest.fixture(scope="session")
-def tiny_model_dir(tmp_path_factory) -> Path:
-    folder = tmp_path_factory.mktemp("model") / "tiny"
-    make_tiny_model(folder, top_k=48)
-    return folder
-
-
-@pytest.fixture(autouse=True)
-def active_tiny(sparc_home: Path, tiny_model_dir: Path) -> Path:
-    (sparc_home / "active-model").write_text(str(tiny_model_dir))
-    return tiny_model_dir
+pytestmark = pytest.mark.usefixtures("active_tiny")
 
 
 @pytest.fixture

@@ -11,17 +11,12 @@ import pytest
 from typer.testing import CliRunner
 
 from sparc_local.cli import app
-from tests.tiny import make_tiny_model
 
 runner = CliRunner()
 SECRET = "Zanzibar treasury passphrase"
 
 
-@pytest.fixture(autouse=True)
-def tiny(sparc_home: Path, tmp_path_factory) -> None:
-    folder = tmp_path_factory.mktemp("m") / "tiny"
-    make_tiny_model(folder)
-    (sparc_home / "active-model").write_text(str(folder))
+pytestmark = pytest.mark.usefixtures("active_tiny")
 
 
 @pytest.fixture

@@ -26,23 +26,12 @@ from sparc_local.lock import WriterLock
 from sparc_local.modelinfo import ModelInfo
 from sparc_local.store import Index
 from sparc_local.watch import Watcher
-from tests.tiny import make_tiny_model
 
 DEADLINE = 15.0
 runner = CliRunner()
 
 
-@pytest.fixture(scope="module")
-def tiny_model_dir(tmp_path_factory) -> Path:
-    folder = tmp_path_factory.mktemp("model") / "tiny"
-    make_tiny_model(folder, top_k=48)
-    return folder
-
-
-@pytest.fixture(autouse=True)
-def active_tiny(sparc_home: Path, tiny_model_dir: Path) -> Path:
-    (sparc_home / "active-model").write_text(str(tiny_model_dir))
-    return tiny_model_dir
+pytestmark = pytest.mark.usefixtures("active_tiny")
 
 
 @pytest.fixture
