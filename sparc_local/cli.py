@@ -225,6 +225,54 @@ def eval_(
 
 
 @app.command()
+def adapt(
+    steps: int = typer.Option(500, "--steps", min=1, help="Training steps (batches of sentences)."),
+    batch_size: int = typer.Option(32, "--batch-size", min=1, help="Sentences per step."),
+    lr: float = typer.Option(5e-5, "--lr", min=0.0, help="Adam learning rate."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the sentence order and the masking."),
+    max_length: int = typer.Option(64, "--max-length", min=8, help="Tokens per sentence, longer ones are cut."),
+    revert: bool = typer.Option(False, "--revert", help="Go back to the model adapt started from."),
+    threads: int = typer.Option(0, "--threads", "-t", help="Encoder threads for re-encoding (0: all cores)."),
+    wait: float = typer.Option(10.0, "--wait", metavar="SECONDS", help="Wait this long for another writer."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Print errors only."),
+) -> None:
+    """Adapt the model's word embeddings to your indexed sentences (SPARC §5.1), then re-encode.
+
+    Trains on this machine (numpy, nothing leaves it) into a new model version; the old index and
+    model stay in use until the re-encoded index is complete. Interrupted, it resumes on rerun.
+    """
+    from sparc_local.adapt.run import AdaptError, AdaptOptions
+    from sparc_local.adapt.run import adapt as run_adapt
+    from sparc_local.adapt.run import revert as run_revert
+    from sparc_local.lock import LockHeld, WriterLock
+    from sparc_local.render import AdaptProgress, print_adapt
+
+    console = _console()
+    try:
+        _model()
+        with WriterLock("sparc-local adapt").acquire(wait):
+            if revert:
+                from sparc_local import paths
+
+                with (_open_index() if paths.db_path().exists() else contextlib.nullcontext()) as idx, \
+                        AdaptProgress(console, enabled=not quiet and console.is_terminal) as progress:
+                    done = run_revert(idx, threads=threads or None, on_progress=progress.update)
+            else:
+                opts = AdaptOptions(steps=steps, batch_size=batch_size, lr=lr, seed=seed, max_length=max_length,
+                                    threads=threads or None)
+                with _open_index() as idx, \
+                        AdaptProgress(console, enabled=not quiet and console.is_terminal) as progress:
+                    done = run_adapt(idx, opts, on_progress=progress.update)
+    except (UserError, LockHeld, AdaptError) as err:
+        _fail(err)
+    except KeyboardInterrupt:
+        _fail(UserError("interrupted; the index and the active model are unchanged",
+                        "Run the same `sparc-local adapt` again to resume from its last checkpoint."))
+    if not quiet:
+        print_adapt(done, revert=revert)
+
+
+@app.command()
 def demo() -> None:
     """Index the bundled sample files (in a separate demo index) and ask a sample question."""
     import os

@@ -98,3 +98,53 @@ def print_eval(r: dict, k: int) -> None:
     s = r["sparc"]
     out.print(f"SPARC: median {s['nnz_median']} postings per sentence; "
               f"query latency p50 {s['latency_ms_p50']:.2f} ms, p99 {s['latency_ms_p99']:.2f} ms")
+
+
+class AdaptProgress:
+    """`adapt`'s progress on stderr: a bar per phase (training with its loss, re-encoding), with ETA.
+
+    `update(phase, done, total, loss)` is the library's on_progress callback.
+    """
+
+    _LABELS = {"train": "training", "export": "writing the model", "encode": "re-encoding"}
+
+    def __init__(self, console: Console, enabled: bool = True) -> None:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+        self.progress = Progress(TextColumn("{task.description:<18}"), BarColumn(), MofNCompleteColumn(),
+                                 TextColumn("{task.fields[loss]}"), TimeRemainingColumn(), console=console,
+                                 disable=not enabled, transient=True)
+        self.tasks: dict[str, int] = {}
+
+    def __enter__(self) -> "AdaptProgress":
+        self.progress.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.progress.__exit__(*exc)
+
+    def update(self, phase: str, done: int, total: int, loss: float | None) -> None:
+        if phase not in self.tasks:
+            self.tasks[phase] = self.progress.add_task(self._LABELS.get(phase, phase), total=total, completed=done,
+                                                       loss="")
+        self.progress.update(self.tasks[phase], completed=done, total=total,
+                             **({"loss": f"loss {loss:.3f}"} if loss is not None else {}))
+
+
+def print_adapt(result, revert: bool = False) -> None:
+    """The outcome of `adapt` (an AdaptResult) or of `adapt --revert` ((model, n) or None)."""
+    out = _stdout()
+    if revert:
+        if result is None:
+            out.print("The active model is not an adapted one: nothing to revert.")
+            return
+        info, n = result
+        out.print(f"Reverted to {escape(info.id)}; re-encoded {n} sentences.")
+        return
+    r = result
+    loss = f", MLM loss {r.first_loss:.3f} → {r.last_loss:.3f}" if r.first_loss is not None else ""
+    resumed = f" (resumed at step {r.resumed_from})" if r.resumed_from else ""
+    out.print(f"Adapted {escape(r.base.name)} to {r.corpus} sentences in {r.steps} steps{resumed}{loss}, "
+              f"{r.train_seconds:.0f}s; re-encoded {r.encoded} sentences in {r.encode_seconds:.0f}s.")
+    out.print(f"Active model: {escape(r.model.id)} ({escape(str(r.model.path))})")
+    out.print("`sparc-local adapt --revert` goes back to the original model.")

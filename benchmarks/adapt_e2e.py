@@ -1,0 +1,158 @@
+"""`adapt` end to end on a ReQA corpus's sentences: s/step, wall time, peak RSS, and eval before/after.
+
+    /work/venv/bin/python benchmarks/adapt_e2e.py --data /work/shared/data/reqa/newsqa-dev \
+        [--steps 500] [--batch-size 32] [--max-length 64] [--mode exact] [--model DIR] [--home DIR] [--eval]
+
+Builds an index from the corpus's sentences only (one "file" per passage, context = its other
+sentences; the questions are never read), then runs the library's adapt in a child process (so
+its peak RSS is its own): training, writing the new model, re-encoding the index, switching.
+With --eval, `sparc-local eval` figures (MRR@10, R@1, R@10) of the base model and the adapted
+one on the same dataset. The data dir (--home, default ~/.cache/sparc-local-train/adapt-e2e/
+<dataset>) keeps the index and the eval cache between runs; the base encoding is reused.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+
+def build_index(data: Path, model_dir: Path | None) -> dict:
+    """Index the corpus's sentences with the base model (skipped if the index already has them)."""
+    from sparc_local import reqa
+    from sparc_local.evaluate import encode_corpus, truncate
+    from sparc_local.modelinfo import ModelInfo, active_model
+    from sparc_local.paths import db_path
+    from sparc_local.store import FileUpdate, Index, SentenceRow
+
+    info = ModelInfo.load(model_dir) if model_dir else active_model()
+    ds = reqa.load(data)
+    with Index(db_path()) as idx:
+        n = idx.stats()["sentences"]
+        if n == len(ds.texts) and idx.get_meta("model") == info.id:
+            return {"sentences": n, "seconds": 0.0, "model": info.id}
+        t0 = time.perf_counter()
+        vectors = truncate(encode_corpus(ds, data, info, threads=None), info.top_k)  # eval's cache
+        members: dict[str, list[int]] = {}
+        for i, p in enumerate(ds.passages):
+            members.setdefault(p, []).append(i)
+        updates = []
+        from sparc_local.sparse import SparseVectors
+
+        for passage, rows in members.items():
+            para = " ".join(ds.texts[i] for i in rows)
+            offsets, pos = [], 0
+            for i in rows:
+                offsets.append(pos)
+                pos += len(ds.texts[i]) + 1
+            updates.append(FileUpdate(f"/reqa/{ds.name}/{passage}.txt", len(para), 0.0, passage,
+                                      [SentenceRow(ds.texts[i], para, o) for i, o in zip(rows, offsets)],
+                                      SparseVectors.from_rows([vectors.row(i) for i in rows])))
+        idx.add_roots([f"/reqa/{ds.name}"])
+        for start in range(0, len(updates), 200):
+            idx.write_files(updates[start:start + 200], merge=False)
+        idx.merge_all()
+        idx.set_meta("model", info.id)
+        idx.set_meta("model_path", str(info.path))
+        return {"sentences": idx.stats()["sentences"], "seconds": time.perf_counter() - t0, "model": info.id}
+
+
+def child(args: argparse.Namespace) -> dict:
+    from sparc_local.adapt.run import AdaptOptions, adapt, revert
+    from sparc_local.modelinfo import ModelInfo
+    from sparc_local.paths import db_path
+    from sparc_local.store import Index
+
+    if args.model:  # the base the pointer names; adapt starts from the active model's base
+        (Path(os.environ["SPARC_LOCAL_HOME"]) / "active-model").write_text(str(Path(args.model).resolve()))
+    marks: dict[str, list[float]] = {"train": [], "encode": []}
+
+    def on_progress(phase: str, done: int, total: int, loss: float | None) -> None:
+        if phase in marks:
+            marks[phase].append(time.perf_counter())
+
+    opts = AdaptOptions(steps=args.steps, batch_size=args.batch_size, max_length=args.max_length, seed=args.seed,
+                        lr=args.lr, mode=args.mode)
+    t0 = time.perf_counter()
+    with Index(db_path()) as idx:
+        revert(idx)  # start from the base model's index
+        t1 = time.perf_counter()
+        r = adapt(idx, opts, on_progress=on_progress)
+    steps = marks["train"]
+    per_step = [b - a for a, b in zip(steps[1:], steps[2:])]  # from the 2nd step on: warm BLAS and allocator
+    return {"steps": r.steps, "resumed_from": r.resumed_from, "corpus": r.corpus,
+            "s_per_step_median": sorted(per_step)[len(per_step) // 2] if per_step else None,
+            "s_per_step_mean": sum(per_step) / len(per_step) if per_step else None,
+            "train_seconds": r.train_seconds, "encode_seconds": r.encode_seconds,
+            "revert_seconds": t1 - t0, "wall_seconds": time.perf_counter() - t1,
+            "first_loss": r.first_loss, "last_loss": r.last_loss, "model": r.model.id, "base": r.base.id,
+            "model_dir": str(r.model.path), "cpu_seconds": time.process_time(),
+            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data", type=Path, required=True, help="a ReQA folder; only corpus.jsonl.gz is indexed")
+    ap.add_argument("--steps", type=int, default=500)
+    ap.add_argument("--batch-size", type=int, default=32)
+    ap.add_argument("--max-length", type=int, default=64)
+    ap.add_argument("--lr", type=float, default=5e-5)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--mode", default="exact", choices=["exact", "output_only"])
+    ap.add_argument("--model", type=Path, help="base model folder (default: the shipped model)")
+    ap.add_argument("--home", type=Path, help="data dir for the index and caches")
+    ap.add_argument("--eval", action="store_true", help="eval the base and the adapted model on --data")
+    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        print(json.dumps(child(args)))
+        return
+    home = args.home or Path.home() / ".cache" / "sparc-local-train" / "adapt-e2e" / args.data.name
+    os.environ["SPARC_LOCAL_HOME"] = str(home)
+    home.mkdir(parents=True, exist_ok=True)
+    if args.model:
+        (home / "active-model").write_text(str(args.model.resolve()))
+    else:
+        (home / "active-model").unlink(missing_ok=True)
+    print(f"data dir {home}; load avg {os.getloadavg()[0]:.2f}; {os.cpu_count()} cores", flush=True)
+    built = build_index(args.data, args.model)
+    print(f"index: {built['sentences']} sentences with {built['model']} ({built['seconds']:.0f}s)", flush=True)
+    cmd = [sys.executable, __file__, "--child", "--data", str(args.data), "--steps", str(args.steps),
+           "--batch-size", str(args.batch_size), "--max-length", str(args.max_length), "--lr", str(args.lr),
+           "--seed", str(args.seed), "--mode", args.mode] + (["--model", str(args.model)] if args.model else [])
+    out = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ})
+    if out.returncode:
+        sys.exit(out.stderr)
+    r = json.loads(out.stdout.strip().splitlines()[-1])
+    print(f"adapt {r['steps']} steps × {args.batch_size} (max length {args.max_length}, {args.mode}) on "
+          f"{r['corpus']} sentences: {r['s_per_step_median']:.2f} s/step median ({r['s_per_step_mean']:.2f} mean); "
+          f"train {r['train_seconds']:.0f}s, re-encode {r['encode_seconds']:.0f}s, total {r['wall_seconds']:.0f}s "
+          f"({r['cpu_seconds']:.0f} CPU-s); MLM loss {r['first_loss']:.3f} → {r['last_loss']:.3f}; "
+          f"peak RSS {r['peak_rss_mb']:.0f} MB; load avg {os.getloadavg()[0]:.2f}")
+    result = {"adapt": r, "index": built}
+    if args.eval:
+        from sparc_local.evaluate import evaluate
+        from sparc_local.modelinfo import ModelInfo
+
+        for which, folder in (("base", None), ("adapted", Path(r["model_dir"]))):
+            info = ModelInfo.load(folder) if folder else ModelInfo.load(args.model) if args.model else None
+            if info is None:
+                from sparc_local.modelinfo import shipped_model_dir
+
+                info = ModelInfo.load(shipped_model_dir())
+            m = evaluate(args.data, info)
+            result[which] = m
+            s = m["sparc"]
+            print(f"eval {which:8} {info.id}: MRR@10 {s['mrr@10']:.4f}  R@1 {s['r@1']:.4f}  R@10 {s['r@10']:.4f}",
+                  flush=True)
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,158 @@
+"""Re-encode an existing index with another model into a new database, then switch to it.
+
+`adapt` (and `adapt --revert`) change the model, so every sentence must be encoded again. The
+files are not read again (they may have changed or gone since): the sentences, their stored
+paragraphs and the file records are copied from the old database, and the encoder inputs are
+rebuilt exactly as `index` built them (segment.contexts over each paragraph's sentences).
+
+The switch copies the finished database into the live one with SQLite's online backup, as one
+write transaction, instead of renaming a file over it. Renaming under open connections is unsafe
+in WAL mode: the -wal and -shm files are found by name, so a connection to the old file that
+closes after the rename checkpoints into and deletes the -wal/-shm the new file is using. With
+the backup, readers (`ask`) keep their snapshot of the old index until the switch commits and
+see the new one afterwards; a crash before the commit leaves the old index untouched.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from sparc_local.modelinfo import ModelInfo
+from sparc_local.segment import Sentence, contexts
+from sparc_local.sparse import SparseVectors
+from sparc_local.store import FileUpdate, Index, SentenceRow
+
+BATCH_SENTENCES = 512  # sentences encoded and written per transaction, as `index` does
+_SKIP_META = {"weight_scale", "model", "model_path", "last_update"}
+
+
+def live_sentence_ids(index: Index) -> np.ndarray:
+    """Ids of every sentence that belongs to a file (not tombstoned), ascending."""
+    rows = index.conn.execute("SELECT id FROM sentences WHERE file_id IS NOT NULL ORDER BY id")
+    return np.fromiter((r[0] for r in rows), dtype=np.int64)
+
+
+def _by_file(index: Index) -> dict[int, list[int]]:
+    out: dict[int, list[int]] = {}
+    for sid, fid in index.conn.execute(
+            "SELECT id, file_id FROM sentences WHERE file_id IS NOT NULL ORDER BY file_id, id"):
+        out.setdefault(fid, []).append(sid)
+    return out
+
+
+def encoder_contexts(rows: list[dict], window: int) -> list[str]:
+    """The context each sentence was encoded with: its paragraph's other sentences (windowed).
+
+    A file's sentences are stored in document order; a new paragraph starts where the stored
+    paragraph text changes or the offset inside it does not grow.
+    """
+    sents, block, prev_ctx, prev_off = [], -1, None, -1
+    position = 0
+    for r in rows:
+        if r["context"] != prev_ctx or r["offset_in_context"] <= prev_off:
+            block += 1
+            position = 0
+        sents.append(Sentence(r["text"], r["char_start"] or 0, r["char_end"] or 0, r["page"], r["line"],
+                              block, position))
+        position += 1
+        prev_ctx, prev_off = r["context"], r["offset_in_context"]
+    return contexts(sents, window)
+
+
+def _index_window() -> int:
+    import inspect
+
+    from sparc_local.indexer import run_index
+
+    return int(inspect.signature(run_index).parameters["window"].default)
+
+
+def remove_database(path: Path) -> None:
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(str(path) + suffix)
+
+
+def reencode(src: Index, dst_path: Path, info: ModelInfo, encoder_factory: Callable[[], object], *,
+             on_progress: Callable[[int, int], None] | None = None) -> int:
+    """Build dst_path: src's roots, meta, files and sentences, encoded with `info`'s model.
+
+    `on_progress(done, total)` counts sentences. Returns the number of sentences encoded.
+    """
+    remove_database(dst_path)
+    window = _index_window()
+    files = src.all_files()
+    sentence_ids = _by_file(src)
+    total = sum(len(v) for v in sentence_ids.values())
+    encoder = encoder_factory() if total else None
+    done = 0
+    with Index(dst_path) as dst:
+        dst.set_weight_scale(src.weight_scale)
+        dst.add_roots(src.roots())
+        for key, value in src.meta().items():
+            if key not in _SKIP_META:
+                dst.set_meta(key, value)
+        pending: list[tuple[object, list[dict]]] = []
+
+        def flush() -> None:
+            nonlocal done
+            texts = [r["text"] for _, rows in pending for r in rows]
+            ctxs = [c for _, rows in pending for c in encoder_contexts(rows, window)]
+            vectors = encoder.encode(texts, ctxs) if texts else None  # type: ignore[union-attr]
+            updates, offset = [], 0
+            for rec, rows in pending:
+                if rec.status != "ok":
+                    updates.append(FileUpdate(rec.path, rec.size, rec.mtime, rec.hash, error=rec.error or "error"))
+                    continue
+                n = len(rows)
+                sub = SparseVectors.from_rows([vectors.row(i) for i in range(offset, offset + n)]) if n else None
+                offset += n
+                updates.append(FileUpdate(rec.path, rec.size, rec.mtime, rec.hash, [
+                    SentenceRow(r["text"], r["context"], r["offset_in_context"], r["page"], r["line"],
+                                r["char_start"], r["char_end"]) for r in rows], sub))
+            dst.write_files(updates, merge=False)
+            done += len(texts)
+            if on_progress:
+                on_progress(done, total)
+            pending.clear()
+
+        for rec in files:
+            ids = sentence_ids.get(rec.id, []) if rec.status == "ok" else []
+            pending.append((rec, src.sentences(ids) if ids else []))
+            if sum(len(rows) for _, rows in pending) >= BATCH_SENTENCES:
+                flush()
+        if pending:
+            flush()
+        dst.merge_all()
+        dst.set_meta("model", info.id)
+        dst.set_meta("model_path", str(info.path))
+        last = src.get_meta("last_update")
+        if last is not None:
+            dst.set_meta("last_update", last)
+        dst.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    return done
+
+
+def switch_database(live: Index, new_path: Path) -> None:
+    """Make the live index's content that of new_path, atomically for every reader, then delete new_path.
+
+    One backup step = one write transaction on the live database (its WAL receives the new
+    pages), so concurrent readers see either the old index or the new one, never a mix.
+    """
+    new = sqlite3.connect(new_path, isolation_level=None)
+    try:
+        new.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        if live.conn.in_transaction:
+            raise RuntimeError("the live index has an open transaction")
+        new.backup(live.conn, pages=-1)
+    finally:
+        new.close()
+    # fold the copied pages into the main file and empty the WAL (waits for readers up to the busy timeout)
+    live.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    remove_database(new_path)

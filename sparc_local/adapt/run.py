@@ -1,0 +1,302 @@
+"""`sparc-local adapt`: train E on the indexed sentences, write a new model version, re-encode, switch.
+
+SPARC §5.1 on the user's machine: the word-embedding matrix E of the model is trained with
+masked-LM on the sentences already in the index (all other weights frozen, numpy only), swapped
+into a copy of model.onnx, and the whole index is re-encoded with it. Until the last step the old
+index and the old model stay in use, so an interrupted run changes nothing but its checkpoint
+(in <data dir>/adapt/), and running it again resumes from there.
+
+Training data: each indexed sentence alone, "[CLS] sentence [SEP]". The paper trains the MLM on
+the target domain's sentence set; the contexts are those same sentences again, and a pair input
+would make every step several times longer (cost grows with sequence length, and a sentence is
+~30 tokens while sentence + context fills max_length). Batches are drawn in a seeded random
+order, grouped by length and padded only to their longest member.
+
+The library never prints: progress goes to `on_progress(phase, done, total, loss)`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from sparc_local import paths
+from sparc_local.adapt.train import TokenBatch, adapt_embeddings
+from sparc_local.modelinfo import ModelInfo, active_model, shipped_model_dir
+from sparc_local.store import Index
+
+POINTER = "active-model"
+NEW_DB_SUFFIX = ".adapting"
+POOL_BATCHES = 16  # batches drawn together and grouped by length: little padding, still random
+_CKPT_FORMAT = 1
+
+Progress = Callable[[str, int, int, "float | None"], None]  # (phase, done, total, loss)
+
+
+class AdaptError(Exception):
+    """A problem the user can fix; `remedy` says how."""
+
+    def __init__(self, message: str, remedy: str = "") -> None:
+        super().__init__(message)
+        self.remedy = remedy
+
+
+@dataclass(frozen=True)
+class AdaptOptions:
+    steps: int = 500
+    batch_size: int = 32
+    lr: float = 5e-5
+    seed: int = 0
+    max_length: int = 64  # tokens per training sentence, [CLS] and [SEP] included
+    mode: str = "exact"  # see adapt.mlm: "exact" or "output_only"
+    checkpoint_every: int = 25
+    min_sentences: int = 100
+    threads: int | None = None  # encoder threads while re-encoding
+
+
+@dataclass
+class AdaptResult:
+    model: ModelInfo
+    base: ModelInfo
+    steps: int
+    resumed_from: int
+    corpus: int  # sentences in the index
+    encoded: int  # sentences re-encoded
+    first_loss: float | None
+    last_loss: float | None
+    train_seconds: float
+    encode_seconds: float
+
+
+# ---------------------------------------------------------------- models and the pointer
+
+def is_adapted(info: ModelInfo) -> bool:
+    return bool(info.extra.get("adapted_from"))
+
+
+def _is_shipped(info: ModelInfo) -> bool:
+    try:
+        return info.path.resolve() == shipped_model_dir().resolve()
+    except FileNotFoundError:
+        return False
+
+
+def base_model(info: ModelInfo) -> ModelInfo:
+    """The model an adapted one was made from (adapt always starts from it, never stacks)."""
+    src = info.extra.get("adapted_from")
+    if not src:
+        return info
+    try:
+        return ModelInfo.load(shipped_model_dir() if src.get("shipped") else Path(src["path"]))
+    except FileNotFoundError as err:
+        raise AdaptError(f"the model {info.name} was adapted from {src.get('path')}, which is gone",
+                         "Reinstall sparc-local, or point the active model elsewhere.") from err
+
+
+def set_active_model(info: ModelInfo | None) -> None:
+    """Write the active-model pointer atomically; None (or the shipped model) removes it."""
+    pointer = paths.user_dir() / POINTER
+    if info is None or _is_shipped(info):
+        pointer.unlink(missing_ok=True)
+        return
+    tmp = pointer.with_name(POINTER + ".tmp")
+    tmp.write_text(str(info.path.resolve()) + "\n")
+    os.replace(tmp, pointer)
+
+
+def _cleanup_models(keep: ModelInfo | None) -> None:
+    """Delete adapted model versions other than `keep` (each is a full model.onnx)."""
+    for folder in paths.models_dir().iterdir():
+        if keep is not None and folder.resolve() == keep.path.resolve():
+            continue
+        try:
+            adapted = is_adapted(ModelInfo.load(folder))
+        except (FileNotFoundError, ValueError, KeyError, TypeError):
+            adapted = folder.name.startswith(".") and folder.name.endswith(".tmp")
+        if adapted:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+# ---------------------------------------------------------------- training data
+
+def _corpus_ids(index: Index, minimum: int) -> np.ndarray:
+    from sparc_local.adapt.reencode import live_sentence_ids
+
+    ids = live_sentence_ids(index)
+    if len(ids) == 0:
+        raise AdaptError("the index has no sentences to adapt to", "Run `sparc-local index FOLDER` first.")
+    if len(ids) < minimum:
+        raise AdaptError(f"the index has only {len(ids)} sentences; adapt needs at least {minimum}",
+                         "Index more of your documents first (`sparc-local index FOLDER`).")
+    return ids
+
+
+def training_tokenizer(info: ModelInfo):
+    """The model's tokenizer without the fixed-length padding/truncation HF tokenizer.json files carry
+    (MiniLM's pads every input to 128): batches are padded to their longest sentence only."""
+    from sparc_local.encode import load_tokenizer
+
+    tokenizer = load_tokenizer(info)
+    tokenizer.no_padding()
+    tokenizer.no_truncation()
+    return tokenizer
+
+
+def token_batches(index: Index, ids: np.ndarray, tokenizer, info: ModelInfo, batch_size: int,
+                  max_length: int, seed: int) -> Iterator[TokenBatch]:
+    """Endless, deterministic batches of "[CLS] sentence [SEP]": same seed + same corpus, same batches.
+
+    Epoch by epoch in a seeded permutation; each pool of POOL_BATCHES batches is sorted by length
+    and cut into batches, which are yielded in a seeded random order.
+    """
+    rng = np.random.default_rng([seed, 1])  # separate from the masking stream
+    pool = batch_size * POOL_BATCHES
+    cls_id, sep_id = info.cls_id, info.sep_id
+    while True:
+        perm = rng.permutation(ids)
+        for start in range(0, len(perm), pool):
+            texts = [r["text"] for r in index.sentences(perm[start:start + pool])]
+            seqs = [[cls_id, *e.ids[: max_length - 2], sep_id]
+                    for e in tokenizer.encode_batch(texts, add_special_tokens=False) if e.ids]
+            if not seqs:
+                continue
+            order = np.argsort([len(s) for s in seqs], kind="stable")
+            groups = [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
+            for g in rng.permutation(len(groups)):
+                yield _pad([seqs[i] for i in groups[g]], info.has_segments)
+
+
+def _pad(seqs: list[list[int]], segments: bool) -> TokenBatch:
+    length = max(len(s) for s in seqs)
+    ids = np.zeros((len(seqs), length), np.int64)
+    mask = np.zeros_like(ids)
+    for i, s in enumerate(seqs):
+        ids[i, : len(s)] = s
+        mask[i, : len(s)] = 1
+    special = mask == 0
+    special[:, 0] = True
+    special[np.arange(len(seqs)), mask.sum(1) - 1] = True  # [CLS] and [SEP] are never masked
+    return TokenBatch(ids, np.zeros_like(ids) if segments else None, mask, special)
+
+
+def checkpoint_path(base: ModelInfo, ids: np.ndarray, opts: AdaptOptions) -> Path:
+    """One checkpoint per (base model, corpus, data options): a rerun of the same adapt resumes it."""
+    key = dict(format=_CKPT_FORMAT, base=base.id, corpus=hashlib.sha256(ids.tobytes()).hexdigest(),
+               batch=opts.batch_size, max_length=opts.max_length, seed=opts.seed, lr=opts.lr, mode=opts.mode)
+    fp = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
+    folder = paths.user_dir() / "adapt"
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    return folder / f"ckpt-{fp}.npz"
+
+
+def _completed_steps(ckpt: Path) -> int:
+    if not ckpt.is_file():
+        return 0
+    try:
+        with np.load(ckpt) as z:
+            return int(z["step"])
+    except (OSError, KeyError, ValueError):
+        return 0
+
+
+# ---------------------------------------------------------------- adapt / revert
+
+def _switch(index: Index, info: ModelInfo, threads: int | None, on_progress: Progress | None) -> int:
+    """Re-encode the index with `info` into a new database, switch to it, point at `info`."""
+    from sparc_local.adapt.reencode import reencode, remove_database, switch_database
+    from sparc_local.encode import Encoder
+
+    new_db = index.path.with_name(index.path.name + NEW_DB_SUFFIX)
+    try:
+        n = reencode(index, new_db, info, lambda: Encoder(info, threads=threads),
+                     on_progress=(lambda d, t: on_progress("encode", d, t, None)) if on_progress else None)
+        switch_database(index, new_db)
+    except BaseException:
+        remove_database(new_db)
+        raise
+    set_active_model(info)
+    return n
+
+
+def adapt(index: Index, opts: AdaptOptions = AdaptOptions(), *, model: ModelInfo | None = None,
+          on_progress: Progress | None = None) -> AdaptResult:
+    """Adapt E of `model` (default: the active model's base) to the index's sentences and switch to it."""
+    from sparc_local.adapt.model import ModelFolderError, load_adapt_weights, write_adapted_model
+    active = model or active_model()
+    base = base_model(active)
+    ids = _corpus_ids(index, opts.min_sentences)
+    try:
+        cfg, w, head_meta = load_adapt_weights(base)
+    except ModelFolderError as err:
+        raise AdaptError(str(err), err.remedy) from err
+    tokenizer = training_tokenizer(base)
+    mask_id = tokenizer.token_to_id("[MASK]")
+    if mask_id is None:
+        raise AdaptError(f"the tokenizer of {base.name} has no [MASK] token", "adapt needs a BERT-style tokenizer.")
+    ckpt = checkpoint_path(base, ids, opts)
+    for stale in ckpt.parent.glob("ckpt-*"):
+        if stale != ckpt:
+            stale.unlink(missing_ok=True)
+    resumed = min(_completed_steps(ckpt), opts.steps)
+    losses: list[float] = []
+
+    def on_step(step: int, loss: float) -> None:
+        losses.append(loss)
+        if on_progress:
+            on_progress("train", step, opts.steps, loss)
+
+    if on_progress:
+        on_progress("train", resumed, opts.steps, None)
+    t0 = time.perf_counter()
+    batches = token_batches(index, ids, tokenizer, base, opts.batch_size, opts.max_length, opts.seed)
+    E = adapt_embeddings(cfg, w, batches, steps=opts.steps, lr=opts.lr, seed=opts.seed, checkpoint_path=ckpt,
+                         checkpoint_every=opts.checkpoint_every, on_step=on_step, mask_id=mask_id,
+                         mode=opts.mode)  # type: ignore[arg-type]
+    train_seconds = time.perf_counter() - t0
+    del w
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    name = f"{base.name}-adapted-{stamp}"
+    if on_progress:
+        on_progress("export", 0, 1, None)
+    extra = {"adapted_from": {"id": base.id, "name": base.name, "path": str(base.path.resolve()),
+                              "shipped": _is_shipped(base)},
+             "adapt": {**{k: v for k, v in asdict(opts).items() if k not in ("threads", "checkpoint_every")},
+                       "corpus_sentences": int(len(ids)), "head": head_meta,
+                       "first_loss": losses[0] if losses else None, "last_loss": losses[-1] if losses else None,
+                       "created": stamp}}
+    out = paths.models_dir() / name
+    if out.exists():  # two runs in the same second
+        shutil.rmtree(out)
+    info = write_adapted_model(base, E, out, name=name, extra=extra)
+    del E
+    t1 = time.perf_counter()
+    n = _switch(index, info, opts.threads, on_progress)
+    ckpt.unlink(missing_ok=True)
+    _cleanup_models(keep=info)
+    return AdaptResult(info, base, opts.steps, resumed, int(len(ids)), n, losses[0] if losses else None,
+                       losses[-1] if losses else None, train_seconds, time.perf_counter() - t1)
+
+
+def revert(index: Index | None, *, threads: int | None = None,
+           on_progress: Progress | None = None) -> tuple[ModelInfo, int] | None:
+    """Go back to the model adapt started from: re-encode the index with it and point at it.
+
+    Returns (base model, sentences re-encoded), or None if there was nothing to revert.
+    """
+    active = active_model()
+    base = base_model(active)
+    stale_index = index is not None and index.get_meta("model") not in (None, base.id)
+    if not is_adapted(active) and not stale_index:
+        return None
+    n = _switch(index, base, threads, on_progress) if stale_index else 0
+    set_active_model(base)
+    _cleanup_models(keep=None)
+    return base, n

@@ -1,0 +1,354 @@
+"""`sparc-local adapt` end to end: tiny models with an MLM head, real files, a real SQLite index."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from sparc_local.adapt.model import HEAD_FILE, load_adapt_weights, load_encoder_weights, save_npz
+from sparc_local.adapt.run import AdaptOptions, adapt
+from sparc_local.cli import app
+from sparc_local.modelinfo import ModelInfo
+from sparc_local.store import Index
+from tests.tiny import WORDS, make_tiny_model, tiny_vocab, tiny_weights
+
+runner = CliRunner()
+
+
+def make_tiny_adapt_model(folder: Path, layout: str = "bert", int8: bool = False, seed: int = 0) -> ModelInfo:
+    """The tiny model plus its MLM head (mlm_head.npz), as the head trainer would write it."""
+    info = make_tiny_model(folder, layout=layout, int8=int8, top_k=48, seed=seed)
+    _, w = tiny_weights(layout, len(tiny_vocab()), seed)
+    head = {k: w[k].astype(np.float16) for k in w if k.startswith("mlm.")}
+    save_npz(folder / HEAD_FILE, head, {"encoder": "model", "encoder_digest": info.extra["digest"]})
+    return info
+
+
+@pytest.fixture(scope="session")
+def tiny_adapt_dir(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("adapt-model") / "tiny"
+    make_tiny_adapt_model(folder)
+    return folder
+
+
+@pytest.fixture(autouse=True)
+def active_tiny_adapt(sparc_home: Path, tiny_adapt_dir: Path) -> Path:
+    (sparc_home / "active-model").write_text(str(tiny_adapt_dir))
+    return tiny_adapt_dir
+
+
+_TEA = {"tea", "green", "black", "steep", "minutes", "water", "boil", "cup"}  # only tea.md says these
+
+
+def _sentences(n: int, seed: int) -> list[str]:
+    rng = np.random.default_rng(seed)
+    words = [w for w in WORDS if len(w) > 2 and w not in _TEA]
+    return [" ".join(rng.choice(words, size=int(rng.integers(5, 12)))).capitalize() + "." for _ in range(n)]
+
+
+@pytest.fixture
+def docs(tmp_path: Path) -> Path:
+    """Four files, 130+ sentences in paragraphs, one known answer."""
+    root = tmp_path / "docs"
+    root.mkdir()
+    for i in range(4):
+        sents = _sentences(32, seed=i)
+        paras = [" ".join(sents[j:j + 4]) for j in range(0, len(sents), 4)]
+        (root / f"doc{i}.txt").write_text("\n\n".join(paras) + "\n")
+    (root / "tea.md").write_text("# Tea\n\nGreen tea should steep for three minutes. Then drink it.\n\n"
+                                 "Boil the water first.\n")
+    return root
+
+
+def run(*args: str):
+    return runner.invoke(app, list(args), catch_exceptions=False)
+
+
+def _status() -> dict:
+    r = run("status", "--json")
+    assert r.exit_code == 0, r.output
+    return json.loads(r.output)
+
+
+def _token_postings(db: Path, token: int) -> dict[int, int]:
+    """{sentence text: stored weight} of one token (sentence ids change on re-encoding, texts do not)."""
+    with Index(db) as idx:
+        plist = idx.postings([token])
+        out = {}
+        for _, ids, q in plist:
+            for row, w in zip(idx.sentences(ids), q.tolist()):
+                out[row["text"]] = w
+        return out
+
+
+def _content(db: Path) -> bytes:
+    """The database file's bytes, except the header's change counters (offsets 24 and 92).
+
+    Opening any Index bumps them (store.py runs PRAGMA auto_vacuum on every open), even for a
+    reader; every other byte must be untouched by an interrupted adapt.
+    """
+    data = bytearray(db.read_bytes())
+    data[24:28] = data[92:96] = b"\0\0\0\0"
+    return bytes(data)
+
+
+# ---------------------------------------------------------------- reading weights back
+
+@pytest.mark.parametrize("layout", ["bert", "distilbert"])
+@pytest.mark.parametrize("int8", [False, True])
+def test_load_encoder_weights_round_trip(tmp_path: Path, layout: str, int8: bool) -> None:
+    info = make_tiny_model(tmp_path / "m", layout=layout, int8=int8)
+    cfg, w = load_encoder_weights(info)
+    cfg0, w0 = tiny_weights(layout, len(tiny_vocab()))
+    assert cfg == cfg0
+    w0 = {k: v for k, v in w0.items() if not k.startswith("mlm.")}
+    assert set(w) == set(w0)
+    for k in w0:
+        assert w[k].dtype == np.float32 and w[k].shape == w0[k].shape, k
+        if int8:  # int8 weights: within half a quantization step of their tensor's (or E's row's) max
+            tol = np.abs(w0[k]).max(axis=-1, keepdims=True) if k == "emb.word" else np.abs(w0[k]).max()
+            assert np.all(np.abs(w[k] - w0[k]) <= tol / 127 * 0.5 + 1e-7), k
+        else:
+            assert np.array_equal(w[k], w0[k]), k
+
+
+def test_adapt_weights_need_a_head(tmp_path: Path) -> None:
+    from sparc_local.adapt.model import ModelFolderError
+
+    info = make_tiny_model(tmp_path / "nohead")
+    with pytest.raises(ModelFolderError, match="no MLM head"):
+        load_adapt_weights(info)
+    info = make_tiny_adapt_model(tmp_path / "head", layout="distilbert")
+    cfg, w, meta = load_adapt_weights(info)
+    assert meta["encoder"] == "model" and w["mlm.bias"].dtype == np.float32 and "emb.type" not in w
+
+
+# ---------------------------------------------------------------- the command
+
+def test_adapt_end_to_end_then_revert(docs: Path, sparc_home: Path, tiny_adapt_dir: Path) -> None:
+    assert run("index", str(docs), "-q").exit_code == 0
+    before = _status()
+    base_id = ModelInfo.load(tiny_adapt_dir).id
+    assert before["active_model"] == before["model"] == base_id
+    tea = tiny_vocab().index("tea")
+    postings_before = _token_postings(sparc_home / "index.db", tea)
+    reader = Index(sparc_home / "index.db")  # a reader that had the old database open throughout
+
+    r = run("adapt", "--steps", "3", "--seed", "1", "--lr", "0.01")  # big steps: weights visibly change
+    assert r.exit_code == 0, r.output
+    assert "re-encoded" in r.output
+    after = _status()
+    assert after["active_model"] != base_id
+    assert after["model"] == after["active_model"]  # the index was re-encoded with it
+    assert after["sentences"] == before["sentences"] and after["files"] == before["files"]
+    pointer = Path((sparc_home / "active-model").read_text().strip())
+    assert pointer.parent == sparc_home / "models" and pointer.name.startswith("tiny-bert-adapted-")
+    new = ModelInfo.load(pointer)
+    assert new.id == after["active_model"]
+    assert new.extra["adapted_from"]["id"] == base_id and new.extra["adapt"]["steps"] == 3
+    assert new.extra["adapt"]["corpus_sentences"] == before["sentences"]
+    E_old = load_encoder_weights(ModelInfo.load(tiny_adapt_dir))[1]["emb.word"]
+    E_new = load_encoder_weights(new)[1]["emb.word"]
+    assert not np.array_equal(E_old, E_new) and np.abs(E_new - E_old).max() < 0.1  # 3 Adam steps of ~0.01
+    assert not list((sparc_home / "adapt").glob("ckpt-*"))  # checkpoint removed once switched
+    assert not list(sparc_home.glob("index.db.adapting*"))
+    # the open reader now sees the new database, intact
+    assert reader.get_meta("model") == new.id and reader.verify() == []
+    reader.close()
+    # answers come from the re-encoded index: new weights (and top-K sets) for the same sentences
+    postings_after = _token_postings(sparc_home / "index.db", tea)
+    assert postings_after != postings_before
+    assert "Green tea should steep for three minutes." in postings_after.keys() & postings_before.keys()
+    r = run("ask", "green tea steep", "--json", "-k", "2")
+    assert r.exit_code == 0, r.output
+    answers = json.loads(r.output)
+    assert answers[0]["sentence"] == "Green tea should steep for three minutes."
+    assert "another model" not in r.output
+
+    r = run("adapt", "--revert")
+    assert r.exit_code == 0, r.output
+    assert "Reverted to " + base_id in r.output
+    reverted = _status()
+    assert reverted["active_model"] == reverted["model"] == base_id
+    assert Path((sparc_home / "active-model").read_text().strip()) == tiny_adapt_dir.resolve()
+    assert not pointer.exists()  # the adapted version is deleted
+    assert _token_postings(sparc_home / "index.db", tea) == postings_before
+    r = run("adapt", "--revert")
+    assert r.exit_code == 0 and "nothing to revert" in r.output
+
+
+def test_interrupted_adapt_changes_nothing_and_resumes(docs: Path, sparc_home: Path, tiny_adapt_dir: Path) -> None:
+    assert run("index", str(docs), "-q").exit_code == 0
+    db = sparc_home / "index.db"
+    db_bytes = _content(db)
+    pointer = (sparc_home / "active-model").read_text()
+    opts = AdaptOptions(steps=5, checkpoint_every=1, seed=3)
+
+    def stop_after_2(phase: str, done: int, total: int, loss: float | None) -> None:
+        if phase == "train" and done == 2:
+            raise KeyboardInterrupt
+
+    with Index(db) as idx, pytest.raises(KeyboardInterrupt):
+        adapt(idx, opts, on_progress=stop_after_2)
+    assert _content(db) == db_bytes
+    assert (sparc_home / "active-model").read_text() == pointer
+    assert not (sparc_home / "models").exists() or not list((sparc_home / "models").iterdir())
+    assert len(list((sparc_home / "adapt").glob("ckpt-*.npz"))) == 1
+
+    seen: list[int] = []
+    with Index(db) as idx:
+        result = adapt(idx, opts, on_progress=lambda ph, d, t, loss: seen.append(d) if ph == "train" else None)
+    assert result.resumed_from == 2 and seen == [2, 3, 4, 5]
+    assert ModelInfo.load(Path((sparc_home / "active-model").read_text().strip())).id == result.model.id
+
+    # resuming gives the same E as an uninterrupted run (same seed, same corpus)
+    E_resumed = load_encoder_weights(result.model)[1]["emb.word"]
+    assert run("adapt", "--revert", "-q").exit_code == 0
+    with Index(db) as idx:
+        straight = adapt(idx, opts)
+    assert np.array_equal(load_encoder_weights(straight.model)[1]["emb.word"], E_resumed)
+
+
+def test_training_batches_are_unpadded_sentences(docs: Path, sparc_home: Path, tmp_path: Path) -> None:
+    """"[CLS] sentence [SEP]", padded only to the batch's longest, even if tokenizer.json pads (MiniLM's does)."""
+    info = make_tiny_adapt_model(tmp_path / "padded")
+    spec = json.loads(info.tokenizer_path.read_text())
+    spec["padding"] = {"strategy": {"Fixed": 40}, "direction": "Right", "pad_to_multiple_of": None, "pad_id": 0,
+                       "pad_type_id": 0, "pad_token": "[PAD]"}
+    info.tokenizer_path.write_text(json.dumps(spec))
+    (sparc_home / "active-model").write_text(str(info.path))
+    assert run("index", str(docs), "-q").exit_code == 0
+    from sparc_local.adapt.reencode import live_sentence_ids
+    from sparc_local.adapt.run import token_batches, training_tokenizer
+
+    with Index(sparc_home / "index.db") as idx:
+        ids = live_sentence_ids(idx)
+        it = token_batches(idx, ids, training_tokenizer(info), info, 16, 64, seed=0)
+        seen = [next(it) for _ in range(4)]
+        again = token_batches(idx, ids, training_tokenizer(info), info, 16, 64, seed=0)
+        assert all(np.array_equal(next(again).ids, b.ids) for b in seen)  # deterministic: resume replays it
+    assert len(seen) == 4
+    for b in seen:
+        n = b.attention_mask.sum(1)
+        assert n.max() == b.ids.shape[1] < 20  # 5-12 words + [CLS]/[SEP]: no fixed-length padding
+        rows = np.arange(len(n))
+        assert (b.ids[:, 0] == info.cls_id).all() and (b.ids[rows, n - 1] == info.sep_id).all()
+        assert (b.ids[b.attention_mask == 0] == 0).all() and (b.ids[b.attention_mask == 1] != 0).all()
+        assert b.special_mask[:, 0].all() and b.special_mask[rows, n - 1].all()
+
+
+def test_adapt_empty_index_is_a_clear_error(tmp_path: Path) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert run("index", str(empty), "-q").exit_code == 0
+    r = run("adapt", "--steps", "2")
+    assert r.exit_code == 1
+    assert r.output == "Error: the index has no sentences to adapt to\nRun `sparc-local index FOLDER` first.\n"
+
+
+def test_adapt_small_index_and_no_index(tmp_path: Path) -> None:
+    r = run("adapt")
+    assert r.exit_code == 1 and r.output.startswith("Error: there is no index yet\n")
+    small = tmp_path / "small"
+    small.mkdir()
+    (small / "a.txt").write_text("Green tea should steep for three minutes. Boil the water first.\n")
+    assert run("index", str(small), "-q").exit_code == 0
+    r = run("adapt")
+    assert r.exit_code == 1
+    assert r.output.startswith("Error: the index has only 2 sentences; adapt needs at least 100\n")
+    assert "sparc-local index FOLDER" in r.output.splitlines()[1]
+
+
+def test_adapt_without_head_is_a_clear_error(docs: Path, sparc_home: Path, tmp_path: Path) -> None:
+    (sparc_home / "active-model").write_text(str(make_tiny_model(tmp_path / "nohead").path))
+    assert run("index", str(docs), "-q").exit_code == 0
+    r = run("adapt", "--steps", "2")
+    assert r.exit_code == 1
+    assert r.output.startswith("Error: the model tiny-bert has no MLM head")
+    assert len(r.output.splitlines()) == 2
+
+
+@pytest.mark.parametrize("layout", ["distilbert"])
+def test_adapt_int8_model(docs: Path, sparc_home: Path, tmp_path: Path, layout: str) -> None:
+    base = make_tiny_adapt_model(tmp_path / "int8", layout=layout, int8=True)
+    (sparc_home / "active-model").write_text(str(base.path))
+    assert run("index", str(docs), "-q").exit_code == 0
+    r = run("adapt", "--steps", "2", "--batch-size", "8", "-q")
+    assert r.exit_code == 0, r.output
+    new = ModelInfo.load(Path((sparc_home / "active-model").read_text().strip()))
+    assert new.quantization == "int8" and new.layout == layout
+    E0, E1 = load_encoder_weights(base)[1]["emb.word"], load_encoder_weights(new)[1]["emb.word"]
+    assert E0.shape == E1.shape and not np.array_equal(E0, E1)
+    r = run("ask", "green tea", "--json")
+    assert r.exit_code == 0 and json.loads(r.output)
+
+
+def test_ask_after_adapt_never_imports_adapt(docs: Path, sparc_home: Path) -> None:
+    assert run("index", str(docs), "-q").exit_code == 0
+    assert run("adapt", "--steps", "1", "-q").exit_code == 0
+    code = ("import sys; from typer.testing import CliRunner; from sparc_local.cli import app; "
+            "r = CliRunner().invoke(app, ['ask', 'green tea']); assert r.exit_code == 0, r.output; "
+            "print([m for m in sys.modules if m in ('onnxruntime', 'onnx', 'torch') "
+            "or m.startswith('sparc_local.adapt')])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env={**os.environ, "SPARC_LOCAL_HOME": str(sparc_home)})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
+
+
+# ---------------------------------------------------------------- the build-time head trainer
+
+def _fake_reqa(root: Path) -> Path:
+    import gzip
+
+    for k, name in enumerate(("squad-train-head", "du2017-train", "wikiqa-train")):
+        (root / name).mkdir(parents=True)
+        with gzip.open(root / name / "corpus.jsonl.gz", "wt") as fh:
+            for j, text in enumerate(_sentences(300, seed=10 + k)):
+                fh.write(json.dumps({"id": f"p{j // 5}-{j % 5}", "text": text, "passage": f"p{j // 5}",
+                                     "position": j % 5}) + "\n")
+    return root
+
+
+@pytest.mark.parametrize("encoder", ["model", "original"])
+def test_head_trainer_writes_a_head_adapt_can_use(tmp_path: Path, encoder: str) -> None:
+    pytest.importorskip("torch")
+    from safetensors.numpy import save_file
+
+    from sparc_local.adapt.head import train_head
+    from sparc_local.adapt.model import ENCODER_FILE
+    from sparc_local.weights import to_checkpoint_names
+
+    data = _fake_reqa(tmp_path / "reqa")
+    info = make_tiny_model(tmp_path / "model", int8=True)
+    enc_path = info.path
+    if encoder == "original":
+        cfg, w = tiny_weights("bert", len(tiny_vocab()), seed=5)
+        enc_path = tmp_path / "hf"
+        enc_path.mkdir()
+        save_file({k: np.ascontiguousarray(v) for k, v in to_checkpoint_names(cfg, w).items()},
+                  str(enc_path / "model.safetensors"))
+        (enc_path / "config.json").write_text(json.dumps({"num_attention_heads": cfg.heads}))
+    lines: list[str] = []
+    out = train_head(enc_path, info.path, tmp_path / "run", data_dir=data, steps=40, batch=16, lr=1e-2,
+                     eval_every=20, n_valid=64, log=lines.append)
+    log = [json.loads(x) for x in (tmp_path / "run" / "train.log.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in log] == [0, 20, 40]
+    assert log[-1]["loss"] < log[0]["loss"]  # the head learns
+    assert abs(out["numpy"][next(iter(out["numpy"]))] - out["torch"]["loss"]) < 0.01  # numpy MLM agrees
+    cfg, w, meta = load_adapt_weights(info)
+    assert meta["encoder"].startswith(encoder) and (info.path / ENCODER_FILE).exists() == (encoder == "original")
+    if encoder == "original":
+        assert np.allclose(w["l0.q.w"], tiny_weights("bert", len(tiny_vocab()), seed=5)[1]["l0.q.w"], atol=1e-3)
+    # resumable: a rerun with more steps starts from the checkpoint
+    lines.clear()
+    train_head(enc_path, info.path, tmp_path / "run", data_dir=data, steps=60, batch=16, lr=1e-2, eval_every=20,
+               n_valid=64, log=lines.append)
+    assert any("resumed at step 40" in x for x in lines)
