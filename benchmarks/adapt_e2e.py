@@ -1,13 +1,13 @@
 """`adapt` end to end on a ReQA corpus's sentences: s/step, wall time, peak RSS, and eval before/after.
 
     /work/venv/bin/python benchmarks/adapt_e2e.py --data /work/shared/data/reqa/newsqa-dev \
-        [--steps 500] [--batch-size 32] [--max-length 64] [--mode exact] [--model DIR] [--home DIR] [--eval]
+        [--steps 500] [--batch-size 32] [--max-length 64] [--mode exact] [--model DIR] [--home DIR] [--eval] [--no-switch]
 
 Builds an index from the corpus's sentences only (one "file" per passage, context = its other
 sentences; the questions are never read), then runs the library's adapt in a child process (so
 its peak RSS is its own): training, writing the new model, re-encoding the index, switching.
 With --eval, `sparc-local eval` figures (MRR@10, R@1, R@10) of the base model and the adapted
-one on the same dataset. The data dir (--home, default ~/.cache/sparc-local-train/adapt-e2e/
+one on the same dataset; --no-switch skips the re-encoding (the eval encodes the corpus anyway). The data dir (--home, default ~/.cache/sparc-local-train/adapt-e2e/
 <dataset>) keeps the index and the eval cache between runs; the base encoding is reused.
 """
 
@@ -64,7 +64,7 @@ def build_index(data: Path, model_dir: Path | None) -> dict:
 
 
 def child(args: argparse.Namespace) -> dict:
-    from sparc_local.adapt.run import AdaptOptions, adapt, revert
+    from sparc_local.adapt.run import AdaptOptions, adapt, revert, train_adapted_model
     from sparc_local.modelinfo import ModelInfo
     from sparc_local.paths import db_path
     from sparc_local.store import Index
@@ -83,7 +83,11 @@ def child(args: argparse.Namespace) -> dict:
     with Index(db_path()) as idx:
         revert(idx)  # start from the base model's index
         t1 = time.perf_counter()
-        r = adapt(idx, opts, on_progress=on_progress)
+        if args.no_switch:
+            r = train_adapted_model(idx, opts, on_progress=on_progress)
+            r.checkpoint.unlink(missing_ok=True)  # the next run trains again instead of resuming
+        else:
+            r = adapt(idx, opts, on_progress=on_progress)
     steps = marks["train"]
     per_step = [b - a for a, b in zip(steps[1:], steps[2:])]  # from the 2nd step on: warm BLAS and allocator
     return {"steps": r.steps, "resumed_from": r.resumed_from, "corpus": r.corpus,
@@ -108,6 +112,8 @@ def main() -> None:
     ap.add_argument("--model", type=Path, help="base model folder (default: the shipped model)")
     ap.add_argument("--home", type=Path, help="data dir for the index and caches")
     ap.add_argument("--eval", action="store_true", help="eval the base and the adapted model on --data")
+    ap.add_argument("--no-switch", action="store_true",
+                    help="train and write the model only: no re-encoding of the index (quality runs with --eval)")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -125,7 +131,8 @@ def main() -> None:
     print(f"index: {built['sentences']} sentences with {built['model']} ({built['seconds']:.0f}s)", flush=True)
     cmd = [sys.executable, __file__, "--child", "--data", str(args.data), "--steps", str(args.steps),
            "--batch-size", str(args.batch_size), "--max-length", str(args.max_length), "--lr", str(args.lr),
-           "--seed", str(args.seed), "--mode", args.mode] + (["--model", str(args.model)] if args.model else [])
+           "--seed", str(args.seed), "--mode", args.mode] + (["--model", str(args.model)] if args.model else []) \
+        + (["--no-switch"] if args.no_switch else [])
     out = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ})
     if out.returncode:
         sys.exit(out.stderr)

@@ -74,6 +74,7 @@ class AdaptResult:
     last_loss: float | None
     train_seconds: float
     encode_seconds: float
+    checkpoint: Path | None = None  # kept until the switch, so an interrupted adapt resumes
 
 
 # ---------------------------------------------------------------- models and the pointer
@@ -226,12 +227,16 @@ def _switch(index: Index, info: ModelInfo, threads: int | None, on_progress: Pro
     return n
 
 
-def adapt(index: Index, opts: AdaptOptions = AdaptOptions(), *, model: ModelInfo | None = None,
-          on_progress: Progress | None = None) -> AdaptResult:
-    """Adapt E of `model` (default: the active model's base) to the index's sentences and switch to it."""
+def train_adapted_model(index: Index, opts: AdaptOptions = AdaptOptions(), *, model: ModelInfo | None = None,
+                        on_progress: Progress | None = None) -> AdaptResult:
+    """Train E of `model` (default: the active model's base) on the index's sentences and write the
+    new model version; the index and the active model are not touched (result.encoded == 0).
+
+    Resumes from the run's checkpoint, which stays until `adapt` has switched to the new model.
+    """
     from sparc_local.adapt.model import ModelFolderError, load_adapt_weights, write_adapted_model
-    active = model or active_model()
-    base = base_model(active)
+
+    base = base_model(model or active_model())
     ids = _corpus_ids(index, opts.min_sentences)
     try:
         cfg, w, head_meta = load_adapt_weights(base)
@@ -266,23 +271,33 @@ def adapt(index: Index, opts: AdaptOptions = AdaptOptions(), *, model: ModelInfo
     name = f"{base.name}-adapted-{stamp}"
     if on_progress:
         on_progress("export", 0, 1, None)
+    first, last = (losses[0], losses[-1]) if losses else (None, None)
     extra = {"adapted_from": {"id": base.id, "name": base.name, "path": str(base.path.resolve()),
                               "shipped": _is_shipped(base)},
              "adapt": {**{k: v for k, v in asdict(opts).items() if k not in ("threads", "checkpoint_every")},
-                       "corpus_sentences": int(len(ids)), "head": head_meta,
-                       "first_loss": losses[0] if losses else None, "last_loss": losses[-1] if losses else None,
-                       "created": stamp}}
+                       "corpus_sentences": int(len(ids)), "head": head_meta, "first_loss": first,
+                       "last_loss": last, "created": stamp}}
     out = paths.models_dir() / name
     if out.exists():  # two runs in the same second
         shutil.rmtree(out)
     info = write_adapted_model(base, E, out, name=name, extra=extra)
-    del E
+    if on_progress:
+        on_progress("export", 1, 1, None)
+    return AdaptResult(info, base, opts.steps, resumed, int(len(ids)), 0, first, last, train_seconds, 0.0, ckpt)
+
+
+def adapt(index: Index, opts: AdaptOptions = AdaptOptions(), *, model: ModelInfo | None = None,
+          on_progress: Progress | None = None) -> AdaptResult:
+    """Adapt E of `model` (default: the active model's base) to the index's sentences, re-encode the
+    index with the new model version and switch to it."""
+    result = train_adapted_model(index, opts, model=model, on_progress=on_progress)
     t1 = time.perf_counter()
-    n = _switch(index, info, opts.threads, on_progress)
-    ckpt.unlink(missing_ok=True)
-    _cleanup_models(keep=info)
-    return AdaptResult(info, base, opts.steps, resumed, int(len(ids)), n, losses[0] if losses else None,
-                       losses[-1] if losses else None, train_seconds, time.perf_counter() - t1)
+    result.encoded = _switch(index, result.model, opts.threads, on_progress)
+    result.encode_seconds = time.perf_counter() - t1
+    if result.checkpoint is not None:
+        result.checkpoint.unlink(missing_ok=True)
+    _cleanup_models(keep=result.model)
+    return result
 
 
 def revert(index: Index | None, *, threads: int | None = None,
