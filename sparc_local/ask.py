@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from sparc_local.inputs import load_tokenizer
 from sparc_local.modelinfo import ModelInfo
 from sparc_local.query import query_token_ids
 from sparc_local.store import Index
@@ -39,11 +40,9 @@ class Asker:
     """Holds the tokenizer so several questions (tests, benchmarks) pay its load once."""
 
     def __init__(self, index: Index, info: ModelInfo) -> None:
-        from tokenizers import Tokenizer
-
         self.index = index
         self.info = info
-        self.tokenizer = Tokenizer.from_file(str(info.tokenizer_path))
+        self.tokenizer = load_tokenizer(info.tokenizer_path)
         self.skip = info.skip_array()
 
     def tokens(self, question: str) -> np.ndarray:

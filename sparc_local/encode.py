@@ -10,15 +10,9 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from sparc_local.inputs import pad_batch, pair_inputs
+from sparc_local.inputs import load_tokenizer, pad_batch, pair_inputs
 from sparc_local.modelinfo import ModelInfo
 from sparc_local.sparse import SparseVectors
-
-
-def load_tokenizer(info: ModelInfo):
-    from tokenizers import Tokenizer
-
-    return Tokenizer.from_file(str(info.tokenizer_path))
 
 
 class Encoder:
@@ -28,7 +22,7 @@ class Encoder:
         import onnxruntime as ort
 
         self.info = info
-        self.tokenizer = load_tokenizer(info)
+        self.tokenizer = load_tokenizer(info.tokenizer_path)
         opts = ort.SessionOptions()
         opts.log_severity_level = 3
         if threads:

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from sparc_local import paths, reqa
+from sparc_local.inputs import load_tokenizer
 from sparc_local.modelinfo import ModelInfo
 from sparc_local.sparse import SparseVectors
 
@@ -26,7 +27,7 @@ def _cache_file(ds_dir: Path, info: ModelInfo) -> Path:
     h = hashlib.sha256()
     for name in ("corpus.jsonl.gz",):
         h.update((ds_dir / name).read_bytes())
-    h.update(f"{info.id}|{info.max_length}|{CACHE_K}".encode())
+    h.update(f"inputs-v2|{info.id}|{info.max_length}|{CACHE_K}".encode())
     folder = paths.user_dir() / "cache" / "eval"
     folder.mkdir(parents=True, exist_ok=True, mode=0o700)
     return folder / f"{h.hexdigest()[:24]}.npz"
@@ -64,8 +65,6 @@ def _metrics(ranked: list[list[str]], answers: list[set[str]], depth: int) -> di
 
 def evaluate(ds_dir: Path, info: ModelInfo, *, depth: int = 10, top_k: int | None = None,
              threads: int | None = None, progress: Callable[[int], None] | None = None) -> dict:
-    from tokenizers import Tokenizer
-
     from sparc_local.bm25 import BM25
     from sparc_local.query import query_token_ids
     from sparc_local.store import FileUpdate, Index, SentenceRow
@@ -75,7 +74,7 @@ def evaluate(ds_dir: Path, info: ModelInfo, *, depth: int = 10, top_k: int | Non
     k = top_k or info.top_k
     vectors = truncate(encode_corpus(ds, ds_dir, info, threads, progress), k)
     contexts = ds.contexts()
-    tokenizer = Tokenizer.from_file(str(info.tokenizer_path))
+    tokenizer = load_tokenizer(info.tokenizer_path)
     skip = info.skip_array()
     answers = [set(a) for _, _, a in ds.queries]
 

@@ -158,8 +158,10 @@ def export_model(cfg: ArchConfig, w: Weights, tokenizer_json: Path, out_dir: Pat
             shutil.move(str(Path(tmp) / "int8.onnx"), target)
     else:
         onnx.save(model, target)
-    if Path(tokenizer_json).resolve() != (out_dir / "tokenizer.json").resolve():
-        shutil.copyfile(tokenizer_json, out_dir / "tokenizer.json")
+    # the shipped tokenizer carries no padding/truncation: lengths are sparc-local's to decide
+    tok = json.loads(Path(tokenizer_json).read_text())
+    tok["padding"], tok["truncation"] = None, None
+    (out_dir / "tokenizer.json").write_text(json.dumps(tok, ensure_ascii=False))
     digest = hashlib.sha256(target.read_bytes()).hexdigest()
     info = ModelInfo(
         name=name, path=out_dir, layout=cfg.layout, vocab_size=cfg.vocab_size, hidden=cfg.hidden,

@@ -6,7 +6,24 @@ the inputs it later sees.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
+
+
+def load_tokenizer(path: str | Path):
+    """The model's tokenizer with its padding and truncation switched off.
+
+    Hugging Face tokenizer.json files often carry fixed padding (all-MiniLM-L6-v2's pads every
+    text to 128 tokens) and truncation; left on, every sentence would come back padded and
+    leave no room for its context. Lengths are decided here, in pair_inputs, and nowhere else.
+    """
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(str(path))
+    tokenizer.no_padding()
+    tokenizer.no_truncation()
+    return tokenizer
 
 
 def pair_inputs(tokenizer, sentences: list[str], contexts: list[str], max_length: int,

@@ -226,13 +226,14 @@ def test_training_batches_are_unpadded_sentences(docs: Path, sparc_home: Path, t
     (sparc_home / "active-model").write_text(str(info.path))
     assert run("index", str(docs), "-q").exit_code == 0
     from sparc_local.adapt.reencode import live_sentence_ids
-    from sparc_local.adapt.run import token_batches, training_tokenizer
+    from sparc_local.adapt.run import token_batches
+    from sparc_local.inputs import load_tokenizer
 
     with Index(sparc_home / "index.db") as idx:
         ids = live_sentence_ids(idx)
-        it = token_batches(idx, ids, training_tokenizer(info), info, 16, 64, seed=0)
+        it = token_batches(idx, ids, load_tokenizer(info.tokenizer_path), info, 16, 64, seed=0)
         seen = [next(it) for _ in range(4)]
-        again = token_batches(idx, ids, training_tokenizer(info), info, 16, 64, seed=0)
+        again = token_batches(idx, ids, load_tokenizer(info.tokenizer_path), info, 16, 64, seed=0)
         assert all(np.array_equal(next(again).ids, b.ids) for b in seen)  # deterministic: resume replays it
     assert len(seen) == 4
     for b in seen:

@@ -73,3 +73,26 @@ def test_model_info_round_trip(tmp_path):
     again = ModelInfo.load(tmp_path / "m")
     assert again == info
     assert again.id.startswith("tiny-bert@")
+
+
+def test_inputs_never_padded_by_the_tokenizer_file(tmp_path):
+    """A tokenizer.json with fixed padding (as all-MiniLM-L6-v2's has) must not leak [PAD] into inputs."""
+    import json
+
+    from sparc_local.inputs import load_tokenizer, pair_inputs
+    from tests.tiny import write_tokenizer
+
+    path = write_tokenizer(tmp_path / "tok.json")
+    raw = json.loads(path.read_text())
+    raw["padding"] = {"strategy": {"Fixed": 40}, "direction": "Right", "pad_to_multiple_of": None, "pad_id": 0,
+                      "pad_type_id": 0, "pad_token": "[PAD]"}
+    raw["truncation"] = {"max_length": 8, "strategy": "LongestFirst", "stride": 0, "direction": "Right"}
+    path.write_text(json.dumps(raw))
+    tok = load_tokenizer(path)
+    (ids, types), = pair_inputs(tok, ["green tea"], ["the tower was built in paris by the river"], 48, 2, 3)
+    assert 0 not in ids.tolist()  # no [PAD]
+    assert types.tolist().count(1) == len(tok.encode("the tower was built in paris by the river",
+                                                     add_special_tokens=False).ids) + 1
+    info = make_tiny_model(tmp_path / "m")
+    shipped = json.loads(info.tokenizer_path.read_text())
+    assert shipped["padding"] is None and shipped["truncation"] is None

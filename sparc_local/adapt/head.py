@@ -176,15 +176,12 @@ def train_head(encoder_path: Path, model_dir: Path, run_dir: Path, *, data_dir: 
                batch: int = 32, max_length: int = 64, lr: float = 1e-3, seed: int = 0, eval_every: int = 50,
                n_valid: int = 1024, log: Callable[[str], None] = print) -> dict:
     """Train, checkpointing to run_dir (resumes from it), then write MODEL_DIR/mlm_head.npz."""
-    from tokenizers import Tokenizer
-
+    from sparc_local.inputs import load_tokenizer
     from sparc_local.training.model import Encoder
 
     model = ModelInfo.load(model_dir)
     cfg, w, kind = _load_encoder(encoder_path, model)
-    tok = Tokenizer.from_file(str(model.tokenizer_path))
-    tok.no_padding()  # MiniLM's tokenizer.json pads and truncates every input to 128 tokens
-    tok.no_truncation()
+    tok = load_tokenizer(model.tokenizer_path)
     mask_id = tok.token_to_id("[MASK]")
     train_txt, valid_txt = load_sentences(data_dir)
     t0 = time.perf_counter()

@@ -30,6 +30,7 @@ import numpy as np
 
 from sparc_local import paths
 from sparc_local.adapt.train import TokenBatch, adapt_embeddings
+from sparc_local.inputs import load_tokenizer
 from sparc_local.modelinfo import ModelInfo, active_model, shipped_model_dir
 from sparc_local.store import Index
 
@@ -140,17 +141,6 @@ def _corpus_ids(index: Index, minimum: int) -> np.ndarray:
     return ids
 
 
-def training_tokenizer(info: ModelInfo):
-    """The model's tokenizer without the fixed-length padding/truncation HF tokenizer.json files carry
-    (MiniLM's pads every input to 128): batches are padded to their longest sentence only."""
-    from sparc_local.encode import load_tokenizer
-
-    tokenizer = load_tokenizer(info)
-    tokenizer.no_padding()
-    tokenizer.no_truncation()
-    return tokenizer
-
-
 def token_batches(index: Index, ids: np.ndarray, tokenizer, info: ModelInfo, batch_size: int,
                   max_length: int, seed: int) -> Iterator[TokenBatch]:
     """Endless, deterministic batches of "[CLS] sentence [SEP]": same seed + same corpus, same batches.
@@ -242,7 +232,7 @@ def train_adapted_model(index: Index, opts: AdaptOptions = AdaptOptions(), *, mo
         cfg, w, head_meta = load_adapt_weights(base)
     except ModelFolderError as err:
         raise AdaptError(str(err), err.remedy) from err
-    tokenizer = training_tokenizer(base)
+    tokenizer = load_tokenizer(base.tokenizer_path)
     mask_id = tokenizer.token_to_id("[MASK]")
     if mask_id is None:
         raise AdaptError(f"the tokenizer of {base.name} has no [MASK] token", "adapt needs a BERT-style tokenizer.")

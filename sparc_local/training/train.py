@@ -23,9 +23,8 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from tokenizers import Tokenizer
 
-from sparc_local.inputs import pad_batch, pair_inputs
+from sparc_local.inputs import load_tokenizer, pad_batch, pair_inputs
 from sparc_local.query import query_token_ids, skip_token_ids
 from sparc_local.training.data import Pool, build_pool, sample_batch
 from sparc_local.training.model import Encoder
@@ -51,8 +50,8 @@ class Trainer:
         else:
             cfg, w = load_checkpoint(base)
         self.cfg: ArchConfig = cfg
-        self.tokenizer = Tokenizer.from_file(str(Path(args.tokenizer or base) / "tokenizer.json")
-                                             if Path(args.tokenizer or base).is_dir() else str(args.tokenizer))
+        tok = Path(args.tokenizer or base)
+        self.tokenizer = load_tokenizer(tok / "tokenizer.json" if tok.is_dir() else tok)
         vocab = self.tokenizer.get_vocab()
         self.cls_id, self.sep_id = vocab["[CLS]"], vocab["[SEP]"]
         self.skip = skip_token_ids(vocab)
