@@ -183,10 +183,12 @@ def forget(path: Path = typer.Argument(..., metavar="PATH", help="A file or fold
     """Remove a file or folder and all its sentences, and scrub their text from the database file."""
     from sparc_local.indexer import forget as forget_path
 
+    from sparc_local.lock import LockHeld, WriterLock
+
     try:
-        with _open_index() as idx:
+        with WriterLock("sparc-local forget").acquire(10.0), _open_index() as idx:
             removed = forget_path(idx, str(path))
-    except UserError as err:
+    except (UserError, LockHeld) as err:
         _fail(err)
     typer.echo(f"Forgot {removed} files under {path.expanduser().absolute()}; "
                f"`sparc-local index {path}` brings them back.")

@@ -213,9 +213,10 @@ class Index:
         self._conn = sqlite3.connect(self.path, isolation_level=None, timeout=busy_timeout_ms / 1000)
         c = self._conn
         c.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
-        # only takes effect on a brand-new (empty) database: lets merge_all() give freed
-        # pages back to the filesystem with PRAGMA incremental_vacuum
-        c.execute("PRAGMA auto_vacuum = INCREMENTAL")
+        # only for a brand-new database (it would take effect on no other, yet still write the
+        # header): lets merge_all() give freed pages back with PRAGMA incremental_vacuum
+        if c.execute("PRAGMA user_version").fetchone()[0] == 0:
+            c.execute("PRAGMA auto_vacuum = INCREMENTAL")
         if c.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
             c.execute("PRAGMA journal_mode = WAL")
         c.execute("PRAGMA synchronous = NORMAL")  # WAL + NORMAL: atomic and consistent; fsync at checkpoints
