@@ -36,6 +36,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         home, docs = Path(tmp) / "home", Path(tmp) / "docs"
         docs.mkdir()
+        home.mkdir(mode=0o700)
         os.environ["SPARC_LOCAL_HOME"] = str(home)
         passages: dict[str, list[str]] = {}
         for text, passage in zip(ds.texts, ds.passages):

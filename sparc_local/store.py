@@ -118,6 +118,24 @@ CREATE TABLE tombstones (
 );
 """,
     ),
+    (
+        2,
+        # each paragraph is stored once, not once per sentence in it
+        """
+CREATE TABLE paragraphs (
+    id   INTEGER PRIMARY KEY,
+    text TEXT NOT NULL
+);
+ALTER TABLE sentences ADD COLUMN paragraph_id INTEGER REFERENCES paragraphs(id);
+CREATE TEMP TABLE ctx_map AS SELECT DISTINCT file_id, context FROM sentences;
+INSERT INTO paragraphs(id, text) SELECT rowid, context FROM temp.ctx_map;
+UPDATE sentences SET paragraph_id = (
+    SELECT m.rowid FROM temp.ctx_map m WHERE m.context = sentences.context AND m.file_id IS sentences.file_id);
+DROP TABLE temp.ctx_map;
+ALTER TABLE sentences DROP COLUMN context;
+CREATE INDEX sentences_paragraph ON sentences(paragraph_id);
+""",
+    ),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
@@ -432,11 +450,16 @@ class Index:
                 assert vec is not None
                 counts = np.diff(vec.indptr)
                 ids = np.arange(next_id, next_id + n, dtype=np.int64)
+                paragraph: dict[str, int] = {}
+                for row in u.sentences:
+                    if row.context not in paragraph:
+                        paragraph[row.context] = c.execute(
+                            "INSERT INTO paragraphs(text) VALUES (?) RETURNING id", (row.context,)).fetchone()[0]
                 c.executemany(
-                    "INSERT INTO sentences(id, file_id, segment_id, text, context, offset_in_context,"
+                    "INSERT INTO sentences(id, file_id, segment_id, text, paragraph_id, offset_in_context,"
                     " page, line, char_start, char_end, n_postings) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
                     [
-                        (sid, file_id, segment_id, s.text, s.context, s.offset_in_context,
+                        (sid, file_id, segment_id, s.text, paragraph[s.context], s.offset_in_context,
                          s.page, s.line, s.char_start, s.char_end, cnt)
                         for sid, s, cnt in zip(ids.tolist(), u.sentences, counts.tolist())
                     ],
@@ -643,7 +666,13 @@ class Index:
         )
         if len(dead):
             for chunk in _chunks(dead.tolist()):
-                c.execute(f"DELETE FROM sentences WHERE id IN ({_qmarks(len(chunk))})", chunk)
+                marks = _qmarks(len(chunk))
+                pids = [r[0] for r in c.execute(
+                    f"SELECT DISTINCT paragraph_id FROM sentences WHERE id IN ({marks})", chunk)]
+                c.execute(f"DELETE FROM sentences WHERE id IN ({marks})", chunk)
+                for pchunk in _chunks(pids):
+                    c.execute(f"DELETE FROM paragraphs WHERE id IN ({_qmarks(len(pchunk))}) AND NOT EXISTS"
+                              " (SELECT 1 FROM sentences s WHERE s.paragraph_id = paragraphs.id)", pchunk)
         if new_id is not None:
             c.execute(
                 "UPDATE sentences SET segment_id = ? WHERE segment_id IN (SELECT id FROM temp.merge_segs)",
@@ -749,8 +778,9 @@ class Index:
         rows: dict[int, dict] = {}
         for chunk in _chunks(ids):
             for r in self._conn.execute(
-                "SELECT s.id, s.text, s.context, s.offset_in_context, f.path, s.page, s.line,"
+                "SELECT s.id, s.text, p.text, s.offset_in_context, f.path, s.page, s.line,"
                 " s.char_start, s.char_end, s.file_id FROM sentences s LEFT JOIN files f ON f.id = s.file_id"
+                " JOIN paragraphs p ON p.id = s.paragraph_id"
                 f" WHERE s.id IN ({_qmarks(len(chunk))})",
                 chunk,
             ):

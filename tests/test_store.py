@@ -422,3 +422,30 @@ def test_score_via_search_module_with_exclude(db):
         ids2, sc2 = ix.search(q, 5)
         np.testing.assert_array_equal(ids, ids2)
         assert not set(ids.tolist()) & set(dead.tolist())
+
+
+def test_migration_2_moves_contexts_into_paragraphs(tmp_path):
+    """A version-1 database (context stored per sentence) opens as version 2 with nothing lost."""
+    import sqlite3
+
+    from sparc_local.store import MIGRATIONS, Index
+
+    db = tmp_path / "v1.db"
+    conn = sqlite3.connect(db)
+    conn.executescript(MIGRATIONS[0][1] + "\nPRAGMA user_version = 1;")
+    conn.execute("INSERT INTO files(id, path, size, mtime, hash, status, n_sentences, indexed_at)"
+                 " VALUES (1, '/a.txt', 1, 1, 'h', 'ok', 2, 0), (2, '/b.txt', 1, 1, 'h', 'ok', 1, 0)")
+    conn.execute("INSERT INTO segments(id, n_sentences, n_postings, n_bytes, level, created_at) VALUES (1, 3, 0, 0, 0, 0)")
+    para = "One. Two."
+    conn.executemany("INSERT INTO sentences(id, file_id, segment_id, text, context, offset_in_context)"
+                     " VALUES (?, ?, 1, ?, ?, ?)",
+                     [(1, 1, "One.", para, 0), (2, 1, "Two.", para, 5), (3, 2, "One.", para, 0)])
+    conn.commit()
+    conn.close()
+    with Index(db) as idx:
+        assert idx.schema_version() == 2
+        rows = idx.sentences([1, 2, 3])
+        assert [(r["text"], r["context"], r["offset_in_context"]) for r in rows] == [
+            ("One.", para, 0), ("Two.", para, 5), ("One.", para, 0)]
+        # one paragraph row per (file, paragraph)
+        assert idx.conn.execute("SELECT count(*) FROM paragraphs").fetchone()[0] == 2
