@@ -52,12 +52,22 @@ def validate(info: ModelInfo, pool, ks: list[int], threads: int | None = None) -
     return out
 
 
+def full_nnz(info: ModelInfo, pool, threads: int | None = None) -> int:
+    """Median number of vocabulary tokens with f(v,s) > 0 before TopK, on the held-out sentences."""
+    sents = sorted({s for ex in pool.valid for s in ex.answers + ex.passage_negs})
+    vectors = Encoder(info, threads=threads).encode([pool.texts[i] for i in sents],
+                                                   [pool.contexts[i] for i in sents], top_k=info.vocab_size)
+    return int(np.median(np.diff(vectors.indptr)))
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--run", required=True, help="training run folder (its pool.pkl holds the split)")
     p.add_argument("models", nargs="+")
     p.add_argument("--top-k", type=int, nargs="+", default=[256])
     p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--full-nnz", action="store_true",
+                   help="also report the median count of f(v,s) > 0 over the whole vocabulary (paper Table 2)")
     args = p.parse_args()
     pool = pickle.loads((Path(args.run).expanduser() / "pool.pkl").read_bytes())
     print(f"{len(pool.valid)} held-out questions")
@@ -65,6 +75,8 @@ def main() -> None:
         info = ModelInfo.load(Path(folder))
         for k, m in validate(info, pool, args.top_k, args.threads).items():
             print(f"{folder}  {info.quantization}  len={info.max_length}  K={k}  {m}", flush=True)
+        if args.full_nnz:
+            print(f"{folder}  non-zeros over the vocabulary, median: {full_nnz(info, pool, args.threads)}")
 
 
 if __name__ == "__main__":
