@@ -26,7 +26,8 @@ from sparc_local.modelinfo import ModelInfo
 from sparc_local.store import Index
 info = ModelInfo.load(Path(sys.argv[2]))
 with Index(Path(sys.argv[3])) as idx:
-    run_index(idx, [sys.argv[1]], info, lambda: Encoder(info, threads=1), batch_sentences=4)
+    run_index(idx, [sys.argv[1]], info, lambda: Encoder(info, threads=1), batch_sentences=4,
+              on_progress=lambda files, sentences: print("batch", flush=True))
     idx.merge_all()
 """
 
@@ -86,36 +87,40 @@ def test_kill_during_index_and_merge(tmp_path: Path, tiny_model_dir: Path, seed:
 
     def run(db: Path) -> subprocess.Popen:
         return subprocess.Popen([sys.executable, "-c", INDEX_SCRIPT, str(corpus), str(tiny_model_dir), str(db)],
-                                env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                                env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
     ref_db = tmp_path / "ref.db"
-    t0 = time.perf_counter()
     proc = run(ref_db)
+    n_batches = proc.stdout.read().count("batch")
     assert proc.wait(timeout=120) == 0, proc.stderr.read()
-    duration = time.perf_counter() - t0
     _check_consistent(ref_db)
     reference = _content(ref_db)
-    assert len(reference[0]) > 100
+    assert len(reference[0]) > 100 and n_batches > 20
 
+    # kill after a random number of committed batches plus a random delay, so kills land inside
+    # encoding, inside write transactions and inside the merges that follow some of them
     rng = random.Random(seed)
     killed_mid_run = 0
     segments_at_kill = []
     for trial in range(TRIALS):
         db = tmp_path / f"trial{trial}.db"
         proc = run(db)
-        time.sleep(rng.uniform(0.1, 1.5 * duration))
+        target = rng.randint(1, n_batches - 3)
+        for _ in range(target):
+            proc.stdout.readline()
+        time.sleep(rng.uniform(0, 0.02))
         proc.send_signal(signal.SIGKILL)
         killed_mid_run += proc.wait() == -signal.SIGKILL
-        if db.exists():
-            _check_consistent(db)
-            with Index(db) as idx:
-                segments_at_kill.append(len(idx.segments()))
+        _check_consistent(db)
+        with Index(db) as idx:
+            segments_at_kill.append(len(idx.segments()))
         done = run(db)  # a rerun completes...
+        done.stdout.read()
         assert done.wait(timeout=120) == 0, done.stderr.read()
         _check_consistent(db)
         assert _content(db) == reference  # ...and equals the uninterrupted build
-    assert killed_mid_run >= TRIALS // 2  # most kills really landed mid-run
-    print(f"\n{TRIALS} kills over a {duration:.2f}s run; {killed_mid_run} mid-run; "
+    assert killed_mid_run == TRIALS
+    print(f"\n{TRIALS} kills after 1..{n_batches - 3} of {n_batches} batches; "
           f"segments at kill: {segments_at_kill}")
 
 
