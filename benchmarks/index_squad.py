@@ -65,6 +65,9 @@ def main() -> None:
             print(f"threads          {args.threads}")
             print(f"indexing         {seconds:.1f} s, {report.sentences / seconds:.1f} sentences/s "
                   f"(walk + extract + segment + encode + SQLite)")
+            wal = Path(str(db_path()) + "-wal")
+            print(f"database         {db_path().stat().st_size} bytes main file, "
+                  f"{wal.stat().st_size if wal.exists() else 0} bytes WAL")
             print(f"index size       {stats['db_bytes'] / report.sentences:.0f} bytes/sentence (whole database), "
                   f"{stats['posting_bytes'] / report.sentences:.0f} bytes/sentence postings only, "
                   f"{stats['postings'] / report.sentences:.0f} postings/sentence")

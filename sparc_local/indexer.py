@@ -195,5 +195,7 @@ def run_index(index: Index, roots: list[str], model: ModelInfo, encoder_factory:
     index.set_meta("model_path", str(model.path))
     index.set_meta("last_update", str(time.time()))
     index.maybe_merge()
+    # fold the WAL into the database now: it would otherwise hold a copy of every page written
+    index.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     report.seconds = time.perf_counter() - t0
     return report

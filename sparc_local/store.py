@@ -238,6 +238,8 @@ class Index:
         if c.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
             c.execute("PRAGMA journal_mode = WAL")
         c.execute("PRAGMA synchronous = NORMAL")  # WAL + NORMAL: atomic and consistent; fsync at checkpoints
+        # a checkpointed WAL is truncated back to this size instead of staying at its high-water mark
+        c.execute("PRAGMA journal_size_limit = 8388608")
         c.execute("PRAGMA foreign_keys = ON")
         # read big posting blobs straight from the page cache (measured: 8x faster fetch)
         c.execute(f"PRAGMA mmap_size = {MMAP_BYTES}")
