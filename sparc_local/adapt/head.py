@@ -32,7 +32,7 @@ from torch import nn
 
 from sparc_local.adapt.model import (ENCODER_FILE, HEAD_FILE, HEAD_NAMES, load_adapt_weights, load_encoder_weights,
                                     save_npz)
-from sparc_local.adapt.train import mask_tokens
+from sparc_local.adapt.train import mask_tokens, pad_sequences
 from sparc_local.modelinfo import CONFIG_FILE, ModelInfo
 from sparc_local.weights import ArchConfig, Weights
 
@@ -65,20 +65,6 @@ def encode_sentences(tokenizer, texts: list[str], cls_id: int, sep_id: int, max_
         if e.ids:
             out.append(np.asarray([cls_id, *e.ids[: max_length - 2], sep_id], np.int64))
     return out
-
-
-def pad(seqs: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """ids, attention mask, special mask ([CLS], [SEP], padding never masked)."""
-    length = max(len(s) for s in seqs)
-    ids = np.zeros((len(seqs), length), np.int64)
-    mask = np.zeros_like(ids)
-    for i, s in enumerate(seqs):
-        ids[i, : len(s)] = s
-        mask[i, : len(s)] = 1
-    special = mask == 0
-    special[:, 0] = True
-    special[np.arange(len(seqs)), mask.sum(1) - 1] = True
-    return ids, mask, special
 
 
 class Head(nn.Module):
@@ -125,7 +111,7 @@ def _load_encoder(path: Path, model: ModelInfo) -> tuple[ArchConfig, Weights, st
 
 def _masked(seqs: list[np.ndarray], rng: np.random.Generator, cfg: ArchConfig, mask_id: int):
     """(inputs, attention mask, labels) of one padded, BERT-masked batch."""
-    ids, attn, special = pad(seqs)
+    ids, attn, special = pad_sequences(seqs)
     inputs, labels = mask_tokens(ids, special, rng, cfg.vocab_size, mask_id=mask_id)
     return inputs, attn, labels
 

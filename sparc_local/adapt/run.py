@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from sparc_local import paths
-from sparc_local.adapt.train import TokenBatch, adapt_embeddings
+from sparc_local.adapt.train import TokenBatch, adapt_embeddings, pad_sequences
 from sparc_local.inputs import load_tokenizer
 from sparc_local.modelinfo import ModelInfo, active_model, shipped_model_dir
 from sparc_local.store import Index
@@ -166,15 +166,7 @@ def token_batches(index: Index, ids: np.ndarray, tokenizer, info: ModelInfo, bat
 
 
 def _pad(seqs: list[list[int]], segments: bool) -> TokenBatch:
-    length = max(len(s) for s in seqs)
-    ids = np.zeros((len(seqs), length), np.int64)
-    mask = np.zeros_like(ids)
-    for i, s in enumerate(seqs):
-        ids[i, : len(s)] = s
-        mask[i, : len(s)] = 1
-    special = mask == 0
-    special[:, 0] = True
-    special[np.arange(len(seqs)), mask.sum(1) - 1] = True  # [CLS] and [SEP] are never masked
+    ids, mask, special = pad_sequences(seqs)
     return TokenBatch(ids, np.zeros_like(ids) if segments else None, mask, special)
 
 

@@ -30,6 +30,21 @@ class TokenBatch(NamedTuple):
     special_mask: np.ndarray  # (B, L) True where a token may never be masked: [CLS], [SEP], padding
 
 
+def pad_sequences(seqs) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Right-pad "[CLS] … [SEP]" sequences: ids, attention mask, and the positions never masked
+    for MLM ([CLS], the final [SEP], padding)."""
+    length = max(len(s) for s in seqs)
+    ids = np.zeros((len(seqs), length), np.int64)
+    mask = np.zeros_like(ids)
+    for i, s in enumerate(seqs):
+        ids[i, : len(s)] = s
+        mask[i, : len(s)] = 1
+    special = mask == 0
+    special[:, 0] = True
+    special[np.arange(len(seqs)), mask.sum(1) - 1] = True
+    return ids, mask, special
+
+
 def mask_tokens(ids: np.ndarray, special_mask: np.ndarray, rng: np.random.Generator, vocab_size: int,
                 p: float = 0.15, *, mask_id: int) -> tuple[np.ndarray, np.ndarray]:
     """BERT masking (Devlin et al. 2019, §3.1 / A.1); returns (input ids, labels).
