@@ -125,11 +125,14 @@ def test_kill_during_index_and_merge(tmp_path: Path, tiny_model_dir: Path, seed:
 
 
 MERGE_SCRIPT = """
-import sys
+import sys, time
 from pathlib import Path
 from sparc_local.store import Index
 with Index(Path(sys.argv[1])) as idx:
+    print("start", flush=True)
+    t0 = time.perf_counter()
     idx.merge_all()
+    print(time.perf_counter() - t0, flush=True)
 """
 UNMERGED_SCRIPT = INDEX_SCRIPT.replace("    idx.merge_all()\n", "").replace(
     "run_index(", "idx.maybe_merge = lambda *a, **k: 0\n    run_index(")
@@ -156,13 +159,14 @@ def test_kill_during_segment_merge(tmp_path: Path, tiny_model_dir: Path):
 
     def merge(db: Path) -> subprocess.Popen:
         return subprocess.Popen([sys.executable, "-c", MERGE_SCRIPT, str(db)], env=env,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
     probe = tmp_path / "probe.db"
     shutil.copyfile(base, probe)
-    t0 = time.perf_counter()
-    assert merge(probe).wait(timeout=120) == 0
-    duration = time.perf_counter() - t0
+    proc = merge(probe)
+    out = proc.stdout.read().split()
+    assert proc.wait(timeout=120) == 0
+    duration = float(out[-1])  # the merge itself, without interpreter start-up
 
     rng = random.Random(1)
     mid = 0
@@ -170,12 +174,15 @@ def test_kill_during_segment_merge(tmp_path: Path, tiny_model_dir: Path):
         db = tmp_path / f"m{trial}.db"
         shutil.copyfile(base, db)
         proc = merge(db)
-        time.sleep(rng.uniform(0.05, duration))
+        assert proc.stdout.readline().strip() == "start"  # the merge transaction begins now
+        time.sleep(rng.uniform(0, 0.9 * duration))
         proc.send_signal(signal.SIGKILL)
         mid += proc.wait() == -signal.SIGKILL
         _check_consistent(db)
         assert _content(db) == reference  # killed or not, the live content never changes
-        assert merge(db).wait(timeout=120) == 0
+        again = merge(db)
+        again.stdout.read()
+        assert again.wait(timeout=120) == 0
         with Index(db) as idx:
             assert len(idx.segments()) == 1 and len(idx.tombstones()) == 0
         assert _content(db) == reference
