@@ -160,7 +160,7 @@ def status(as_json: bool = typer.Option(False, "--json", help="Print a JSON obje
         st = {"files": 0, "sentences": 0, "postings": 0, "db_bytes": 0, "model": None, "last_update": None,
               "errors": []}
         roots = []
-    info = st.get("model") or None
+    index_model = st.get("model") or None
     out = {k: st[k] for k in ("files", "sentences", "postings", "db_bytes", "model", "last_update", "errors")}
     out.update(roots=roots, database=str(db))
     from sparc_local.daemon import read_status
@@ -175,7 +175,7 @@ def status(as_json: bool = typer.Option(False, "--json", help="Print a JSON obje
         return
     from sparc_local.render import print_status
 
-    print_status(out, model=info)
+    print_status(out, model=index_model)
 
 
 @app.command()
