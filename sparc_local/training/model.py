@@ -71,6 +71,20 @@ class Encoder(nn.Module):
         dots = torch.einsum("bld,vd->blv", hidden * mask.unsqueeze(-1).to(hidden.dtype), e)
         return torch.log1p(F.relu(dots.max(dim=1).values) * torch.exp(self.sparsity))
 
+    @torch.no_grad()
+    def topk_threshold(self, hidden: torch.Tensor, mask: torch.Tensor, sample: torch.Tensor, k: int,
+                       vocab: int) -> torch.Tensor:
+        """Estimate each sentence's K-th largest f over the vocabulary, shape (B,).
+
+        The index keeps only the top K tokens of a sentence, so training that ignores the cut learns
+        to rely on a long tail of small weights the index never stores. Scoring the whole vocabulary
+        would cost ~1.5 GFLOP a sentence; the (K·n/V)-th largest f over a uniform sample of n tokens
+        is an unbiased-enough quantile estimate at a tenth of that.
+        """
+        f = self.token_scores(hidden, mask, sample)
+        rank = max(1, min(f.shape[1], round(k * sample.numel() / vocab)))
+        return f.topk(rank, dim=1).values[:, -1]
+
     def export_weights(self) -> Weights:
         """Back to canonical numpy weights, for the exporter."""
         w: Weights = {"emb.word": self.word.detach().numpy().copy(), "emb.pos": self.pos.detach().numpy().copy(),

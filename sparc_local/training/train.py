@@ -55,6 +55,8 @@ class Trainer:
         vocab = self.tokenizer.get_vocab()
         self.cls_id, self.sep_id = vocab["[CLS]"], vocab["[SEP]"]
         self.skip = skip_token_ids(vocab)
+        # tokens the exporter can place in a sentence's top K (it zeroes special and punctuation ids)
+        self.kept_vocab = np.setdiff1d(np.arange(len(vocab)), np.asarray(self.skip, dtype=np.int64))
         self.model = Encoder(cfg, w)
         with torch.no_grad():
             self.model.sparsity.fill_(args.w_init)
@@ -68,6 +70,7 @@ class Trainer:
         ])
         self.base_lrs = [args.lr, args.w_lr]
         self.step = 0
+        self.rng = np.random.default_rng(args.seed)
         self.log = open(self.run / "train.log.jsonl", "a")
         self._resume()
 
@@ -121,7 +124,20 @@ class Trainer:
         ids, types, mask = (torch.from_numpy(a) for a in pad_batch([self.inputs[c] for c in cand]))
         hidden = self.model(ids, types, mask)
         f = self.model.token_scores(hidden, mask, torch.from_numpy(union.astype(np.int64)))
+        if self.args.topk:
+            f = f * self._keep(hidden, mask, f, hard=False)
         return qmask @ f.T
+
+    def _keep(self, hidden: torch.Tensor, mask: torch.Tensor, f: torch.Tensor, hard: bool) -> torch.Tensor:
+        """Which of f's weights survive the index's top-K cut: a sigmoid around each sentence's
+        estimated K-th value while training (so a token just below the cut still gets a gradient
+        to climb it), a hard step for validation."""
+        a = self.args
+        sample = torch.from_numpy(self.rng.choice(self.kept_vocab, a.topk_sample, replace=False))
+        thr = self.model.topk_threshold(hidden, mask, sample, a.topk, len(self.kept_vocab))[:, None]
+        if hard:
+            return (f >= thr).to(f.dtype)
+        return torch.sigmoid((f - thr) / a.topk_temp)
 
     def train(self) -> None:
         a = self.args
@@ -172,7 +188,11 @@ class Trainer:
         fs = []
         for i in range(0, len(sents), 32):
             ids, types, mask = (torch.from_numpy(x) for x in pad_batch([self.inputs[c] for c in sents[i:i + 32]]))
-            fs.append(self.model.token_scores(self.model(ids, types, mask), mask, union))
+            hidden = self.model(ids, types, mask)
+            f = self.model.token_scores(hidden, mask, union)
+            if self.args.topk:
+                f = f * self._keep(hidden, mask, f, hard=True)
+            fs.append(f)
         f = torch.cat(fs)  # (S, U)
         pos = {s: i for i, s in enumerate(sents)}
         mrr = 0.0
@@ -211,6 +231,10 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--warmup", type=int, default=200)
     p.add_argument("--seed", type=int, default=13)
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--topk", type=int, default=0,
+                   help="train against the index's top-K cut (0: score every token, as the paper does)")
+    p.add_argument("--topk-sample", type=int, default=4096, help="vocabulary sample for the K-th value estimate")
+    p.add_argument("--topk-temp", type=float, default=0.1, help="sigmoid temperature around the cut")
     p.add_argument("--ckpt-every", type=int, default=50)
     p.add_argument("--valid-every", type=int, default=500)
     args = p.parse_args(argv)
