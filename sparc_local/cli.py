@@ -83,9 +83,11 @@ def index(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Print errors only."),
     wait: float = typer.Option(10.0, "--wait", metavar="SECONDS",
                                help="Wait this long for another writer (e.g. `watch`) before giving up."),
+    max_sentences: int = typer.Option(100_000, "--max-sentences", metavar="N", min=1,
+                                      help="Index at most N sentences of one file (a huge log is cut there)."),
 ) -> None:
     """Index folders (or refresh the index): only new and changed files are read again."""
-    from sparc_local.indexer import run_index
+    from sparc_local.indexer import DiskFull, path_key, run_index
     from sparc_local.lock import LockHeld, WriterLock
     from sparc_local.progress import IndexProgress
 
@@ -97,7 +99,7 @@ def index(
                 raise UserError("no folder to index", "Run `sparc-local index FOLDER`.")
             for root in roots:
                 if not Path(root).expanduser().exists():
-                    raise UserError(f"{root}: no such file or folder", "Check the path and try again.")
+                    raise UserError(f"{path_key(root)}: no such file or folder", "Check the path and try again.")
             console = _console()
 
             def encoder():
@@ -107,10 +109,16 @@ def index(
 
             with IndexProgress(console, enabled=not quiet and console.is_terminal) as progress:
                 report = run_index(idx, roots, info, encoder, exclude=exclude, include_hidden=hidden,
+                                   max_sentences=max_sentences,
                                    on_error=lambda p, r: console.print(f"skipped {p}: {r}", markup=False),
+                                   on_capped=lambda p, n: console.print(
+                                       f"cut {p}: indexed its first {n} sentences (see --max-sentences)",
+                                       markup=False),
                                    on_progress=progress.advance)
     except (UserError, LockHeld) as err:
         _fail(err)
+    except DiskFull as err:
+        _fail(err, "Free some disk space and run `sparc-local index` again: the files indexed so far are kept.")
     if not quiet:
         typer.echo(f"Indexed {report.indexed} files ({report.sentences} sentences), {report.unchanged} unchanged, "
                    f"{report.removed} removed, {len(report.errors)} skipped in {report.seconds:.1f}s.")
@@ -285,7 +293,8 @@ def demo() -> None:
     home = paths.user_dir() / "demo"
     os.environ[paths.ENV_HOME] = str(home)
     typer.echo(f"Indexing the sample files in {sample_dir()} ...")
-    index([sample_dir()], exclude=["QUESTIONS.txt"], hidden=False, threads=0, quiet=False, wait=10.0)
+    index([sample_dir()], exclude=["QUESTIONS.txt"], hidden=False, threads=0, quiet=False, wait=10.0,
+          max_sentences=100_000)
     question = sample_questions()[0]
     typer.echo(f'\n$ sparc-local ask "{question}" -k 3\n')
     ask(question, top_k=3, as_json=False, path=None, type_=None, explain=False)

@@ -9,20 +9,51 @@ leaves every file either fully old or fully new.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
+import sqlite3
 import stat
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sparc_local.extract import ExtractError, extract, iter_files
+import numpy as np
+
+from sparc_local.extract import MAX_CHARS, VANISHED, ExtractError, extract, iter_files
 from sparc_local.modelinfo import ModelInfo
-from sparc_local.segment import contexts, segment
+from sparc_local.segment import MAX_SENTENCE_CHARS, contexts, segment
 from sparc_local.sparse import SparseVectors
 from sparc_local.store import FileUpdate, Index, SentenceRow
+
+
+ENCODE_CHUNK = 4096  # sentences encoded at once
+MAX_SENTENCES = 100_000  # per file: a 1 GB log must not take the index over (`index --max-sentences`)
+
+
+class DiskFull(Exception):
+    """The disk holding the index filled up; every batch committed before it is intact."""
+
+
+def path_key(path: str | os.PathLike) -> str:
+    """The text a path is stored and shown as: a name that is not valid UTF-8 (bytes decoded with
+    surrogateescape) gets each stray byte as `\\xNN`, like `ls -b`, since SQLite text and the
+    terminal need valid UTF-8."""
+    text = os.fspath(path)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = "".join(f"\\x{ord(c) - 0xDC00:02x}" if 0xDC80 <= ord(c) <= 0xDCFF else c for c in text)
+        text = text.encode("utf-8", "replace").decode("utf-8")  # any other lone surrogate
+    return text
+
+
+def _is_disk_full(err: BaseException) -> bool:
+    if isinstance(err, sqlite3.OperationalError):
+        return "full" in str(err)  # "database or disk is full" (SQLITE_FULL)
+    return isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)
 
 
 @dataclass
@@ -35,6 +66,7 @@ class IndexReport:
     seconds: float = 0.0
     threads: int = 0
     errors: list[tuple[str, str]] = field(default_factory=list)
+    capped: list[str] = field(default_factory=list)  # files cut at max_sentences
 
 
 @dataclass
@@ -47,6 +79,7 @@ class _Pending:
     sentences: list[str]
     contexts: list[str]
     error: str | None = None
+    capped: bool = False
 
 
 def file_hash(path: Path) -> str:
@@ -59,17 +92,35 @@ def file_hash(path: Path) -> str:
 
 def _read(path: Path, size: int, mtime: float, digest: str, max_sentences: int, window: int) -> _Pending:
     """Extract and segment one file; a failure becomes the file's recorded error, not an exception."""
+    key = path_key(path)
     try:
-        blocks = extract(path)
+        # a sentence is at most MAX_SENTENCE_CHARS long: a small cap needs only a little text read
+        blocks = extract(path, max_chars=min(MAX_CHARS, max(1, max_sentences) * MAX_SENTENCE_CHARS))
     except ExtractError as err:
-        return _Pending(str(path), size, mtime, digest, [], [], [], error=err.reason)
-    sents = segment(blocks, max_sentences=max_sentences)
+        return _Pending(key, size, mtime, digest, [], [], [], error=err.reason)
+    sents = segment(blocks, max_sentences=max_sentences + 1)
+    capped = len(sents) > max_sentences or bool(blocks and blocks[-1].truncated)
+    del sents[max_sentences:]
     rows = [
         SentenceRow(text=s.text, context=blocks[s.block].text, offset_in_context=s.start - blocks[s.block].start,
                     page=s.page, line=s.line, char_start=s.start, char_end=s.end)
         for s in sents
     ]
-    return _Pending(str(path), size, mtime, digest, rows, [s.text for s in sents], contexts(sents, window))
+    return _Pending(key, size, mtime, digest, rows, [s.text for s in sents], contexts(sents, window), capped=capped)
+
+
+def _concat(parts: list[SparseVectors]) -> SparseVectors:
+    if len(parts) == 1:
+        return parts[0]
+    ends = np.cumsum([int(v.indptr[-1]) for v in parts[:-1]])
+    indptr = np.concatenate([parts[0].indptr] + [v.indptr[1:] + e for v, e in zip(parts[1:], ends)])
+    return SparseVectors(indptr, np.concatenate([v.token_ids for v in parts]),
+                         np.concatenate([v.weights for v in parts]))
+
+
+def _rows(v: SparseVectors, start: int, stop: int) -> SparseVectors:
+    a, b = int(v.indptr[start]), int(v.indptr[stop])
+    return SparseVectors(v.indptr[start:stop + 1] - a, v.token_ids[a:b], v.weights[a:b])
 
 
 def _under(path: str, roots: Iterable[str]) -> bool:
@@ -83,7 +134,7 @@ def forgotten(index: Index) -> list[str]:
 def forget(index: Index, path: str) -> int:
     """Remove a file or folder and all its sentences, scrub them from the database file, and keep
     them out of later runs (until the path is given to `index` again). Returns files removed."""
-    key = str(Path(path).expanduser().absolute())
+    key = path_key(Path(path).expanduser().absolute())
     removed = index.remove_under(key)
     index.remove_roots([key])
     index.set_meta("forgotten", json.dumps(sorted(set(forgotten(index)) | {key})))
@@ -92,21 +143,40 @@ def forget(index: Index, path: str) -> int:
 
 
 def run_index(index: Index, roots: list[str], model: ModelInfo, encoder_factory: Callable[[], object], *,
-              exclude: Iterable[str] = (), include_hidden: bool = False, max_sentences: int = 100_000,
+              exclude: Iterable[str] = (), include_hidden: bool = False, max_sentences: int = MAX_SENTENCES,
               window: int = 6, batch_sentences: int = 512,
               on_error: Callable[[str, str], None] | None = None,
               on_progress: Callable[[int, int], None] | None = None,
+              on_capped: Callable[[str, int], None] | None = None,
               remember_roots: bool = True, prune: bool = True) -> IndexReport:
     """Index (or refresh) the given roots. Reports per-file problems through on_error and goes on.
 
     `encoder_factory` is called only if something needs encoding, so a no-op refresh never loads
     the model. The watcher passes a subset of files inside known roots with remember_roots=False
     (they are not new roots) and prune=False (it removes deleted files itself, and the vanished
-    scan costs O(indexed files x given paths)).
+    scan costs O(indexed files x given paths)). A file with more than max_sentences sentences is
+    indexed up to there and reported to on_capped(path, max_sentences). Raises DiskFull when the
+    disk fills up: every batch committed before stays intact.
     """
+    try:
+        return _run_index(index, roots, model, encoder_factory, exclude=exclude, include_hidden=include_hidden,
+                          max_sentences=max_sentences, window=window, batch_sentences=batch_sentences,
+                          on_error=on_error, on_progress=on_progress, on_capped=on_capped, prune=prune)
+    except (sqlite3.OperationalError, OSError) as err:
+        if _is_disk_full(err):
+            raise DiskFull(f"the disk holding the index is full ({index.path.parent})") from err
+        raise
+
+
+def _run_index(index: Index, roots: list[str], model: ModelInfo, encoder_factory: Callable[[], object], *,
+               exclude: Iterable[str], include_hidden: bool, max_sentences: int, window: int,
+               batch_sentences: int, on_error: Callable[[str, str], None] | None,
+               on_progress: Callable[[int, int], None] | None, on_capped: Callable[[str, int], None] | None,
+               prune: bool) -> IndexReport:
     t0 = time.perf_counter()
     report = IndexReport()
-    roots = [str(Path(r).expanduser().absolute()) for r in roots]
+    walk_roots = [Path(r).expanduser().absolute() for r in roots]
+    roots = [path_key(r) for r in walk_roots]
     index.add_roots(roots)
     # a path forgotten earlier stays out, unless it is itself given to `index` again
     ignored = [f for f in forgotten(index) if f not in roots]
@@ -119,6 +189,7 @@ def run_index(index: Index, roots: list[str], model: ModelInfo, encoder_factory:
     pending: list[_Pending] = []
 
     def error(path: str, reason: str) -> None:
+        path = path_key(path)
         report.errors.append((path, reason))
         if on_error:
             on_error(path, reason)
@@ -128,16 +199,19 @@ def run_index(index: Index, roots: list[str], model: ModelInfo, encoder_factory:
         if not pending:
             return
         texts = [t for p in pending for t in p.sentences]
-        vectors = None
-        if texts:
+        ctxs = [c for p in pending for c in p.contexts]
+        parts = []
+        for start in range(0, len(texts), ENCODE_CHUNK):  # the encoder's memory grows with its input
             if encoder is None:
                 encoder = encoder_factory()
                 report.threads = getattr(encoder, "threads", 0)
-            vectors = encoder.encode(texts, [c for p in pending for c in p.contexts])
+            parts.append(encoder.encode(texts[start:start + ENCODE_CHUNK], ctxs[start:start + ENCODE_CHUNK]))
+        del ctxs
+        vectors = _concat(parts) if parts else None
         updates, offset = [], 0
         for p in pending:
             n = len(p.sentences)
-            sub = SparseVectors.from_rows([vectors.row(i) for i in range(offset, offset + n)]) if n else None
+            sub = _rows(vectors, offset, offset + n) if n else None
             offset += n
             updates.append(FileUpdate(p.path, p.size, p.mtime, p.hash, p.rows, sub, p.error))
         index.write_files(updates)
@@ -148,15 +222,18 @@ def run_index(index: Index, roots: list[str], model: ModelInfo, encoder_factory:
         pending.clear()
 
     seen: set[str] = set()
-    for path in iter_files([Path(r) for r in roots], exclude, include_hidden,
-                           on_error=lambda p, r: error(str(p), r)):
-        key = str(path.absolute())
+    for path in iter_files(walk_roots, exclude, include_hidden, on_error=lambda p, r: error(str(p), r)):
+        key = path_key(path.absolute())
         if ignored and _under(key, ignored):
             continue
         report.scanned += 1
         seen.add(key)
         try:
             st = path.stat()
+        except FileNotFoundError:
+            error(key, VANISHED)
+            seen.discard(key)
+            continue
         except OSError as err:
             error(key, f"cannot stat: {err.strerror or err}")
             continue
@@ -171,6 +248,10 @@ def run_index(index: Index, roots: list[str], model: ModelInfo, encoder_factory:
             continue
         try:
             digest = file_hash(path)
+        except FileNotFoundError:
+            error(key, VANISHED)  # gone between the walk and the read: nothing to record
+            seen.discard(key)
+            continue
         except OSError as err:
             reason = "permission denied" if isinstance(err, PermissionError) else f"cannot read: {err.strerror or err}"
             pending.append(_Pending(key, st.st_size, st.st_mtime, "", [], [], [], error=reason))
@@ -181,8 +262,16 @@ def run_index(index: Index, roots: list[str], model: ModelInfo, encoder_factory:
             report.unchanged += 1
             continue
         item = _read(path, st.st_size, st.st_mtime, digest, max_sentences, window)
+        if item.error == VANISHED:
+            error(key, VANISHED)
+            seen.discard(key)  # its old sentences, if any, go with the vanished-file pruning
+            continue
         if item.error:
             error(key, item.error)
+        if item.capped:
+            report.capped.append(key)
+            if on_capped:
+                on_capped(key, max_sentences)
         pending.append(item)
         if sum(len(p.sentences) for p in pending) >= batch_sentences:
             flush()

@@ -1,19 +1,53 @@
-"""Human-readable output of ask, status and eval (the CLI's printing, kept out of cli.py)."""
+"""Human-readable output of ask, status and eval (the CLI's printing, kept out of cli.py).
+
+`ask` prints with plain ANSI codes: importing rich costs ~30 ms, a tenth of a cold `ask`, so
+rich is imported only by the other commands' printers.
+"""
 
 from __future__ import annotations
 
 import datetime as dt
+import os
+import sys
+from typing import TYPE_CHECKING, TextIO
 
-from rich.console import Console
-from rich.markup import escape
+if TYPE_CHECKING:
+    from rich.console import Console
 
-from sparc_local.ask import Answer
+    from sparc_local.ask import Answer
 
 CONTEXT_CHARS = 200  # context shown on each side of the answering sentence
 
 
 def _stdout() -> Console:
+    from rich.console import Console
+
     return Console(highlight=False, soft_wrap=True)
+
+
+def escape(text: str) -> str:
+    """rich markup escaping, imported only when a rich printer runs."""
+    from rich.markup import escape as rich_escape
+
+    return rich_escape(text)
+
+
+def _styled(stream: TextIO) -> bool:
+    """Colour like rich does: only on a terminal, never with NO_COLOR or TERM=dumb."""
+    if os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb":
+        return False
+    isatty = getattr(stream, "isatty", None)
+    return bool(isatty and isatty())
+
+
+class _Style:
+    """ANSI SGR codes, or nothing when the output is not a terminal."""
+
+    def __init__(self, on: bool) -> None:
+        self.on = on
+
+    def __call__(self, text: str, code: str) -> str:
+        return f"\x1b[{code}m{text}\x1b[0m" if self.on else text
 
 
 def _where(a: Answer) -> str:
@@ -24,33 +58,37 @@ def _where(a: Answer) -> str:
     return a.path
 
 
-def _in_context(a: Answer, terminal: bool) -> str:
+def _in_context(a: Answer, style: _Style) -> str:
     """The context with the sentence highlighted, trimmed to CONTEXT_CHARS on each side.
 
     Without a terminal (a pipe, a file) styles vanish, so the sentence is marked with ** instead.
     """
     ctx, start = a.context, a.offset
     end = start + len(a.sentence)
-    mark = f"[bold yellow]{escape(a.sentence)}[/]" if terminal else f"**{escape(a.sentence)}**"
+    mark = style(a.sentence, "1;33") if style.on else f"**{a.sentence}**"
     if not ctx or ctx[start:end] != a.sentence:
         return mark
     lo, hi = max(0, start - CONTEXT_CHARS), min(len(ctx), end + CONTEXT_CHARS)
     before = ("…" if lo > 0 else "") + ctx[lo:start]
     after = ctx[end:hi] + ("…" if hi < len(ctx) else "")
-    return f"{escape(before)}{mark}{escape(after)}"
+    return f"{before}{mark}{after}"
 
 
-def print_answers(answers: list[Answer], explain: bool = False) -> None:
-    out = _stdout()
+def print_answers(answers: list[Answer], explain: bool = False, out: TextIO | None = None) -> None:
+    out = out or sys.stdout
+    style = _Style(_styled(out))
     if not answers:
-        out.print("No answer found.")
+        out.write("No answer found.\n")
         return
+    lines = []
     for a in answers:
-        out.print(f"[bold]{a.rank}.[/] {escape(_where(a))}  [dim]score {a.score:.2f}[/]")
-        out.print(f"   {_in_context(a, out.is_terminal)}")
+        lines.append(f"{style(f'{a.rank}.', '1')} {_where(a)}  {style(f'score {a.score:.2f}', '2')}")
+        lines.append(f"   {_in_context(a, style)}")
         if explain:
-            parts = " + ".join(f"{escape(t)} {v:.2f}" for t, v in a.contributions.items())
-            out.print(f"   [dim]= {parts or 'no matching token'}[/]")
+            parts = " + ".join(f"{t} {v:.2f}" for t, v in a.contributions.items())
+            lines.append("   " + style(f"= {parts or 'no matching token'}", "2"))
+    out.write("\n".join(lines) + "\n")
+    out.flush()
 
 
 def _size(n: int) -> str:

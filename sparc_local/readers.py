@@ -1,0 +1,430 @@
+"""Readers for each supported format: bytes on disk to raw paragraphs (RawBlock).
+
+extract.extract() dispatches here and finishes the blocks; every failure is an ExtractError
+with a one-line reason.
+"""
+
+from __future__ import annotations
+
+import codecs
+import contextlib
+import logging
+import re
+import threading
+import warnings
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+
+from sparc_local.extract import ExtractError, _norm, _one_line
+
+_BOMS = (
+    (codecs.BOM_UTF32_LE, "utf-32"),
+    (codecs.BOM_UTF32_BE, "utf-32"),
+    (codecs.BOM_UTF8, "utf-8-sig"),
+    (codecs.BOM_UTF16_LE, "utf-16"),
+    (codecs.BOM_UTF16_BE, "utf-16"),
+)
+
+
+def _bomless_utf16(sample: bytes) -> str | None:
+    """ASCII-heavy UTF-16 without a BOM has a NUL in every other byte."""
+    if len(sample) < 4:
+        return None
+    even, odd = sample[0::2], sample[1::2]
+    if odd.count(0) > 0.4 * len(odd) and even.count(0) < 0.05 * len(even):
+        return "utf-16-le"
+    if even.count(0) > 0.4 * len(even) and odd.count(0) < 0.05 * len(odd):
+        return "utf-16-be"
+    return None
+
+
+def _is_binary(sample: bytes) -> bool:
+    if not sample:
+        return False
+    nul = sample.count(0)
+    ctrl = sum(1 for b in sample if b < 32 and b not in (9, 10, 12, 13, 27)) + sample.count(127)
+    return nul * 100 > len(sample) or ctrl * 10 > len(sample) or (nul > 0 and len(sample) < 512)
+
+
+def _looks_non_latin(text: str) -> bool:
+    """Legacy text decoded as cp1252 that is mostly non-ASCII letters is probably not Western."""
+    letters = sum(1 for c in text[:20000] if c.isalpha())
+    high = sum(1 for c in text[:20000] if c.isalpha() and ord(c) > 127)
+    return high >= 8 and high > 0.3 * letters
+
+
+def _legacy_encoding(head: bytes) -> str:
+    """cp1252 (else latin-1) for legacy Western text; a detector's guess when it looks otherwise."""
+    try:
+        text, enc = head.decode("cp1252"), "cp1252"
+    except UnicodeDecodeError:
+        text, enc = head.decode("latin-1"), "latin-1"
+    if _looks_non_latin(text):
+        try:  # optional: guesses Cyrillic, CJK... but is unreliable on short Western text
+            from charset_normalizer import from_bytes
+        except ImportError:
+            return enc
+        best = from_bytes(head[:1_000_000]).best()
+        if best is not None and best.encoding:
+            return best.encoding
+    return enc
+
+
+def _detect(head: bytes, truncated: bool, declared: str | None = None) -> str:
+    """The encoding of a text file from its first bytes: BOM, UTF-16 without BOM, UTF-8, the
+    declared charset, then cp1252/latin-1. Raises ExtractError for binary data."""
+    for bom, enc in _BOMS:
+        if head.startswith(bom):
+            return enc
+    sample = head[:8192]
+    utf16 = _bomless_utf16(sample)
+    if utf16:
+        text = head[: len(head) - len(head) % 2].decode(utf16, errors="replace")[:4096]
+        if sum(c.isprintable() or c.isspace() for c in text) >= 0.95 * len(text):
+            return utf16
+    if _is_binary(sample):
+        raise ExtractError("binary file, not text")
+    try:
+        head.decode("utf-8")
+        return "utf-8"
+    except UnicodeDecodeError as e:
+        if truncated and e.start >= len(head) - 3:
+            try:
+                head[: e.start].decode("utf-8")
+                return "utf-8"  # only a character cut at the end of the head
+            except UnicodeDecodeError:
+                pass
+    text = head.decode("utf-8", errors="replace")
+    bad = text.count("\ufffd")
+    if sum(1 for c in text if ord(c) > 127) - bad >= 4 * bad:
+        return "utf-8"  # UTF-8 with a few stray bytes
+    if declared and codecs.lookup(declared).name != "utf-8":
+        return declared
+    return _legacy_encoding(head)
+
+
+HEAD_BYTES = 1 << 20  # bytes the encoding is guessed from
+CHUNK_BYTES = 1 << 20
+
+
+def read_text(path: Path, max_chars: int, html: bool = False) -> tuple[str, bool]:
+    """A text file decoded (never failing on bad bytes), at most max_chars characters, and
+    whether the file went on. It is streamed in 1 MB chunks, so a 1 GB log costs max_chars of
+    memory, not its size."""
+    with open(path, "rb") as f:
+        head = f.read(HEAD_BYTES)
+        more = len(head) == HEAD_BYTES and f.read(1) != b""
+        f.seek(len(head))
+        declared = _html_charset(head[:4096]) if html else None
+        decoder = codecs.getincrementaldecoder(_detect(head, more, declared))(errors="replace")
+        parts = [decoder.decode(head, final=not more)]
+        n = len(parts[0])
+        while more and n <= max_chars:
+            chunk = f.read(CHUNK_BYTES)
+            more = bool(chunk)
+            parts.append(decoder.decode(chunk, final=not more))
+            n += len(parts[-1])
+    text = "".join(parts)
+    return text[:max_chars], more or len(text) > max_chars
+
+
+_MD_FENCE = re.compile(r"^\s{0,3}(```|~~~)")
+_MD_HEADING = re.compile(r"^\s{0,3}#{1,6}(\s+|$)")
+_BULLET = re.compile(r"^\s*(?:[-*+•]|\d{1,3}[.)])\s+")
+_MD_CLOSING_HASHES = re.compile(r"(^|\s+)#+\s*$")
+_QUOTE = re.compile(r"^\s{0,3}>\s?")
+_RULE = re.compile(r"^\s*([=\-~^*#+_`:'\".])\1{2,}\s*$")
+_MD_IMAGE_LINK = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
+_MD_EMPHASIS = re.compile(r"(\*\*|__|\*|`)(?=\S)(.+?)(?<=\S)\1")
+
+RawBlock = tuple[str, "int | None", "int | None", tuple[int, ...]]
+
+
+def text_blocks(text: str, markup: str | None) -> list[RawBlock]:
+    """Paragraphs split at blank lines; markup 'md'/'rst' strips headings, bullets, rules."""
+    lines = text.split("\r") if "\n" not in text and "\r" in text else text.split("\n")
+    out: list[RawBlock] = []
+    para: list[tuple[int, str]] = []
+
+    def flush() -> None:
+        if para:
+            parts, starts, pos = [], [], 0
+            for _, s in para:
+                starts.append(pos)
+                parts.append(s)
+                pos += len(s) + 1
+            out.append((" ".join(parts), None, para[0][0], tuple(starts[1:])))
+            para.clear()
+
+    in_fence = False
+    for lineno, raw in enumerate(lines, 1):
+        line = raw
+        if markup == "md" and _MD_FENCE.match(line):
+            flush()
+            in_fence = not in_fence
+            continue
+        if markup and not in_fence:
+            if _RULE.match(line):  # rst adornment, md rule or setext underline
+                flush()
+                continue
+            if markup == "md" and _MD_HEADING.match(line):
+                flush()
+                para.append((lineno, _norm(_MD_CLOSING_HASHES.sub("", _MD_HEADING.sub("", line)))))
+                flush()
+                continue
+            if _BULLET.match(line):
+                flush()
+                line = _BULLET.sub("", line, count=1)
+            if markup == "md":
+                line = _QUOTE.sub("", line)
+                line = _MD_EMPHASIS.sub(r"\2", _MD_IMAGE_LINK.sub(r"\1", line))
+        clean = _norm(line)
+        if clean:
+            para.append((lineno, clean))
+        else:
+            flush()
+    flush()
+    return out
+
+
+# ---------------------------------------------------------------------------------- HTML
+
+_SKIP_TAGS = frozenset({"script", "style", "noscript", "template", "svg"})
+_BLOCK_TAGS = frozenset(
+    "p div li ul ol dl dt dd h1 h2 h3 h4 h5 h6 br hr tr td th table thead tbody tfoot caption "
+    "section article header footer nav aside main blockquote pre figure figcaption form "
+    "address details summary title body html option fieldset legend".split()
+)
+_META_CHARSET = re.compile(rb"<meta[^>]*?charset\s*=\s*[\"']?\s*([A-Za-z0-9_.:-]+)", re.I)
+
+
+def _html_charset(head: bytes) -> str | None:
+    m = _META_CHARSET.search(head)
+    if not m:
+        return None
+    try:
+        name = codecs.lookup(m.group(1).decode("ascii")).name
+    except (LookupError, UnicodeDecodeError):
+        return None
+    if name in ("latin-1", "iso8859-1", "ascii"):
+        return "cp1252"  # what browsers do
+    return None if name.startswith("utf-16") else name
+
+
+def html_blocks(text: str) -> list[RawBlock]:
+    from html.parser import HTMLParser
+
+    class Parser(HTMLParser):
+        def __init__(self) -> None:
+            super().__init__(convert_charrefs=True)
+            self.out: list[RawBlock] = []
+            self.buf: list[str] = []
+            self.line: int | None = None
+            self.skip = 0
+            self.title_index = -1
+            self.title_start = -1
+
+        def flush(self) -> None:
+            if self.buf:
+                self.out.append(("".join(self.buf), None, self.line, ()))
+                self.buf, self.line = [], None
+
+        def handle_starttag(self, tag: str, attrs: object) -> None:
+            if tag == "title":
+                self.flush()
+                self.title_start = len(self.out)
+            if tag in _SKIP_TAGS:
+                self.skip += 1
+            elif tag in _BLOCK_TAGS:
+                self.flush()
+
+        def handle_endtag(self, tag: str) -> None:
+            if tag in _SKIP_TAGS:
+                self.skip = max(0, self.skip - 1)
+            elif tag in _BLOCK_TAGS:
+                self.flush()
+            if tag == "title" and len(self.out) == self.title_start + 1:
+                self.title_index = self.title_start
+
+        def handle_data(self, data: str) -> None:
+            if self.skip or not data:
+                return
+            if self.line is None:
+                stripped = data.lstrip()
+                if not stripped:
+                    return
+                self.line = self.getpos()[0] + data[: len(data) - len(stripped)].count("\n")
+            self.buf.append(data)
+
+    parser = Parser()
+    parser.feed(text)
+    parser.close()
+    parser.flush()
+    out = parser.out
+    if 0 <= parser.title_index < len(out):  # drop <title> when the page repeats it (as <h1>)
+        title = _norm(out[parser.title_index][0])
+        if any(_norm(b[0]) == title for i, b in enumerate(out) if i != parser.title_index):
+            del out[parser.title_index]
+    return out
+
+
+# ---------------------------------------------------------------------------------- PDF
+
+_quiet_lock = threading.Lock()
+_quiet_depth = 0
+_quiet_saved = logging.NOTSET
+
+
+@contextlib.contextmanager
+def _quiet_pypdf() -> Iterator[None]:
+    """pypdf logs and warns about every quirk it repairs; library code must not print."""
+    global _quiet_depth, _quiet_saved
+    logger = logging.getLogger("pypdf")
+    with _quiet_lock:
+        if _quiet_depth == 0:
+            _quiet_saved = logger.level
+            logger.setLevel(logging.CRITICAL + 1)
+        _quiet_depth += 1
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        with _quiet_lock:
+            _quiet_depth -= 1
+            if _quiet_depth == 0:
+                logger.setLevel(_quiet_saved)
+
+
+_SENTENCE_END = re.compile(r"[.!?:;][\"'”’)\]]*$")
+_HYPHEN_END = re.compile(r"(?<=[^\W\d_])-$")
+
+
+def _join_lines(lines: list[str]) -> str:
+    """Unwrap lines, undoing end-of-line hyphenation ("exam-" + "ple")."""
+    out = ""
+    for line in lines:
+        line = line.strip()
+        if not line:
+            continue
+        if out and _HYPHEN_END.search(out) and line[0].islower():
+            out = out[:-1] + line
+        else:
+            out = f"{out} {line}" if out else line
+    return out
+
+
+def _pdf_paragraphs(text: str) -> list[str]:
+    """Paragraphs of one page: at blank lines, else where a short line ends a sentence/heading."""
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    if re.search(r"\n[ \t]*\n", text):
+        return [_join_lines(c.split("\n")) for c in re.split(r"\n[ \t]*\n", text)]
+    lines = [ln.strip() for ln in text.split("\n") if ln.strip()]
+    if not lines:
+        return []
+    lengths = sorted(len(ln) for ln in lines)
+    typical = lengths[int(0.9 * (len(lengths) - 1))]
+    paras: list[list[str]] = [[]]
+    for i, line in enumerate(lines):
+        paras[-1].append(line)
+        nxt = lines[i + 1] if i + 1 < len(lines) else ""
+        short = len(line) < 0.75 * typical
+        if nxt and short and (_SENTENCE_END.search(line) or nxt[0].isupper() or _BULLET.match(nxt)):
+            paras.append([])
+    return [_join_lines(p) for p in paras]
+
+
+def pdf_blocks(path: Path, max_chars: int) -> list[RawBlock]:
+    from pypdf import PdfReader
+    from pypdf.errors import DependencyError
+
+    out: list[RawBlock] = []
+    with _quiet_pypdf(), open(path, "rb") as fh:
+        if b"%PDF-" not in fh.read(1024):
+            raise ExtractError("not a valid PDF (no %PDF header)")
+        fh.seek(0)
+        try:
+            reader = PdfReader(fh)
+            encrypted = reader.is_encrypted
+        except Exception as e:  # pypdf raises many types on broken files
+            raise ExtractError(f"not a valid PDF ({_one_line(e)})") from e
+        if encrypted:
+            try:
+                ok = reader.decrypt("")
+            except DependencyError as e:
+                raise ExtractError("encrypted PDF (AES; needs the cryptography package)") from e
+            except Exception as e:
+                raise ExtractError("encrypted PDF") from e
+            if not ok:
+                raise ExtractError("encrypted PDF")
+        try:
+            pages = reader.pages
+            n = len(pages)
+        except Exception as e:
+            raise ExtractError(f"not a valid PDF ({_one_line(e)})") from e
+        if n == 0:
+            raise ExtractError("PDF has no pages")
+        errors: list[Exception] = []
+        total = 0
+        for i in range(n):
+            try:
+                text = pages[i].extract_text() or ""
+            except Exception as e:
+                errors.append(e)
+                continue
+            out.extend((p, i + 1, None, ()) for p in _pdf_paragraphs(text))
+            total += len(text)
+            if total > max_chars:
+                break
+    if not any(_norm(b[0]) for b in out):
+        if errors:
+            raise ExtractError(f"not a valid PDF ({_one_line(errors[0])})")
+        raise ExtractError("no text layer (scanned PDF?)")
+    return out
+
+
+# ---------------------------------------------------------------------------------- DOCX
+
+
+def docx_blocks(path: Path, max_unpacked: int) -> list[RawBlock]:
+    try:
+        with zipfile.ZipFile(path) as zf:
+            infos = zf.infolist()
+            names = {i.filename for i in infos}
+    except zipfile.BadZipFile as e:
+        raise ExtractError("not a valid DOCX (not a zip file)") from e
+    # zipfile never inflates an entry past its declared size, so checking these sizes is enough.
+    total = sum(i.file_size for i in infos)
+    absurd = any(
+        i.file_size > 10_000_000 and i.file_size > 200 * max(i.compress_size, 1) for i in infos
+    )
+    if total > max_unpacked or absurd:
+        raise ExtractError("DOCX too large when unpacked (possible zip bomb)")
+    if "word/document.xml" not in names:
+        raise ExtractError("not a valid DOCX (no word/document.xml)")
+
+    import docx
+    from docx.table import Table
+
+    try:
+        doc = docx.Document(str(path))
+        out: list[RawBlock] = []
+        for item in doc.iter_inner_content():
+            if isinstance(item, Table):
+                for row in item.rows:
+                    cells, seen = [], set()
+                    for cell in row.cells:  # merged cells repeat; keep each once
+                        if id(cell._tc) not in seen:
+                            seen.add(id(cell._tc))
+                            cells.append(_norm(cell.text))
+                    out.append((" | ".join(c for c in cells if c), None, None, ()))
+            else:
+                out.append((item.text, None, None, ()))
+    except ExtractError:
+        raise
+    except Exception as e:  # python-docx / lxml on a damaged package
+        raise ExtractError(f"not a valid DOCX ({_one_line(e)})") from e
+    return out
+
+
