@@ -154,3 +154,120 @@ def explain(postings: Sequence, ids: np.ndarray, *, scale: float = 1.0) -> list[
             for r, v in zip(hit.tolist(), vals.tolist()):
                 out[r][int(token_id)] = out[r].get(int(token_id), 0.0) + v
     return out
+
+
+# --------------------------------------------------------------------------- pruned top k
+
+_PREFIX_MIN = 4096  # tokens with at most this many postings are always summed, never pruned
+_LB_CHUNK = 64  # chunk size of the lower-bound estimate (chunk maxima are distinct documents)
+
+
+def _distinct_top(ids: np.ndarray, vals: np.ndarray, k: int, reps: int) -> np.ndarray:
+    """At least k distinct ids among the best partial scores (fewer if fewer exist), ascending.
+
+    ``ids`` repeat at most ``reps`` times.  Chunk maxima are cheap; the best k * reps of them
+    hold at least k distinct ids.
+    """
+    m = len(vals)
+    nb = m // _LB_CHUNK
+    if nb >= k * reps:
+        ch = vals[: nb * _LB_CHUNK].reshape(nb, _LB_CHUNK)
+        arg = ch.argmax(axis=1)
+        top = np.argpartition(-ch[np.arange(nb), arg], k * reps - 1)[: k * reps]
+        ids = ids[top * _LB_CHUNK + arg[top]]
+    return _sorted_unique(ids)
+
+
+def _sorted_unique(ids: np.ndarray) -> np.ndarray:
+    ids = np.sort(ids)
+    return ids[np.concatenate(([True], ids[1:] != ids[:-1]))] if len(ids) else ids
+
+
+def top_k_pruned(
+    token_blobs: Sequence[Sequence[bytes]],
+    k: int,
+    exclude: np.ndarray | None,
+    acc: np.ndarray,
+    *,
+    scale: float = 1.0,
+    stats: dict | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Exact top k of g(q, s) = sum_{v in q} f(v, s) (SPARC Eq. 2) with MaxScore-style pruning.
+
+    ``token_blobs``: for each distinct question token, its posting blobs (one per segment, disjoint
+    ids).  ``acc``: a float32 scratch accumulator of all zeros, longer than every sentence id;
+    it is all zeros again on return.  Returns the same (ids, scores) as ``score(..., k,
+    exclude, scale=scale)``: score descending, ties by id ascending.
+
+    Tokens are summed shortest first into ``acc``.  Once the tokens left (the long, near-stop
+    ones) can add at most U = sum of their largest weights, and k distinct live sentences are
+    known to score at least theta (their exact scores, looked up) with U < theta, no sentence
+    untouched so far can enter the top k, and a touched one only if partial + U >= theta.
+    Those candidates get exact scores by looking the remaining tokens up (``postings.Lookup``);
+    the top k is selected among them.  Ties are safe: every sentence whose exact score can reach
+    the k-th best score is a candidate.
+    """
+    from . import postings as codec
+
+    counts = [sum(codec.header(b)[1] for b in blobs) for blobs in token_blobs]
+    order = sorted(range(len(token_blobs)), key=lambda i: counts[i])
+    # the cheap prefix: tokens that at most double the postings summed so far
+    j, total = 0, 0
+    while j < len(order) and (j == 0 or counts[order[j]] <= max(total, _PREFIX_MIN)):
+        total += counts[order[j]]
+        j += 1
+    _, ids, q = codec.decode_many([b for i in order[:j] for b in token_blobs[i]])
+    parts_ids = [ids]
+    dead = np.zeros(0, np.int64) if exclude is None else np.asarray(exclude, dtype=np.int64)
+    dead = dead[(dead >= 0) & (dead < len(acc))]
+    rest = order[j:]
+    ub = {i: float(max(codec.max_weight(b) for b in token_blobs[i])) for i in rest}
+    tables: dict[int, list] = {}
+
+    def exact(i: int, cand: np.ndarray) -> np.ndarray:
+        if i not in tables:
+            tables[i] = [codec.Lookup(b) for b in token_blobs[i]]
+        out = np.zeros(len(cand), np.float32)
+        for t in tables[i]:
+            out += t.get(cand)
+        return out
+
+    try:
+        np.add.at(acc, ids, q.astype(np.float32))
+        acc[dead] = -np.inf
+        theta = 0.0
+        while rest:
+            touched = np.concatenate(parts_ids)
+            top = _distinct_top(touched, acc[touched], k, j)
+            sc = acc[top]
+            for i in rest:
+                sc = sc + exact(i, top)
+            sc = sc[np.isfinite(sc)]
+            theta = float(np.partition(sc, len(sc) - k)[len(sc) - k]) if len(sc) >= k else 0.0
+            if sum(ub[i] for i in rest) < theta:
+                break
+            i = rest.pop(0)
+            _, ids_i, q_i = codec.decode_many(token_blobs[i])
+            np.add.at(acc, ids_i, q_i.astype(np.float32))
+            acc[dead] = -np.inf
+            parts_ids.append(ids_i)
+            j += 1
+        touched = np.concatenate(parts_ids)
+        u = np.float32(sum(ub[i] for i in rest))
+        vals = acc[touched]
+        keep = vals + u >= np.float32(theta) if theta > 0 else vals > 0
+        cand = _sorted_unique(touched[keep])
+        sc = acc[cand]
+        for i in rest:
+            sc = sc + exact(i, cand)
+        sc[~np.isfinite(sc)] = 0  # excluded sentences
+        if stats is not None:
+            stats["postings_scored"] = len(touched) + len(cand) * len(rest)
+            stats["candidates"] = len(cand)
+            stats["pruned_tokens"] = len(rest)
+    finally:
+        acc[np.concatenate(parts_ids)] = 0
+        acc[dead] = 0
+    pos = np.flatnonzero(sc > 0)
+    pos = pos[_select(sc[pos], k)]
+    return cand[pos], (sc[pos] * np.float32(scale)).astype(np.float32)

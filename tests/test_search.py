@@ -266,3 +266,76 @@ def test_bytes_per_posting_random():
     groups = P.encode_groups(toks[order], sids[order], q[order])
     per = sum(len(b) for _, b in groups) / (n * k)
     assert per < 4.0
+
+
+# --------------------------------------------------------------------------- bitmap blobs, pruning
+
+
+@pytest.mark.parametrize("density", [0.01, 0.2, 0.6, 1.0])
+def test_bitmap_format_round_trip_and_lookup(density):
+    rng = np.random.default_rng(int(density * 100))
+    ids = np.flatnonzero(rng.random(5000) < density).astype(np.int64) + 77
+    q = rng.integers(1, 256, len(ids)).astype(np.uint8)
+    blob = P.encode(ids, q)
+    assert blob[0] == (P.FORMAT_BITMAP if density >= 0.2 else P.FORMAT_V1)
+    got_ids, got_q = P.decode(blob)
+    np.testing.assert_array_equal(got_ids, ids)
+    np.testing.assert_array_equal(got_q, q)
+    assert P.header(blob) == (blob[0], len(ids)) and P.max_weight(blob) == q.max()
+    probe = np.arange(0, 5200, dtype=np.int64)
+    expect = np.zeros(len(probe), np.uint8)
+    expect[ids] = q
+    np.testing.assert_array_equal(P.Lookup(blob).get(probe), expect)
+    # encode_groups picks the same format as encode; decode_many handles mixed formats
+    small = (np.array([3, 9], np.int64), np.array([5, 6], np.uint8))
+    keys = np.concatenate([np.zeros(2, np.int64), np.ones(len(ids), np.int64)])
+    groups = P.encode_groups(keys, np.concatenate([small[0], ids]), np.concatenate([small[1], q]))
+    assert groups[1][1] == blob
+    counts, all_ids, all_q = P.decode_many([groups[0][1], blob, groups[0][1]])
+    assert counts.tolist() == [2, len(ids), 2]
+    np.testing.assert_array_equal(all_ids, np.concatenate([small[0], ids, small[0]]))
+
+
+def _random_segments(rng, n_seg: int, seg_size: int, vocab: int):
+    """Posting blobs per token per segment, the dense (sentence, token) matrix, and a weight
+    range so narrow that sums tie often. Some tokens are near-stop (in most sentences)."""
+    n = n_seg * seg_size
+    df = rng.choice([0.002, 0.01, 0.05, 0.3, 0.8], vocab, p=[0.35, 0.3, 0.2, 0.1, 0.05])
+    M = (rng.random((n, vocab)) < df) * rng.integers(40, 46, (n, vocab))
+    M = M.astype(np.uint8)
+    blobs: dict[int, list[bytes]] = {}
+    for s in range(n_seg):
+        rows = M[s * seg_size:(s + 1) * seg_size]
+        for t in range(vocab):
+            ids = np.flatnonzero(rows[:, t])
+            if len(ids):
+                blobs.setdefault(t, []).append(P.encode(ids + s * seg_size, rows[ids, t]))
+    return M, blobs
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_pruned_top_k_equals_brute_force(seed, monkeypatch):
+    """Exact: same ids, scores and tie order as summing everything (tombstones, segments, ties)."""
+    monkeypatch.setattr(S, "_PREFIX_MIN", 16)  # prune even on these small lists
+    rng = np.random.default_rng(1000 + seed)
+    M, blobs = _random_segments(rng, n_seg=int(rng.integers(1, 5)), seg_size=1500, vocab=40)
+    n = len(M)
+    acc = np.zeros(n + 10, np.float32)
+    pruned = 0
+    for trial in range(25):
+        q = rng.choice(40, int(rng.integers(1, 12)), replace=False)
+        dead = rng.choice(n, int(rng.integers(0, 300)), replace=False) if trial % 2 else None
+        k = int(rng.choice([1, 3, 10, 50]))
+        token_blobs = [blobs[t] for t in q if t in blobs]
+        stats: dict = {}
+        ids, sc = S.top_k_pruned(token_blobs, k, dead, acc, scale=0.5, stats=stats)
+        eids, esc = _brute(M.astype(np.float64), q, k, () if dead is None else dead)
+        np.testing.assert_array_equal(ids, eids)
+        np.testing.assert_array_equal(sc, (esc * 0.5).astype(np.float32))
+        assert not acc.any()  # the scratch accumulator is handed back zeroed
+        plist = [(int(t), *P.decode(b)) for t in q if t in blobs for b in blobs[t]]
+        rids, rsc = S.score(plist, k, dead, scale=0.5)
+        np.testing.assert_array_equal(ids, rids)
+        np.testing.assert_array_equal(sc, rsc)
+        pruned += stats["pruned_tokens"] > 0
+    assert pruned  # the near-stop tokens were skipped at least once

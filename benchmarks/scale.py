@@ -1,0 +1,332 @@
+"""The query engine at scale (issue #6): indexes of 10k, 100k and 1M sentences.
+
+    OMP_NUM_THREADS=1 nice -n 5 /work/venv/bin/python benchmarks/scale.py [--sizes 10k,100k,1M]
+
+Postings are real encoder output of the shipped model (the eval cache of squad-dev and
+newsqa-dev, top-1000 per sentence, cut to the shipped K=256), resampled to reach a size:
+
+* 10k: the first 10k sentences of squad-dev (in passage order), as they are.
+* A stored paragraph (the context shown with an answer) is up to 5 consecutive sentences of a
+  passage (a NewsQA passage is a whole news story, longer than a paragraph of a document).
+* 100k and 1M: all 27,112 real sentences of squad-dev + newsqa-dev, then copies of their
+  passages until the size is reached.  In a copy, each sentence's vector is a rank-wise
+  crossover of its own real vector A and a random other real vector B: for every rank
+  j < 256 the (token, weight) pair at rank j is taken from A or from B with probability 1/2
+  (a token picked twice keeps its larger weight).  Every posting is a real (token, weight)
+  pair at its real rank, so the per-token document frequencies and weight distributions are
+  those of the real model, while co-occurrence is only half kept (no duplicate sentences).
+  Texts are the real sentence and paragraph texts, so the database's text share is realistic.
+
+Indexes are built through the product's write path: ``Index.write_files`` in batches of
+``--batch`` sentences (one file per passage copy), tiered merges after each batch, a WAL
+checkpoint at the end (as the indexer does).  They are cached under ``--workdir`` (keyed by the
+schema version) and reused by later runs.
+
+Questions are squad-dev questions, tokenized with the product's ``query_token_ids`` and the
+shipped tokenizer.  Per size, the table reports: build time; bytes per sentence for the
+posting blobs alone, for the whole database file, and what the rest is (per table, from
+SQLite's dbstat); the open time and max RSS of a fresh ``ask`` process (``Asker`` answering
+questions); ``Index.search`` latency (top 10, p50/p99, pinned to one core); postings touched;
+and the number of questions whose top 10 differs from exhaustive scoring (must be 0).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "reqa"
+EVAL_HOME = Path.home() / ".cache" / "sparc-local-train" / "evalhome"
+K = 256
+PARAGRAPH = 5  # sentences per stored paragraph (a NewsQA passage is a whole story)
+
+
+def _parse_size(s: str) -> int:
+    s = s.strip().lower()
+    mult = {"k": 1_000, "m": 1_000_000}.get(s[-1], 1)
+    return int(float(s[:-1] if s[-1] in "km" else s) * mult)
+
+
+# --------------------------------------------------------------------------- data
+
+
+def load_real(info) -> list[dict]:
+    """Real passages (paragraphs): [{name, texts, T (n, K) token ids, W (n, K) weights}] for both sets."""
+    from sparc_local import evaluate, reqa
+
+    os.environ["SPARC_LOCAL_HOME"] = str(EVAL_HOME)  # where `eval` cached the encoded corpora
+    out = []
+    for name in ("squad-dev", "newsqa-dev"):
+        ds = reqa.load(DATA / name)
+        cache = evaluate._cache_file(DATA / name, info)
+        if not cache.exists():
+            raise SystemExit(f"no encoded corpus for {name} at {cache}: run `sparc-local eval` once")
+        with np.load(cache) as z:
+            indptr, toks, ws = z["indptr"], z["token_ids"], z["weights"]
+        assert np.all(np.diff(indptr) >= K)
+        rows = indptr[:-1, None] + np.arange(K)  # rows are sorted by weight, descending
+        T, W = toks[rows].astype(np.int32), ws[rows].astype(np.float32)
+        by: dict[str, list[int]] = {}
+        for i, p in enumerate(ds.passages):
+            by.setdefault(p, []).append(i)
+        for p, members in by.items():
+            for a in range(0, len(members), PARAGRAPH):
+                group = members[a:a + PARAGRAPH]
+                out.append(dict(name=f"{name}/{p}/{a}", texts=[ds.texts[i] for i in group],
+                                T=T[group], W=W[group]))
+    return out
+
+
+def crossover(rng, TA, WA, TB, WB):
+    """Rank-wise crossover of real vectors A and B -> CSR (indptr, tokens, weights), see above."""
+    n = len(TA)
+    pick = rng.random(TA.shape) < 0.5
+    T = np.where(pick, TA, TB).ravel()
+    W = np.where(pick, WA, WB).ravel()
+    row = np.repeat(np.arange(n), K)
+    order = np.lexsort((-W, T, row))
+    T, W, row = T[order], W[order], row[order]
+    keep = np.ones(len(T), bool)
+    keep[1:] = (T[1:] != T[:-1]) | (row[1:] != row[:-1])
+    T, W, row = T[keep], W[keep], row[keep]
+    order = np.lexsort((-W, row))  # back to weight order within each row
+    indptr = np.zeros(n + 1, np.int64)
+    np.cumsum(np.bincount(row, minlength=n), out=indptr[1:])
+    return indptr, T[order], W[order]
+
+
+def batches(passages: list[dict], size: int, batch: int, seed: int = 0):
+    """Yield lists of FileUpdate holding ``size`` sentences in all, ~``batch`` sentences each."""
+    from sparc_local.sparse import SparseVectors
+    from sparc_local.store import FileUpdate, SentenceRow
+
+    rng = np.random.default_rng(seed)
+    allT = np.concatenate([p["T"] for p in passages])
+    allW = np.concatenate([p["W"] for p in passages])
+    done, copy, pending, n_pending = 0, 0, [], 0
+    while done < size:
+        for p in passages:
+            n = min(len(p["texts"]), size - done)
+            if n <= 0:
+                break
+            if copy == 0:
+                T, W = p["T"][:n], p["W"][:n]
+                indptr = np.arange(n + 1, dtype=np.int64) * K
+                vec = SparseVectors(indptr, T.ravel(), W.ravel())
+            else:
+                b = rng.integers(0, len(allT), n)
+                vec = SparseVectors(*crossover(rng, p["T"][:n], p["W"][:n], allT[b], allW[b]))
+            para = " ".join(p["texts"][:n])
+            offsets = np.cumsum([0] + [len(t) + 1 for t in p["texts"][:n]]).tolist()
+            rows = [SentenceRow(text=t, context=para, offset_in_context=o) for t, o in zip(p["texts"][:n], offsets)]
+            pending.append(FileUpdate(path=f"/bench/{p['name']}#{copy}", size=1, mtime=0.0, hash=str(copy),
+                                      sentences=rows, vectors=vec))
+            n_pending += n
+            done += n
+            if n_pending >= batch:
+                yield pending
+                pending, n_pending = [], 0
+        copy += 1
+    if pending:
+        yield pending
+
+
+def build(db: Path, passages: list[dict], size: int, batch: int, info) -> float:
+    from sparc_local.store import Index
+
+    tmp = db.with_suffix(".building")
+    for suffix in ("", "-wal", "-shm"):
+        Path(str(tmp) + suffix).unlink(missing_ok=True)
+    t0 = time.perf_counter()
+    done = 0
+    with Index(tmp) as ix:
+        ix.set_meta("model", info.id)
+        for updates in batches(passages, size, batch):
+            ix.write_files(updates)  # tiered merges after each batch, as the indexer
+            done += sum(len(u.sentences) for u in updates)
+            print(f"\r  build {done:,}/{size:,} {time.perf_counter() - t0:.0f}s", end="", file=sys.stderr)
+        ix.maybe_merge()
+        ix.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        secs = time.perf_counter() - t0
+        ix.set_meta("bench_build_seconds", repr(secs))
+        ix.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    print(file=sys.stderr)
+    tmp.rename(db)
+    return secs
+
+
+# --------------------------------------------------------------------------- measurements
+
+
+def exhaustive(ix, tokens: np.ndarray, k: int = 10) -> tuple[np.ndarray, np.ndarray]:
+    """Reference top k: every posting of every question token summed, no pruning (SPARC Eq. 2)."""
+    with ix.read_transaction():
+        plist = ix.postings(tokens)
+        dead = ix.tombstones()
+    if not plist:
+        return np.zeros(0, np.int64), np.zeros(0, np.float32)
+    ids = np.concatenate([p[1] for p in plist])
+    w = np.concatenate([p[2] for p in plist]).astype(np.int64)
+    uniq, inv = np.unique(ids, return_inverse=True)
+    sums = np.bincount(inv, weights=w).astype(np.int64)
+    sums[np.isin(uniq, dead)] = 0
+    order = np.lexsort((uniq, -sums))[:k]
+    order = order[sums[order] > 0]
+    return uniq[order], (sums[order] * np.float32(ix.weight_scale)).astype(np.float32)
+
+
+def db_breakdown(ix) -> dict[str, int]:
+    """Bytes per table/index (dbstat), free pages, and the file size."""
+    c = ix.conn
+    out = dict(c.execute("SELECT name, sum(pgsize) FROM dbstat GROUP BY name").fetchall())
+    page = c.execute("PRAGMA page_size").fetchone()[0]
+    out["(free pages)"] = c.execute("PRAGMA freelist_count").fetchone()[0] * page
+    return out
+
+
+ASK_CHILD = r"""
+import json, sys, time
+t0 = time.perf_counter()
+from sparc_local.ask import Asker
+from sparc_local.modelinfo import ModelInfo, shipped_model_dir
+from sparc_local.store import Index
+t1 = time.perf_counter()
+index = Index(sys.argv[1])
+t2 = time.perf_counter()
+asker = Asker(index, ModelInfo.load(shipped_model_dir()))
+t3 = time.perf_counter()
+questions = json.loads(sys.argv[2])
+first = asker.ask(questions[0])
+t4 = time.perf_counter()
+for q in questions[1:]:
+    asker.ask(q)
+# VmHWM, not ru_maxrss: Linux carries ru_maxrss over from the forked parent across exec
+hwm = next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM:"))
+print(json.dumps(dict(imports=t1 - t0, open=t2 - t1, tokenizer=t3 - t2, first_ask=t4 - t3,
+                      answers=len(first), maxrss_kb=hwm)))
+"""
+
+
+def ask_process(db: Path, questions: list[str]) -> dict:
+    t0 = time.perf_counter()
+    res = subprocess.run([sys.executable, "-c", ASK_CHILD, str(db), json.dumps(questions)],
+                         capture_output=True, text=True, check=True,
+                         cwd=Path(__file__).resolve().parents[1])
+    d = json.loads(res.stdout)
+    d["wall"] = time.perf_counter() - t0
+    return d
+
+
+def measure(db: Path, questions: list[str], tokens: list[np.ndarray], check: int, k: int = 10) -> dict:
+    from sparc_local.store import Index
+
+    ask = ask_process(db, questions[:20])
+    with Index(db) as ix:
+        st = ix.stats()
+        n = st["sentences"]
+        parts = db_breakdown(ix)
+        for t in tokens[:20]:  # warm up
+            ix.search(t, k)
+        lat, touched = [], []
+        for t in tokens:
+            stats: dict = {}
+            t0 = time.perf_counter()
+            ix.search(t, k, stats=stats)
+            lat.append(time.perf_counter() - t0)
+            touched.append(stats.get("postings_scored", 0))
+        mism = 0
+        for t in tokens[:check]:
+            ids, sc = ix.search(t, k)
+            eids, esc = exhaustive(ix, t, k)
+            if not (np.array_equal(ids, eids) and np.array_equal(sc, esc)):
+                mism += 1
+    lat_ms = np.array(lat) * 1e3
+    return dict(sentences=n, segments=st["segments"], postings=st["postings"],
+                posting_bytes=st["posting_bytes"], db_bytes=st["db_bytes"], parts=parts,
+                p50=float(np.percentile(lat_ms, 50)), p99=float(np.percentile(lat_ms, 99)),
+                mean=float(lat_ms.mean()), touched_max=int(max(touched)), touched_mean=float(np.mean(touched)),
+                checked=min(check, len(tokens)), mismatches=mism, ask=ask)
+
+
+def report(size: int, build_s: float, m: dict) -> str:
+    n = m["sentences"]
+    a = m["ask"]
+    lines = [
+        f"== {size:,} sentences ({m['segments']} segments, {m['postings'] / n:.1f} postings/sentence)",
+        f"build (write_files + tiered merges)   {build_s:9.1f} s",
+        f"bytes/sentence, posting blobs         {m['posting_bytes'] / n:9.1f}",
+        f"bytes/sentence, whole database file   {m['db_bytes'] / n:9.1f}",
+    ]
+    for name, b in sorted(m["parts"].items(), key=lambda kv: -kv[1]):
+        if b / n >= 1:
+            lines.append(f"    {name:<33} {b / n:9.1f}")
+    lines += [
+        f"open Index (fresh ask process)        {a['open'] * 1e3:9.2f} ms",
+        f"ask process: imports {a['imports'] * 1e3:.0f} ms, tokenizer {a['tokenizer'] * 1e3:.0f} ms,"
+        f" first ask {a['first_ask'] * 1e3:.1f} ms, wall (20 questions) {a['wall']:.2f} s",
+        f"ask process max RSS                   {a['maxrss_kb'] / 1024:9.1f} MiB",
+        f"search top-10 p50 / p99 / mean        {m['p50']:6.3f} / {m['p99']:6.3f} / {m['mean']:6.3f} ms",
+        f"postings scored per question max/mean {m['touched_max']:,} / {m['touched_mean']:,.0f}",
+        f"top-10 != exhaustive                  {m['mismatches']} of {m['checked']} questions",
+    ]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--sizes", default="10k,100k,1M")
+    ap.add_argument("--workdir", type=Path, default=Path.home() / ".cache" / "sparc-local-bench")
+    ap.add_argument("--batch", type=int, default=4096, help="sentences per write_files transaction")
+    ap.add_argument("--queries", type=int, default=2000, help="squad-dev questions timed")
+    ap.add_argument("--check", type=int, default=2000, help="questions checked against exhaustive scoring")
+    ap.add_argument("--cpu", type=int, default=None, help="pin to this core (default: the last one)")
+    ap.add_argument("--rebuild", action="store_true")
+    ap.add_argument("--json", type=Path, default=None, help="also write the figures here")
+    args = ap.parse_args()
+
+    cpu = args.cpu if args.cpu is not None else max(os.sched_getaffinity(0))
+    os.sched_setaffinity(0, {cpu})
+
+    from sparc_local import reqa
+    from sparc_local.inputs import load_tokenizer
+    from sparc_local.modelinfo import ModelInfo, shipped_model_dir
+    from sparc_local.query import query_token_ids
+    from sparc_local.postings import FORMAT_BITMAP
+    from sparc_local.store import SCHEMA_VERSION
+
+    info = ModelInfo.load(shipped_model_dir())
+    tok = load_tokenizer(info.tokenizer_path)
+    ds = reqa.load(DATA / "squad-dev")
+    questions = [q for _, q, _ in ds.queries[: args.queries]]
+    tokens = [query_token_ids(tok, q, info.skip_array()) for q in questions]
+    args.workdir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    passages = None
+    results = {}
+    for size in map(_parse_size, args.sizes.split(",")):
+        db = args.workdir / f"scale-{size}-v{SCHEMA_VERSION}-f{FORMAT_BITMAP}.db"
+        if args.rebuild or not db.exists():
+            if passages is None:
+                passages = load_real(info)
+            db.unlink(missing_ok=True)
+            build(db, passages, size, args.batch, info)
+        from sparc_local.store import Index
+
+        with Index(db) as ix:
+            build_s = float(ix.get_meta("bench_build_seconds") or "nan")
+        m = measure(db, questions, tokens, args.check)
+        results[size] = dict(build_seconds=build_s, **m)
+        print(report(size, build_s, m), flush=True)
+        print(flush=True)
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=1))
+
+
+if __name__ == "__main__":
+    main()
