@@ -87,7 +87,8 @@ def index(
                                       help="Index at most N sentences of one file (a huge log is cut there)."),
 ) -> None:
     """Index folders (or refresh the index): only new and changed files are read again."""
-    from sparc_local.indexer import DiskFull, path_key, run_index
+    from sparc_local.extract import path_key
+    from sparc_local.indexer import DiskFull, run_index
     from sparc_local.lock import LockHeld, WriterLock
     from sparc_local.progress import IndexProgress
 

@@ -27,6 +27,19 @@ VANISHED = "file vanished while reading"
 OnError = Callable[[Path, str], None]
 
 
+def path_key(path: str | os.PathLike) -> str:
+    """The text a path is stored and shown as: a name that is not valid UTF-8 (bytes decoded with
+    surrogateescape) gets each stray byte as `\\xNN`, like `ls -b`, since SQLite text and the
+    terminal need valid UTF-8."""
+    text = os.fspath(path)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = "".join(f"\\x{ord(c) - 0xDC00:02x}" if 0xDC80 <= ord(c) <= 0xDCFF else c for c in text)
+        text = text.encode("utf-8", "replace").decode("utf-8")  # any other lone surrogate
+    return text
+
+
 class ExtractError(Exception):
     """A file could not be read; str(err) is a one-line reason fit to show the user."""
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from sparc_local.extract import MAX_CHARS, VANISHED, ExtractError, extract, iter_files
+from sparc_local.extract import MAX_CHARS, VANISHED, ExtractError, extract, iter_files, path_key
 from sparc_local.modelinfo import ModelInfo
 from sparc_local.segment import MAX_SENTENCE_CHARS, contexts, segment
 from sparc_local.sparse import SparseVectors
@@ -35,19 +35,6 @@ MAX_SENTENCES = 100_000  # per file: a 1 GB log must not take the index over (`i
 
 class DiskFull(Exception):
     """The disk holding the index filled up; every batch committed before it is intact."""
-
-
-def path_key(path: str | os.PathLike) -> str:
-    """The text a path is stored and shown as: a name that is not valid UTF-8 (bytes decoded with
-    surrogateescape) gets each stray byte as `\\xNN`, like `ls -b`, since SQLite text and the
-    terminal need valid UTF-8."""
-    text = os.fspath(path)
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        text = "".join(f"\\x{ord(c) - 0xDC00:02x}" if 0xDC80 <= ord(c) <= 0xDCFF else c for c in text)
-        text = text.encode("utf-8", "replace").decode("utf-8")  # any other lone surrogate
-    return text
 
 
 def _is_disk_full(err: BaseException) -> bool:

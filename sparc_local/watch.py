@@ -31,7 +31,7 @@ import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from sparc_local.extract import SUPPORTED, ExtractError, iter_files
+from sparc_local.extract import SUPPORTED, ExtractError, iter_files, path_key
 from sparc_local.modelinfo import ModelInfo
 
 log = logging.getLogger("sparc_local.watch")
@@ -352,9 +352,9 @@ class Watcher:
                 folders.append(path)
             elif stat.S_ISREG(mode) and os.path.splitext(path)[1].lower() in SUPPORTED:  # never a FIFO
                 files.add(path)
-                rec = idx.file(path)
+                rec = idx.file(path_key(path))
                 if rec is not None and rec.status == "error":  # read it again even if its stat is the same
-                    idx.touch_file(path, rec.size, -1.0)
+                    idx.touch_file(rec.path, rec.size, -1.0)
         if folders:
             known = [f.path for f in idx.all_files()]
             name_globs = [p for p in self.exclude if "/" not in p]  # safe to prune with at any depth
@@ -362,7 +362,8 @@ class Watcher:
                 walked = {str(f.absolute()) for f in iter_files([Path(folder)], name_globs, self.include_hidden)}
                 walked = {f for f in walked if not self.ignored(f)}
                 files |= walked
-                gone += [k for k in known if _under(k, folder) and k not in walked]
+                keys, folder_key = {path_key(f) for f in walked}, path_key(folder)  # what the index stores
+                gone += [k for k in known if _under(k, folder_key) and k not in keys]
         removed = self._remove(idx, gone, batch)
         indexed = 0
         todo = sorted(files)
@@ -391,10 +392,11 @@ class Watcher:
     def _remove(self, idx, gone: list[str], batch: dict[str, bool]) -> int:
         """Forget deleted files; a deleted folder loses everything below it."""
         removed, done_dirs, files = 0, [], []
-        for path in sorted(set(gone)):
+        is_dir = {path_key(p): d for p, d in batch.items()}
+        for path in sorted({path_key(p) for p in gone}):
             if any(_under(path, d) for d in done_dirs):
                 continue
-            if batch.get(path, False):
+            if is_dir.get(path, False):
                 removed += idx.remove_under(path)
                 done_dirs.append(path)
             elif idx.file(path) is not None:

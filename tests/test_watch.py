@@ -385,3 +385,21 @@ def test_ask_and_status_stay_light(root: Path, sparc_home: Path):
     with WriterLock("sparc-local watch"):
         result = runner.invoke(app, ["status"])
         assert result.exit_code == 0 and "Watcher:      not running" in result.output
+
+
+def test_name_that_is_not_utf8(root: Path, start):
+    """Such a name is stored as its \\xNN key (indexer.path_key); the watcher must use that key
+    too, or a folder rescan would take the file for deleted and a delete would reach SQLite raw."""
+    raw = os.path.join(os.fsencode(root), b"caf\xe9.txt")
+    with open(raw, "w") as fh:
+        fh.write("Espresso is brewed under pressure.\n")
+    key = str(root / "caf\\xe9.txt")
+    w = start([root])
+    until(lambda i: key in indexed(i), "indexed at catch-up")
+    (root / "sub").mkdir()  # a folder event: rescans must keep the file
+    (root / "sub" / "tea2.md").write_text("Oolong is partly oxidised.\n")
+    until(lambda i: str(root / "sub" / "tea2.md") in indexed(i), "folder event")
+    assert key in indexed(Index())
+    os.unlink(raw)
+    until(lambda i: key not in indexed(i), "delete")
+    assert w.status()["last_error"] is None
