@@ -243,43 +243,88 @@ def max_weight(blob: bytes) -> int:
 class Lookup:
     """Random access to one posting list: ``get(ids)`` -> stored weights, 0 where absent.
 
-    A bitmap is read at the asked ids only: rank(id) = set bits before it, from per-64-bit
-    popcounts (computed once per list); other formats are decoded once and binary-searched.
+    Bitmaps go through ``BitmapSet`` (read at the asked ids only); other formats are decoded
+    once and binary-searched.
     """
 
     def __init__(self, blob: bytes) -> None:
         self.bitmap = blob[0] == FORMAT_BITMAP
-        if not self.bitmap:
+        if self.bitmap:
+            self.set = BitmapSet([blob])
+        else:
             self.ids, self.q = decode(blob)
-            return
-        b = parse_bitmap(blob)
-        nw = (len(b.bits) + 7) // 8
-        words = np.zeros(nw * 8, _U8)
-        words[: len(b.bits)] = b.bits
-        self.words = words.view("<u8")
-        self.before = np.zeros(nw + 1, _I64)
-        np.cumsum(np.bitwise_count(self.words), out=self.before[1:])
-        self.lo, self.span, self.q = b.lo, b.span, b.weights
 
     def get(self, ids: np.ndarray) -> np.ndarray:
+        if self.bitmap:
+            return self.set.get(ids)
         out = np.zeros(len(ids), _U8)
-        if not self.bitmap:
-            if len(self.ids):
-                pos = np.minimum(np.searchsorted(self.ids, ids), len(self.ids) - 1)
-                hit = self.ids[pos] == ids
-                out[hit] = self.q[pos[hit]]
-            return out
-        off = ids - self.lo
-        inside = np.flatnonzero((off >= 0) & (off < self.span))
-        if len(inside) == 0:
-            return out
-        off = off[inside].astype(np.uint64)
-        wi = (off >> np.uint64(6)).astype(_I64)
-        sh = off & np.uint64(63)
-        word = self.words[wi]
-        present = ((word >> sh) & np.uint64(1)).astype(bool)
-        rank = self.before[wi] + np.bitwise_count(word & ((np.uint64(1) << sh) - np.uint64(1))).astype(_I64)
-        out[inside[present]] = self.q[rank[present]]
+        if len(self.ids):
+            pos = np.minimum(np.searchsorted(self.ids, ids), len(self.ids) - 1)
+            hit = self.ids[pos] == ids
+            out[hit] = self.q[pos[hit]]
+        return out
+
+
+class BitmapSet:
+    """Random access to several FORMAT_BITMAP blobs of one token at once (one per segment).
+
+    Why: pruned search reads a near-stop token's weights only at a few candidate sentences;
+    decoding its whole lists would cost O(number of sentences).  The bitmaps are laid end to
+    end, each padded to whole 64-bit words, and their weights concatenated in the same order,
+    so the rank of an id (set bits before it: per-word popcount prefix sums) indexes the
+    weights directly.  Blobs whose id ranges overlap go to separate layers (usually one).
+    """
+
+    def __init__(self, blobs: Sequence[bytes]) -> None:
+        parts = sorted((parse_bitmap(b) for b in blobs), key=lambda p: p.lo)
+        nwords = [(p.span + 63) // 64 for p in parts]
+        woff = np.zeros(len(parts) + 1, _I64)
+        np.cumsum(nwords, out=woff[1:])
+        raw = np.zeros(int(woff[-1]) * 8, _U8)
+        for p, o in zip(parts, woff[:-1].tolist()):
+            raw[o * 8 : o * 8 + len(p.bits)] = p.bits
+        self.words = raw.view("<u8")
+        self.before = np.zeros(len(self.words) + 1, _I64)
+        np.cumsum(np.bitwise_count(self.words), out=self.before[1:])
+        self.q = np.concatenate([p.weights for p in parts]) if parts else np.zeros(0, _U8)
+        self.n = len(self.q)
+        self.ub = int(self.q.max()) if self.n else 0  # the largest weight: a bound for pruning
+        if int(self.before[-1]) != self.n:
+            raise ValueError("corrupt posting blob: bitmap does not hold n ids")
+        # layers of blobs with disjoint id ranges, each as (lo, span, word offset) arrays
+        layers: list[list[int]] = []
+        ends: list[int] = []
+        for j, p in enumerate(parts):
+            for li, e in enumerate(ends):
+                if p.lo >= e:
+                    layers[li].append(j)
+                    ends[li] = p.lo + p.span
+                    break
+            else:
+                layers.append([j])
+                ends.append(p.lo + p.span)
+        lo = np.array([p.lo for p in parts], _I64)
+        span = np.array([p.span for p in parts], _I64)
+        self.layers = [(lo[js], span[js], woff[js]) for js in map(np.array, layers)]
+
+    def get(self, ids: np.ndarray) -> np.ndarray:
+        """Stored weights at ``ids`` (int64, any order), 0 where a sentence is not listed."""
+        ids = np.asarray(ids, dtype=_I64)
+        out = np.zeros(len(ids), _U8)
+        for lo, span, woff in self.layers:
+            b = np.searchsorted(lo, ids, side="right") - 1
+            np.maximum(b, 0, out=b)
+            off = ids - lo[b]
+            inside = np.flatnonzero((off >= 0) & (off < span[b]))
+            if len(inside) == 0:
+                continue
+            bit = (off[inside] + (woff[b[inside]] << 6)).astype(np.uint64)
+            wi = (bit >> np.uint64(6)).astype(_I64)
+            sh = bit & np.uint64(63)
+            word = self.words[wi]
+            present = ((word >> sh) & np.uint64(1)).astype(bool)
+            rank = self.before[wi] + np.bitwise_count(word & ((np.uint64(1) << sh) - np.uint64(1))).astype(_I64)
+            out[inside[present]] = self.q[rank[present]]
         return out
 
 
@@ -365,39 +410,37 @@ def encode_groups(
     return out
 
 
-# Blobs longer than this are decoded one by one (``decode`` has a zero-copy fast path for
-# dense lists); shorter ones together, vectorized across blobs.
-_BIG_BLOB = 512
-
-
 def decode_many(blobs: Sequence[bytes]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Unpack many blobs at once -> (counts, ids, weights).
 
     ``ids``/``weights`` are all lists concatenated (blob i owns the ``counts[i]`` entries after
-    ``counts[:i].sum()``), identical to calling ``decode`` on each.  Short blobs are decoded
-    together, vectorized (much faster than a Python loop over many short lists).
+    ``counts[:i].sum()``), identical to calling ``decode`` on each.  Why: the per-call cost of
+    numpy dominates on a question's ~100 lists, so every FORMAT_V1 blob is decoded in one
+    vectorized pass over their concatenation; bitmaps (few, long) one by one.
     """
     m = len(blobs)
-    lens = np.fromiter(map(len, blobs), dtype=_I64, count=m)
-    lens[[i for i, b in enumerate(blobs) if b and b[0] != FORMAT_V1]] = _BIG_BLOB + 1  # one by one
-    big = np.flatnonzero(lens > _BIG_BLOB)
-    if len(big) == 0:
+    other = [i for i, b in enumerate(blobs) if not b or b[0] != FORMAT_V1]
+    if not other:
         return _decode_many_vec(blobs)
-    small = np.flatnonzero(lens <= _BIG_BLOB)
-    sc, sids, sq = _decode_many_vec([blobs[i] for i in small.tolist()])
-    parts = [decode(blobs[i]) for i in big.tolist()]
+    v1 = np.ones(m, bool)
+    v1[other] = False
+    v1i = np.flatnonzero(v1)
+    vc, vids, vq = _decode_many_vec([blobs[i] for i in v1i.tolist()])
+    parts = [decode(blobs[i]) for i in other]
     counts = np.empty(m, _I64)
-    counts[small] = sc
-    counts[big] = [len(p[0]) for p in parts]
+    counts[v1i] = vc
+    counts[other] = [len(p[0]) for p in parts]
+    if len(v1i) == 0 and m == 1:
+        return counts, parts[0][0], np.asarray(parts[0][1])
     offs = np.zeros(m, _I64)
     np.cumsum(counts[:-1], out=offs[1:])
     total = int(counts.sum())
     ids = np.empty(total, _I64)
     q = np.empty(total, _U8)
-    pos = _ranges(offs[small], sc, len(sids))
-    ids[pos] = sids
-    q[pos] = sq
-    for (a, n), (pi, pq) in zip(zip(offs[big].tolist(), counts[big].tolist()), parts):
+    pos = _ranges(offs[v1i], vc, len(vids))
+    ids[pos] = vids
+    q[pos] = vq
+    for (a, n), (pi, pq) in zip(zip(offs[other].tolist(), counts[other].tolist()), parts):
         ids[a : a + n] = pi
         q[a : a + n] = pq
     return counts, ids, q
@@ -406,9 +449,9 @@ def decode_many(blobs: Sequence[bytes]) -> tuple[np.ndarray, np.ndarray, np.ndar
 def decode_lists(blobs: Sequence[bytes]) -> list[tuple[np.ndarray, np.ndarray]]:
     """``[decode(b) for b in blobs]``, faster when many blobs are short."""
     m = len(blobs)
-    small = [i for i, b in enumerate(blobs) if len(b) <= _BIG_BLOB and b[0] == FORMAT_V1]
+    small = [i for i, b in enumerate(blobs) if b and b[0] == FORMAT_V1]
     out: list = [None] * m
-    if len(small) > 8:
+    if len(small) > 1:
         counts, ids, q = _decode_many_vec([blobs[i] for i in small])
         a = 0
         for i, b in zip(small, np.cumsum(counts).tolist()):

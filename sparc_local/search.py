@@ -156,10 +156,9 @@ def explain(postings: Sequence, ids: np.ndarray, *, scale: float = 1.0) -> list[
     return out
 
 
-# --------------------------------------------------------------------------- pruned top k
+# --------------------------------------------------------------------------- top k from blobs
 
-_PREFIX_MIN = 4096  # tokens with at most this many postings are always summed, never pruned
-_LB_CHUNK = 64  # chunk size of the lower-bound estimate (chunk maxima are distinct documents)
+_PRUNE_MIN = 4096  # a token's bitmap postings from which it may be read at candidates only
 
 
 def _distinct_top(ids: np.ndarray, vals: np.ndarray, k: int, reps: int) -> np.ndarray:
@@ -178,96 +177,147 @@ def _distinct_top(ids: np.ndarray, vals: np.ndarray, k: int, reps: int) -> np.nd
     return _sorted_unique(ids)
 
 
+_LB_CHUNK = 64  # chunk size of the lower-bound estimate
+
+
 def _sorted_unique(ids: np.ndarray) -> np.ndarray:
     ids = np.sort(ids)
     return ids[np.concatenate(([True], ids[1:] != ids[:-1]))] if len(ids) else ids
 
 
-def top_k_pruned(
+def _dedup(ids: np.ndarray, size: int) -> np.ndarray:
+    """``ids`` (all below ``size``) without repeats, in no particular order.
+
+    Why not np.unique: sorting ~10^5 ids costs milliseconds; a scatter of positions into an
+    uninitialized array and a gather back keep exactly one position per id in linear time.
+    """
+    if len(ids) < 2:
+        return ids
+    stamp = np.empty(size, np.int32 if len(ids) < 2**31 else np.int64)
+    pos = np.arange(len(ids), dtype=stamp.dtype)
+    stamp[ids] = pos
+    return ids[stamp[ids] == pos]
+
+
+def _best(ids: np.ndarray, vals: np.ndarray, k: int | None) -> np.ndarray:
+    """Positions of the k best positive ``vals``: value descending, ties by id ascending.
+
+    ``ids`` need not be sorted (the tie order comes from them, not from positions)."""
+    pos = np.flatnonzero(vals > 0)
+    v = vals[pos]
+    if k is not None and k < len(pos):
+        thr = np.partition(v, len(v) - k)[len(v) - k]  # the k-th largest value
+        keep = v >= thr  # every tie of the k-th value, so the id order decides among them
+        pos, v = pos[keep], v[keep]
+    order = np.lexsort((ids[pos], -v))
+    return pos[order[:k] if k is not None else order]
+
+
+def _live(ids: np.ndarray, dead: np.ndarray) -> np.ndarray:
+    """``ids`` without the ones in ``dead`` (sorted)."""
+    if len(dead) == 0 or len(ids) == 0:
+        return ids
+    pos = np.minimum(np.searchsorted(dead, ids), len(dead) - 1)
+    return ids[dead[pos] != ids]
+
+
+def _kth(values: np.ndarray, k: int) -> float:
+    """The k-th largest value, or 0 if there are fewer than k."""
+    return float(np.partition(values, len(values) - k)[len(values) - k]) if len(values) >= k else 0.0
+
+
+def top_k_blobs(
     token_blobs: Sequence[Sequence[bytes]],
-    k: int,
+    k: int | None,
     exclude: np.ndarray | None,
-    acc: np.ndarray,
+    size: int,
     *,
     scale: float = 1.0,
     stats: dict | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Exact top k of g(q, s) = sum_{v in q} f(v, s) (SPARC Eq. 2) with MaxScore-style pruning.
+    """Exact top k of g(q, s) = sum_{v in q} f(v, s) (SPARC Eq. 2) straight from posting blobs.
 
-    ``token_blobs``: for each distinct question token, its posting blobs (one per segment, disjoint
-    ids).  ``acc``: a float32 scratch accumulator of all zeros, longer than every sentence id;
-    it is all zeros again on return.  Returns the same (ids, scores) as ``score(..., k,
-    exclude, scale=scale)``: score descending, ties by id ascending.
+    ``token_blobs``: for each distinct question token, its blobs (one per segment, disjoint ids).
+    ``exclude``: tombstoned ids, sorted ascending.  ``size``: every sentence id is below it.
+    Returns the same (ids, scores) as ``score(..., k, exclude, scale=scale)``: score descending,
+    ties by id ascending; ``k=None`` returns every positive score.
 
-    Tokens are summed shortest first into ``acc``.  Once the tokens left (the long, near-stop
-    ones) can add at most U = sum of their largest weights, and k distinct live sentences are
-    known to score at least theta (their exact scores, looked up) with U < theta, no sentence
-    untouched so far can enter the top k, and a touched one only if partial + U >= theta.
-    Those candidates get exact scores by looking the remaining tokens up (``postings.Lookup``);
-    the top k is selected among them.  Ties are safe: every sentence whose exact score can reach
-    the k-th best score is a candidate.
+    Why this shape: per-list numpy calls dominated, so every list that is summed is decoded in
+    one vectorized pass and summed by one ``np.bincount`` (exact: integer sums in float64).
+    Near-stop tokens (bitmap blobs, most of a question's postings) are pruned MaxScore-style:
+    they are read only at candidate sentences (``postings.BitmapSet``).  With U the sum of
+    their largest weights and theta the k-th best exact score of k live sentences (a lower
+    bound of the true k-th score), a sentence can reach the top k only if the rest of its
+    score plus U >= theta; when U >= theta the shortest pruned token is summed instead, until
+    U < theta or none is left.  Ties are safe: ">=" keeps every sentence that can tie.
     """
     from . import postings as codec
 
-    counts = [sum(codec.header(b)[1] for b in blobs) for blobs in token_blobs]
-    order = sorted(range(len(token_blobs)), key=lambda i: counts[i])
-    # the cheap prefix: tokens that at most double the postings summed so far
-    j, total = 0, 0
-    while j < len(order) and (j == 0 or counts[order[j]] <= max(total, _PREFIX_MIN)):
-        total += counts[order[j]]
-        j += 1
-    _, ids, q = codec.decode_many([b for i in order[:j] for b in token_blobs[i]])
-    parts_ids = [ids]
     dead = np.zeros(0, np.int64) if exclude is None else np.asarray(exclude, dtype=np.int64)
-    dead = dead[(dead >= 0) & (dead < len(acc))]
-    rest = order[j:]
-    ub = {i: float(max(codec.max_weight(b) for b in token_blobs[i])) for i in rest}
-    tables: dict[int, list] = {}
-
-    def exact(i: int, cand: np.ndarray) -> np.ndarray:
-        if i not in tables:
-            tables[i] = [codec.Lookup(b) for b in token_blobs[i]]
-        out = np.zeros(len(cand), np.float32)
-        for t in tables[i]:
-            out += t.get(cand)
-        return out
-
-    try:
-        np.add.at(acc, ids, q.astype(np.float32))
-        acc[dead] = -np.inf
-        theta = 0.0
-        while rest:
-            touched = np.concatenate(parts_ids)
-            top = _distinct_top(touched, acc[touched], k, j)
-            sc = acc[top]
-            for i in rest:
-                sc = sc + exact(i, top)
-            sc = sc[np.isfinite(sc)]
-            theta = float(np.partition(sc, len(sc) - k)[len(sc) - k]) if len(sc) >= k else 0.0
-            if sum(ub[i] for i in rest) < theta:
-                break
-            i = rest.pop(0)
-            _, ids_i, q_i = codec.decode_many(token_blobs[i])
-            np.add.at(acc, ids_i, q_i.astype(np.float32))
-            acc[dead] = -np.inf
-            parts_ids.append(ids_i)
-            j += 1
-        touched = np.concatenate(parts_ids)
-        u = np.float32(sum(ub[i] for i in rest))
-        vals = acc[touched]
-        keep = vals + u >= np.float32(theta) if theta > 0 else vals > 0
-        cand = _sorted_unique(touched[keep])
+    pruned: dict[int, list[bytes]] = {}  # token -> its bitmap blobs, read at candidates only
+    summed: list[bytes] = []
+    if k is not None and k > 0:
+        for i, blobs in enumerate(token_blobs):
+            bm = [b for b in blobs if b[0] == codec.FORMAT_BITMAP]
+            if sum(codec.header(b)[1] for b in bm) >= _PRUNE_MIN:
+                pruned[i] = bm
+                summed += [b for b in blobs if b[0] != codec.FORMAT_BITMAP]
+                continue
+            summed += blobs
+    else:
+        summed = [b for blobs in token_blobs for b in blobs]
+    _, ids, q = codec.decode_many(summed)
+    if size > max(_DENSE_MIN, _DENSE_RATIO * (len(ids) + sum(len(b) for bl in pruned.values() for b in bl))):
+        # sparse id space (ids grew large through re-indexing): sort-based exhaustive sum
+        plist = [(i, w) for i, w in codec.decode_lists([b for bl in token_blobs for b in bl])]
+        return score(plist, k, dead, scale=scale)
+    acc = np.bincount(ids, weights=q, minlength=size)  # float64, exact integer sums
+    parts = [ids]
+    sets = {i: codec.BitmapSet(bl) for i, bl in pruned.items()}
+    # shortest first, so the cheapest token is the one summed when pruning falls short
+    order = sorted(sets, key=lambda i: sets[i].n)
+    reps = len(token_blobs)
+    theta = 0.0
+    while order:
+        u = sum(sets[i].ub for i in order)
+        touched = np.concatenate(parts) if len(parts) > 1 else parts[0]
+        top = _live(_distinct_top(touched, acc[touched], k, reps), dead)
+        sc = acc[top]
+        for i in order:
+            sc = sc + sets[i].get(top)
+        theta = _kth(sc, k)
+        if u < theta:
+            break
+        i = order.pop(0)
+        ids_i, q_i = codec.decode_many(pruned[i])[1:]
+        acc[ids_i] += q_i  # one token's ids are unique
+        parts.append(ids_i)
+    touched = np.concatenate(parts) if len(parts) > 1 else parts[0]
+    if order:
+        u = sum(sets[i].ub for i in order)
+        cand = _live(_dedup(touched[acc[touched] + u >= theta], len(acc)), dead)
         sc = acc[cand]
-        for i in rest:
-            sc = sc + exact(i, cand)
-        sc[~np.isfinite(sc)] = 0  # excluded sentences
-        if stats is not None:
-            stats["postings_scored"] = len(touched) + len(cand) * len(rest)
-            stats["candidates"] = len(cand)
-            stats["pruned_tokens"] = len(rest)
-    finally:
-        acc[np.concatenate(parts_ids)] = 0
-        acc[dead] = 0
-    pos = np.flatnonzero(sc > 0)
-    pos = pos[_select(sc[pos], k)]
-    return cand[pos], (sc[pos] * np.float32(scale)).astype(np.float32)
+        n_cand = len(cand)
+        # largest bound first: each lookup tightens the bound of the tokens left
+        for i in sorted(order, key=lambda i: -sets[i].ub):
+            u -= sets[i].ub
+            sc = sc + sets[i].get(cand)
+            keep = sc + u >= theta
+            cand, sc = cand[keep], sc[keep]
+    else:
+        n_cand = 0
+        if len(dead):
+            acc[dead[dead < len(acc)]] = 0
+        if k is not None and k > 0:
+            vals = acc[touched]
+            lb = _kth(acc[_distinct_top(touched, vals, k, reps)], k)
+            cand = _dedup(touched[vals >= max(lb, 1.0)], len(acc))
+        else:
+            cand = _dedup(touched, len(acc))
+        sc = acc[cand]
+    pos = _best(cand, sc, k)
+    if stats is not None:
+        stats["postings_scored"] = len(touched) + n_cand * len(order)
+        stats["candidates"] = n_cand
+        stats["pruned_tokens"] = len(order)
+    return cand[pos].astype(np.int64, copy=False), (sc[pos] * np.float64(np.float32(scale))).astype(np.float32)

@@ -47,7 +47,6 @@ MIN_MERGE_POSTINGS = 10_000  # segments below this many live postings are all "l
 MAX_DELETED_RATIO = 0.3  # a segment with more tombstoned sentences than this is rewritten
 _CHUNK = 900  # max bound parameters per IN (...) list
 MMAP_BYTES = 256 << 20  # address space only; pages come from the OS page cache
-PRUNE_MIN_BYTES = 256 << 10  # a question's posting bytes from which search prunes
 MERGE_CHUNK_BYTES = 4 << 20  # blob bytes decoded at once while merging (~1.6M postings)
 
 MIGRATIONS: list[tuple[int, str]] = [
@@ -251,7 +250,7 @@ class Index:
                     os.chmod(side, 0o600)
         self._migrate()
         self._scale: float | None = None
-        self._acc: np.ndarray | None = None  # search scratch accumulator, all zeros between queries
+        self._state: tuple | None = None  # search's cached (key, tombstones, id bound), see _read_state
 
     # ------------------------------------------------------------------ plumbing
 
@@ -762,36 +761,39 @@ class Index:
         """Ids of tombstoned sentences (their postings still exist until a merge)."""
         return np.fromiter((r[0] for r in self._conn.execute("SELECT sentence_id FROM tombstones")), dtype=np.int64)
 
+    def _read_state(self, c: sqlite3.Connection) -> tuple[np.ndarray, int]:
+        """(tombstoned ids sorted, 1 + the largest sentence id ever assigned) for the open read
+        transaction's snapshot, cached until the database changes.
+
+        ``PRAGMA data_version`` changes when another connection commits and ``total_changes``
+        when this one writes, so the key is exact for the snapshot (both read inside the txn).
+        """
+        key = (c.execute("PRAGMA data_version").fetchone()[0], c.total_changes)
+        if self._state is None or self._state[0] != key:
+            dead = np.sort(self.tombstones())
+            size = 1 + (c.execute(
+                "SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'sentences'), 0),"
+                " coalesce((SELECT max(id) FROM sentences), 0))").fetchone()[0])
+            self._state = (key, dead, size)
+        return self._state[1], self._state[2]
+
     def search(self, token_ids: np.ndarray | Sequence[int], n: int | None = 10,
                stats: dict | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Top ``n`` live sentences for a question's token ids -> (sentence_ids, scores f-units).
 
-        Exact (identical to summing every posting); with a ``n`` it prunes (search.top_k_pruned).
-        ``stats``, if given, receives counters for benchmarks."""
+        Exact (identical to summing every posting), see ``search.top_k_blobs``.  ``stats``, if
+        given, receives counters for benchmarks."""
         toks = np.unique(np.asarray(token_ids, dtype=np.int64)).tolist()
         rows: list[tuple[int, bytes]] = []
         with self.read_transaction() as c:
             for chunk in _chunks(toks):
                 rows += c.execute(self._TOKEN_BLOBS_SQL.format(_qmarks(len(chunk))), chunk).fetchall()
-            dead = self.tombstones()
+            dead, size = self._read_state(c)
             scale = self.weight_scale
-            size = 1 + (c.execute(
-                "SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'sentences'), 0),"
-                " coalesce((SELECT max(id) FROM sentences), 0))").fetchone()[0])
-        n_bytes = sum(len(r[1]) for r in rows)  # >= the number of postings / 8 (bitmaps)
-        # pruning pays only on long lists (measured: slower than summing everything at 10k-100k)
-        if (n is None or n_bytes < PRUNE_MIN_BYTES
-                or size > max(_search._DENSE_MIN, 8 * _search._DENSE_RATIO * n_bytes)):
-            if stats is not None:
-                stats["postings_scored"] = sum(codec.header(r[1])[1] for r in rows)
-            lists = codec.decode_lists([r[1] for r in rows])
-            return _search.score([(r[0], i, q) for r, (i, q) in zip(rows, lists)], n, dead, scale=scale)
         by_token: dict[int, list[bytes]] = {}
         for tok, blob in rows:
             by_token.setdefault(tok, []).append(blob)
-        if self._acc is None or len(self._acc) < size:
-            self._acc = np.zeros(size + size // 8, np.float32)  # headroom for growth
-        return _search.top_k_pruned(list(by_token.values()), n, dead, self._acc, scale=scale, stats=stats)
+        return _search.top_k_blobs(list(by_token.values()), n, dead, size, scale=scale, stats=stats)
 
     _TOKEN_BLOBS_SQL = "SELECT token_id, blob FROM postings WHERE token_id IN ({}) ORDER BY token_id"
 

@@ -316,11 +316,10 @@ def _random_segments(rng, n_seg: int, seg_size: int, vocab: int):
 @pytest.mark.parametrize("seed", range(8))
 def test_pruned_top_k_equals_brute_force(seed, monkeypatch):
     """Exact: same ids, scores and tie order as summing everything (tombstones, segments, ties)."""
-    monkeypatch.setattr(S, "_PREFIX_MIN", 16)  # prune even on these small lists
+    monkeypatch.setattr(S, "_PRUNE_MIN", 16)  # prune even on these small lists
     rng = np.random.default_rng(1000 + seed)
     M, blobs = _random_segments(rng, n_seg=int(rng.integers(1, 5)), seg_size=1500, vocab=40)
     n = len(M)
-    acc = np.zeros(n + 10, np.float32)
     pruned = 0
     for trial in range(25):
         q = rng.choice(40, int(rng.integers(1, 12)), replace=False)
@@ -328,14 +327,38 @@ def test_pruned_top_k_equals_brute_force(seed, monkeypatch):
         k = int(rng.choice([1, 3, 10, 50]))
         token_blobs = [blobs[t] for t in q if t in blobs]
         stats: dict = {}
-        ids, sc = S.top_k_pruned(token_blobs, k, dead, acc, scale=0.5, stats=stats)
+        ex = None if dead is None else np.sort(dead)
+        ids, sc = S.top_k_blobs(token_blobs, k, ex, n + 10, scale=0.5, stats=stats)
         eids, esc = _brute(M.astype(np.float64), q, k, () if dead is None else dead)
         np.testing.assert_array_equal(ids, eids)
         np.testing.assert_array_equal(sc, (esc * 0.5).astype(np.float32))
-        assert not acc.any()  # the scratch accumulator is handed back zeroed
         plist = [(int(t), *P.decode(b)) for t in q if t in blobs for b in blobs[t]]
         rids, rsc = S.score(plist, k, dead, scale=0.5)
         np.testing.assert_array_equal(ids, rids)
         np.testing.assert_array_equal(sc, rsc)
         pruned += stats["pruned_tokens"] > 0
+        if trial % 5 == 0:  # every positive score
+            aids, asc = S.top_k_blobs(token_blobs, None, ex, n + 10, scale=0.5)
+            rids, rsc = S.score(plist, None, dead, scale=0.5)
+            np.testing.assert_array_equal(aids, rids)
+            np.testing.assert_array_equal(asc, rsc)
     assert pruned  # the near-stop tokens were skipped at least once
+
+
+def test_bitmap_set_overlapping_ranges():
+    """Blobs of one token whose id ranges interleave (segments merged out of order) still
+    answer every id from the right blob."""
+    rng = np.random.default_rng(3)
+    a = np.arange(100, 900, 2, dtype=np.int64)  # even ids
+    b = np.arange(301, 1501, 3, dtype=np.int64)  # inside and past a's range
+    qa = rng.integers(1, 256, len(a)).astype(np.uint8)
+    qb = rng.integers(1, 256, len(b)).astype(np.uint8)
+    blobs = [P.encode(a, qa), P.encode(b, qb)]
+    assert all(x[0] == P.FORMAT_BITMAP for x in blobs)
+    bs = P.BitmapSet(blobs)
+    assert len(bs.layers) == 2 and bs.ub == max(qa.max(), qb.max()) and bs.n == len(a) + len(b)
+    probe = rng.permutation(np.arange(0, 1600, dtype=np.int64))
+    expect = np.zeros(1600, np.uint8)
+    expect[a] = qa
+    expect[b] = qb
+    np.testing.assert_array_equal(bs.get(probe), expect[probe])

@@ -457,8 +457,7 @@ def test_pruned_search_equals_exhaustive_across_segments(db, monkeypatch):
     from sparc_local import postings as P
     from sparc_local import search as S
 
-    monkeypatch.setattr(store, "PRUNE_MIN_BYTES", 0)
-    monkeypatch.setattr(S, "_PREFIX_MIN", 8)
+    monkeypatch.setattr(S, "_PRUNE_MIN", 8)
     rng = np.random.default_rng(5)
     with Index(db) as ix:
         for f in range(12):
@@ -484,3 +483,19 @@ def test_pruned_search_equals_exhaustive_across_segments(db, monkeypatch):
                 np.testing.assert_array_equal(ids, ref[0])
                 np.testing.assert_array_equal(sc, ref[1])
                 assert "candidates" in stats
+
+
+def test_search_sees_other_connections_changes(db):
+    """search caches tombstones and the id bound; a commit by another connection (or by this
+    one) must invalidate them at once."""
+    vec = SparseVectors.from_rows([(np.array([5, 6]), np.array([2.0, 1.0], np.float32))])
+    with Index(db) as reader, Index(db) as writer:
+        writer.write_files([FileUpdate("/a.txt", 1, 1.0, "h", [SentenceRow("a", "a", 0)], vec)], merge=False)
+        ids, _ = reader.search([5], 10)
+        assert len(ids) == 1
+        writer.write_files([FileUpdate("/b.txt", 1, 1.0, "h", [SentenceRow("b", "b", 0)], vec)], merge=False)
+        assert len(reader.search([5], 10)[0]) == 2  # a new, higher id
+        writer.remove_files(["/a.txt"])
+        assert reader.search([5], 10)[0].tolist() == [ids[0] + 1]  # tombstoned at once
+        reader.remove_files(["/b.txt"])  # this connection's own write
+        assert len(reader.search([5], 10)[0]) == 0
