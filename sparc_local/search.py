@@ -159,6 +159,7 @@ def explain(postings: Sequence, ids: np.ndarray, *, scale: float = 1.0) -> list[
 # --------------------------------------------------------------------------- top k from blobs
 
 _PRUNE_MIN = 4096  # a token's bitmap postings from which it may be read at candidates only
+_DENSE_SCAN = 4  # unpruned top k scans the whole accumulator if it is at most this x postings
 
 
 def _distinct_top(ids: np.ndarray, vals: np.ndarray, k: int, reps: int) -> np.ndarray:
@@ -308,13 +309,16 @@ def top_k_blobs(
         n_cand = 0
         if len(dead):
             acc[dead[dead < len(acc)]] = 0
-        if k is not None and k > 0:
+        if k is not None and k > 0 and len(acc) <= _DENSE_SCAN * len(touched):
+            cand, sc = top_k(acc, k)  # a short accumulator: one block-max pass over it is cheaper
+        elif k is not None and k > 0:
             vals = acc[touched]
             lb = _kth(acc[_distinct_top(touched, vals, k, reps)], k)
             cand = _dedup(touched[vals >= max(lb, 1.0)], len(acc))
+            sc = acc[cand]
         else:
             cand = _dedup(touched, len(acc))
-        sc = acc[cand]
+            sc = acc[cand]
     pos = _best(cand, sc, k)
     if stats is not None:
         stats["postings_scored"] = len(touched) + n_cand * len(order)
