@@ -12,23 +12,14 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from sparc_local.adapt.model import HEAD_FILE, load_adapt_weights, load_encoder_weights, save_npz
+from sparc_local.adapt.model import load_adapt_weights, load_encoder_weights
 from sparc_local.adapt.run import AdaptOptions, adapt
 from sparc_local.cli import app
 from sparc_local.modelinfo import ModelInfo
 from sparc_local.store import Index
-from tests.tiny import WORDS, make_tiny_model, tiny_vocab, tiny_weights
+from tests.tiny import WORDS, make_tiny_adapt_model, make_tiny_model, tiny_vocab, tiny_weights
 
 runner = CliRunner()
-
-
-def make_tiny_adapt_model(folder: Path, layout: str = "bert", int8: bool = False, seed: int = 0) -> ModelInfo:
-    """The tiny model plus its MLM head (mlm_head.npz), as the head trainer would write it."""
-    info = make_tiny_model(folder, layout=layout, int8=int8, top_k=48, seed=seed)
-    _, w = tiny_weights(layout, len(tiny_vocab()), seed)
-    head = {k: w[k].astype(np.float16) for k in w if k.startswith("mlm.")}
-    save_npz(folder / HEAD_FILE, head, {"encoder": "model", "encoder_digest": info.extra["digest"]})
-    return info
 
 
 @pytest.fixture(scope="session")

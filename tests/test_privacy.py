@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-import socket
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -28,22 +29,64 @@ def docs(tmp_path: Path) -> Path:
     return root
 
 
-def test_no_network_socket_is_opened(docs: Path, monkeypatch):
-    """index, ask, status and eval run with socket creation made impossible."""
+# Runs in a fresh interpreter, so sys.modules shows only what the commands themselves imported.
+_CHILD = r"""
+import json, os, socket, sys, time
+from pathlib import Path
+from tests.tiny import make_tiny_adapt_model
 
-    def refuse(*args, **kwargs):
-        raise AssertionError("sparc-local tried to open a network socket")
+opened = []
+def audit(event, args):
+    if event == "socket.__new__":
+        opened.append(int(args[1]))
+    elif event in ("socket.connect", "socket.getaddrinfo", "socket.bind"):
+        opened.append(event)
+sys.addaudithook(audit)
 
-    monkeypatch.setattr(socket, "socket", refuse)
-    monkeypatch.setattr(socket, "create_connection", refuse)
-    for args in (["index", str(docs), "-q"], ["ask", "river bridge", "--json"], ["status", "--json"]):
-        result = runner.invoke(app, args, catch_exceptions=False)
-        assert result.exit_code == 0, result.output
-    networking = {"requests", "urllib3", "httpx", "huggingface_hub", "http.client", "aiohttp"}
-    assert not networking & set(sys.modules) - _preloaded
+def refuse(*args, **kwargs):
+    raise AssertionError("sparc-local tried to open a network socket")
+socket.socket = socket.create_connection = refuse
+
+from typer.testing import CliRunner
+from sparc_local.cli import app
+from sparc_local.encode import Encoder
+from sparc_local.modelinfo import ModelInfo
+from sparc_local.watch import Watcher
+
+home, docs = Path(os.environ["SPARC_LOCAL_HOME"]), Path(sys.argv[1])
+model = make_tiny_adapt_model(home.parent / "model")
+(home / "active-model").write_text(str(model.path))
+runner = CliRunner()
+codes = {}
+for args in (["index", str(docs), "-q"], ["ask", "river bridge", "--json"], ["status", "--json"],
+             ["adapt", "--steps", "3", "-q"], ["ask", "river bridge", "--json"], ["adapt", "--revert", "-q"]):
+    result = runner.invoke(app, args, catch_exceptions=False)
+    codes[" ".join(args[:2])] = result.exit_code
+info = ModelInfo.load(model.path)
+w = Watcher([str(docs)], info, lambda: Encoder(info, threads=1), quiet_period=0.1, max_delay=1.0)
+w.start(timeout=60)
+(docs / "new.txt").write_text("The ferry leaves at noon.\n")
+time.sleep(1.5)
+w.stop(timeout=60)
+codes["watch"] = w.status()["last_error"]
+net = {"requests", "urllib3", "httpx", "huggingface_hub", "http.client", "aiohttp"}
+print(json.dumps({"codes": codes, "sockets": opened, "network_modules": sorted(net & set(sys.modules))}))
+"""
 
 
-_preloaded = set(sys.modules)  # modules pytest or plugins loaded before any sparc-local command ran
+def test_no_network_socket_is_opened(docs: Path, sparc_home: Path):
+    """index, ask, status, adapt and watch run with socket creation made impossible, and an audit
+    hook records any socket a C extension might open behind Python's back."""
+    for i in range(120):  # adapt needs a corpus of 100+ sentences
+        (docs / f"filler{i}.txt").write_text(f"The bridge number {i} was painted in a year of music.\n")
+    out = subprocess.run([sys.executable, "-c", _CHILD, str(docs)], capture_output=True, text=True,
+                         cwd=Path(__file__).resolve().parents[1], timeout=600,
+                         env={**os.environ, "SPARC_LOCAL_HOME": str(sparc_home)})
+    assert out.returncode == 0, out.stderr[-3000:]
+    report = json.loads(out.stdout.strip().splitlines()[-1])
+    assert report == {"codes": {"index " + str(docs): 0, "ask river bridge": 0, "status --json": 0,
+                                "adapt --steps": 0, "adapt --revert": 0, "watch": None},
+                      "sockets": [], "network_modules": []}
 
 
 def test_forget_scrubs_text_from_database_file(docs: Path, sparc_home: Path):
