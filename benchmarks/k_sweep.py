@@ -1,0 +1,63 @@
+"""K (pairs kept per sentence) against quality and index bytes: the export's K decision.
+
+    python benchmarks/k_sweep.py MODEL_DIR --run ~/.cache/sparc-local-train/run4 \
+        [--corpus ../shared/data/reqa/squad-dev] [--ks 64 128 256 512 1000]
+
+Quality is measured on the held-out training split only (sparc_local.training.validate), never on
+an evaluation set's questions. Bytes are the product's own posting codec over a real corpus's
+sentences (only corpus.jsonl.gz is read; its questions are not): every token's list encoded as
+one merged segment, weights quantized as the index stores them. That is the postings part of
+the index; stored text and SQLite row overhead come on top (see benchmarks/scale.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import pickle
+from pathlib import Path
+
+import numpy as np
+
+from sparc_local import postings, reqa
+from sparc_local.evaluate import encode_corpus, truncate
+from sparc_local.modelinfo import ModelInfo
+from sparc_local.sparse import SparseVectors
+from sparc_local.training.validate import validate
+
+
+def postings_bytes(vectors: SparseVectors, scale: float) -> int:
+    """Size of the inverted lists of these vectors, as one segment of the index would store them."""
+    rows = np.repeat(np.arange(len(vectors)), np.diff(vectors.indptr))
+    order = np.lexsort((rows, vectors.token_ids))
+    toks, ids = vectors.token_ids[order], rows[order]
+    q = postings.quantize(vectors.weights[order], scale)
+    starts = np.flatnonzero(np.r_[True, toks[1:] != toks[:-1]])
+    ends = np.r_[starts[1:], len(toks)]
+    return sum(len(postings.encode(ids[a:b], q[a:b])) for a, b in zip(starts, ends))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("model", type=Path)
+    ap.add_argument("--run", type=Path, required=True, help="training run folder (pool.pkl: the held-out split)")
+    ap.add_argument("--corpus", type=Path, default=Path(__file__).resolve().parents[2] / "shared/data/reqa/squad-dev")
+    ap.add_argument("--ks", type=int, nargs="+", default=[64, 128, 256, 512, 1000])
+    ap.add_argument("--threads", type=int, default=None)
+    args = ap.parse_args()
+    info = ModelInfo.load(args.model)
+    pool = pickle.loads((args.run.expanduser() / "pool.pkl").read_bytes())
+    quality = validate(info, pool, args.ks, args.threads)
+    ds = reqa.load(args.corpus)
+    full = encode_corpus(ds, args.corpus, info, args.threads)
+    scale = postings.scale_for_ceiling()
+    print(f"model {info.id} ({info.quantization}); quality: {len(pool.valid)} held-out questions; "
+          f"bytes: {len(full)} sentences of {args.corpus.name}")
+    print(f"{'K':>6} {'MRR@10':>7} {'R@1':>6} {'postings B/sentence':>20}")
+    for k in args.ks:
+        v = truncate(full, k)
+        q = quality[k]
+        print(f"{k:>6} {q['mrr@10']:>7.4f} {q['r@1']:>6.4f} {postings_bytes(v, scale) / len(v):>20.1f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
