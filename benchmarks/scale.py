@@ -20,7 +20,7 @@ newsqa-dev, top-1000 per sentence, cut to the shipped K=256), resampled to reach
 Indexes are built through the product's write path: ``Index.write_files`` in batches of
 ``--batch`` sentences (one file per passage copy), tiered merges after each batch, a WAL
 checkpoint at the end (as the indexer does).  They are cached under ``--workdir`` (keyed by the
-schema version) and reused by later runs.
+schema version and ``postings.LAYOUT_VERSION``) and reused by later runs.
 
 Questions are squad-dev questions, tokenized with the product's ``query_token_ids`` and the
 shipped tokenizer.  Per size, the table reports: build time; bytes per sentence for the
@@ -288,6 +288,7 @@ def main() -> None:
     ap.add_argument("--check", type=int, default=2000, help="questions checked against exhaustive scoring")
     ap.add_argument("--cpu", type=int, default=None, help="pin to this core (default: the last one)")
     ap.add_argument("--rebuild", action="store_true")
+    ap.add_argument("--build-only", action="store_true", help="build missing indexes, measure nothing")
     ap.add_argument("--json", type=Path, default=None, help="also write the figures here")
     args = ap.parse_args()
 
@@ -298,7 +299,7 @@ def main() -> None:
     from sparc_local.inputs import load_tokenizer
     from sparc_local.modelinfo import ModelInfo, shipped_model_dir
     from sparc_local.query import query_token_ids
-    from sparc_local.postings import FORMAT_BITMAP
+    from sparc_local.postings import LAYOUT_VERSION
     from sparc_local.store import SCHEMA_VERSION
 
     info = ModelInfo.load(shipped_model_dir())
@@ -310,12 +311,15 @@ def main() -> None:
     passages = None
     results = {}
     for size in map(_parse_size, args.sizes.split(",")):
-        db = args.workdir / f"scale-{size}-v{SCHEMA_VERSION}-f{FORMAT_BITMAP}.db"
+        # the key names the schema and the writer's blob layout: a stale cache is never reused
+        db = args.workdir / f"scale-{size}-v{SCHEMA_VERSION}-l{LAYOUT_VERSION}.db"
         if args.rebuild or not db.exists():
             if passages is None:
                 passages = load_real(info)
             db.unlink(missing_ok=True)
             build(db, passages, size, args.batch, info)
+        if args.build_only:
+            continue
         from sparc_local.store import Index
 
         with Index(db) as ix:

@@ -26,9 +26,14 @@ tokens such as "the", in up to 86% of sentences at K=256)::
     n bytes       weights, uint8, in id order
     ceil(span/8)  bitmap: bit j (little-endian bit order) of byte b is set iff lo + 8b + j is an id
 
-The writer picks whichever of the two is smaller (the bitmap wins when more than about 1 in 8
-ids of the range is present).  A bitmap also gives O(1) random access (``lookup``): the rank of
-an id is a popcount, so pruned search reads a near-stop token's weights only at candidates.
+The writer picks the bitmap when it is smaller (more than about 1 in 8 ids of the range
+present) or when the list holds at least ``BITMAP_DENSITY`` (5%) of the ids of its range and
+at least ``BITMAP_MIN_N`` ids.  A
+bitmap gives O(1) random access (``BitmapSet``): the rank of an id is a popcount, so pruned
+search reads such a token's weights only at candidate sentences instead of decoding its whole
+list.  Why 5%: measured on 1M sentences, 5%-12% tokens are most of a question's postings left
+after the near-stop ones, and as bitmaps they cost +32 B/sentence (3%: +93, 2%: +170).
+``LAYOUT_VERSION`` numbers the writer's choices (old blobs stay readable: the tag decides).
 
 Weights: f(v, s) > 0 is stored as ``q = round(f / scale)`` clipped to 0..255, where ``scale``
 is one number per index (meta key ``weight_scale``), chosen by the caller as
@@ -48,6 +53,9 @@ import numpy as np
 
 FORMAT_V1 = 1
 FORMAT_BITMAP = 2
+LAYOUT_VERSION = 3  # 2: bitmap only when smaller; 3: also at >= BITMAP_DENSITY
+BITMAP_DENSITY = 0.05
+BITMAP_MIN_N = 128  # shorter lists are never pruned: the density rule would only cost bytes
 DEFAULT_WEIGHT_CEILING = 16.0
 QMAX = 255
 
@@ -115,21 +123,21 @@ def varint_decode(buf: np.ndarray, n: int) -> np.ndarray:
     b = buf
     if len(b) == n:  # n values in n bytes: all single-byte
         return b.astype(_I64)
-    ends = np.flatnonzero(b < 0x80)
+    ends = np.flatnonzero(b < 0x80)  # the last (most significant) byte of every value
     if len(ends) != n or (n and ends[-1] != len(b) - 1):
         raise ValueError("corrupt posting blob: varint stream does not hold exactly n values")
-    starts = np.empty(n, _I64)
-    starts[0] = 0
-    starts[1:] = ends[:-1] + 1
-    lens = ends - starts + 1
-    out = (b[starts] & 0x7F).astype(_I64)
-    multi = np.flatnonzero(lens > 1)
+    out = b[ends].astype(_I64)
+    # multi-byte values (few): fold in the lower groups, most significant first
+    cont = np.flatnonzero(b >= 0x80)  # continuation bytes: the value they belong to ends after them
+    multi = np.searchsorted(ends, cont)
+    multi = multi[np.concatenate(([True], multi[1:] != multi[:-1]))] if len(multi) else multi
     j = 1
     while len(multi):
-        idx = starts[multi] + j
-        out[multi] |= (b[idx] & 0x7F).astype(_I64) << (7 * j)
+        e = ends[multi]
+        out[multi] = (out[multi] << 7) | (b[e - j] & 0x7F)
         j += 1
-        multi = multi[lens[multi] > j]
+        # is the byte before e - j + 1 still part of this value (a continuation byte)?
+        multi = multi[(e - j >= 0) & (b[np.maximum(e - j, 0)] >= 0x80)]
     return out
 
 
@@ -180,13 +188,14 @@ def encode(sentence_ids: np.ndarray, weights: np.ndarray) -> bytes:
     if len(g) and g.min() < 0:
         raise ValueError("sentence ids must be >= 0 and strictly ascending")
     gb = varint_encode(g)
-    if len(ids) and _bitmap_smaller(int(ids[-1] - ids[0] + 1), len(gb)):
+    if len(ids) and _use_bitmap(len(ids), int(ids[-1] - ids[0] + 1), len(gb)):
         return _encode_bitmap(ids, q)
     return bytes([FORMAT_V1]) + _varint_bytes(len(ids)) + q.tobytes() + gb.tobytes()
 
 
-def _bitmap_smaller(span: int, gap_bytes: int) -> bool:
-    return (span + 7) // 8 + 2 * len(_varint_bytes(span)) < gap_bytes
+def _use_bitmap(n: int, span: int, gap_bytes: int) -> bool:
+    """Bitmap if dense enough to be read at candidates only, or simply smaller."""
+    return (n >= BITMAP_MIN_N and n >= BITMAP_DENSITY * span) or (span + 7) // 8 + 2 * len(_varint_bytes(span)) < gap_bytes
 
 
 def _encode_bitmap(ids: np.ndarray, q: np.ndarray) -> bytes:
@@ -209,9 +218,7 @@ class Bitmap(NamedTuple):
 
 
 def parse_bitmap(blob: bytes) -> Bitmap:
-    n, pos = _read_varint(blob, 1)
-    lo, pos = _read_varint(blob, pos)
-    span, pos = _read_varint(blob, pos)
+    n, lo, span, pos = _bitmap_header(blob)
     q = np.frombuffer(blob, dtype=_U8, count=n, offset=pos)
     bits = np.frombuffer(blob, dtype=_U8, count=(span + 7) // 8, offset=pos + n)
     return Bitmap(n, lo, span, q, bits)
@@ -268,64 +275,81 @@ class Lookup:
 class BitmapSet:
     """Random access to several FORMAT_BITMAP blobs of one token at once (one per segment).
 
-    Why: pruned search reads a near-stop token's weights only at a few candidate sentences;
-    decoding its whole lists would cost O(number of sentences).  The bitmaps are laid end to
-    end, each padded to whole 64-bit words, and their weights concatenated in the same order,
-    so the rank of an id (set bits before it: per-word popcount prefix sums) indexes the
-    weights directly.  Blobs whose id ranges overlap go to separate layers (usually one).
+    Why: pruned search reads a dense token's weights only at a few candidate sentences;
+    decoding its whole lists would cost O(number of sentences).  The blobs' bitmaps are ORed
+    into one bitmap indexed by sentence id itself (bit i = id i, so a lookup needs no search
+    for the segment) and their weights concatenated in id order, so the rank of an id (set
+    bits before it: per-word popcount prefix sums) indexes the weights directly.  Blobs whose
+    id ranges overlap (possible after out-of-order merges) go to separate layers (usually one).
     """
 
     def __init__(self, blobs: Sequence[bytes]) -> None:
-        parts = sorted((parse_bitmap(b) for b in blobs), key=lambda p: p.lo)
-        nwords = [(p.span + 63) // 64 for p in parts]
-        woff = np.zeros(len(parts) + 1, _I64)
-        np.cumsum(nwords, out=woff[1:])
-        raw = np.zeros(int(woff[-1]) * 8, _U8)
-        for p, o in zip(parts, woff[:-1].tolist()):
-            raw[o * 8 : o * 8 + len(p.bits)] = p.bits
-        self.words = raw.view("<u8")
-        self.before = np.zeros(len(self.words) + 1, _I64)
-        np.cumsum(np.bitwise_count(self.words), out=self.before[1:])
-        self.q = np.concatenate([p.weights for p in parts]) if parts else np.zeros(0, _U8)
-        self.n = len(self.q)
-        self.ub = int(self.q.max()) if self.n else 0  # the largest weight: a bound for pruning
-        if int(self.before[-1]) != self.n:
-            raise ValueError("corrupt posting blob: bitmap does not hold n ids")
-        # layers of blobs with disjoint id ranges, each as (lo, span, word offset) arrays
-        layers: list[list[int]] = []
+        heads = sorted((_bitmap_header(b) + (b,) for b in blobs), key=lambda h: h[1])
+        self.n = sum(h[0] for h in heads)
+        layers: list[list[tuple]] = []
         ends: list[int] = []
-        for j, p in enumerate(parts):
+        for h in heads:  # greedy: the first layer whose last range ends before this one starts
             for li, e in enumerate(ends):
-                if p.lo >= e:
-                    layers[li].append(j)
-                    ends[li] = p.lo + p.span
+                if h[1] >= e:
+                    layers[li].append(h)
+                    ends[li] = h[1] + h[2]
                     break
             else:
-                layers.append([j])
-                ends.append(p.lo + p.span)
-        lo = np.array([p.lo for p in parts], _I64)
-        span = np.array([p.span for p in parts], _I64)
-        self.layers = [(lo[js], span[js], woff[js]) for js in map(np.array, layers)]
+                layers.append([h])
+                ends.append(h[1] + h[2])
+        self.layers = [self._layer(hs, e) for hs, e in zip(layers, ends)]
+        self.ub = max((int(q.max()) for _, _, q in self.layers if len(q)), default=0)  # a bound for pruning
+
+    @staticmethod
+    def _layer(heads: list[tuple], end: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(words, set bits before each word, weights) of blobs with disjoint id ranges."""
+        words = np.zeros((end + 63) // 64 + 1, np.uint64)  # + one zero word for ids >= end
+        # each blob's bits padded to whole words (one copy), then shifted into place word-wise
+        nw = [(h[2] + 63) // 64 for h in heads]
+        scratch = np.zeros(sum(nw), np.uint64)
+        raw = scratch.view(_U8)
+        qs = []
+        a = 0
+        for (n, lo, span, pos, blob), m in zip(heads, nw):
+            qs.append(np.frombuffer(blob, dtype=_U8, count=n, offset=pos))
+            raw[a * 8 : a * 8 + (span + 7) // 8] = np.frombuffer(blob, dtype=_U8, count=(span + 7) // 8, offset=pos + n)
+            w = scratch[a : a + m]
+            o, sh = lo >> 6, lo & 63
+            if sh == 0:
+                words[o : o + m] |= w
+            else:  # bit j of the blob is id lo + j: the high bits of a word spill into the next
+                words[o : o + m] |= w << np.uint64(sh)
+                words[o + 1 : o + 1 + m] |= w >> np.uint64(64 - sh)
+            a += m
+        before = np.zeros(len(words), _I64)
+        np.cumsum(np.bitwise_count(words[:-1]), out=before[1:])
+        q = np.concatenate(qs) if len(qs) > 1 else qs[0]
+        if int(before[-1]) != len(q) or words[-1]:
+            raise ValueError("corrupt posting blob: bitmap does not hold n ids")
+        return words, before, q
 
     def get(self, ids: np.ndarray) -> np.ndarray:
-        """Stored weights at ``ids`` (int64, any order), 0 where a sentence is not listed."""
+        """Stored weights at ``ids`` (int64 >= 0, any order), 0 where a sentence is not listed."""
         ids = np.asarray(ids, dtype=_I64)
         out = np.zeros(len(ids), _U8)
-        for lo, span, woff in self.layers:
-            b = np.searchsorted(lo, ids, side="right") - 1
-            np.maximum(b, 0, out=b)
-            off = ids - lo[b]
-            inside = np.flatnonzero((off >= 0) & (off < span[b]))
-            if len(inside) == 0:
-                continue
-            bit = (off[inside] + (woff[b[inside]] << 6)).astype(np.uint64)
-            wi = (bit >> np.uint64(6)).astype(_I64)
-            sh = bit & np.uint64(63)
-            word = self.words[wi]
+        for words, before, q in self.layers:
+            i = np.minimum(ids, (len(words) - 1) << 6)  # past the end: the zero word
+            wi = i >> 6
+            sh = (i & 63).astype(np.uint64)
+            word = words[wi]
             present = ((word >> sh) & np.uint64(1)).astype(bool)
-            rank = self.before[wi] + np.bitwise_count(word & ((np.uint64(1) << sh) - np.uint64(1))).astype(_I64)
-            out[inside[present]] = self.q[rank[present]]
+            # set bits at or below bit sh, before it in earlier words: rank + 1 when present
+            r = before[wi] + np.bitwise_count(word << (np.uint64(63) - sh))
+            out[present] = q[r[present] - 1]
         return out
+
+
+def _bitmap_header(blob: bytes) -> tuple[int, int, int, int]:
+    """(n, lo, span, offset of the weights) of a FORMAT_BITMAP blob."""
+    n, pos = _read_varint(blob, 1)
+    lo, pos = _read_varint(blob, pos)
+    span, pos = _read_varint(blob, pos)
+    return n, lo, span, pos
 
 
 def decode(blob: bytes) -> tuple[np.ndarray, np.ndarray]:
@@ -397,13 +421,14 @@ def encode_groups(
     ends = np.append(starts[1:], n)
     tag = bytes([FORMAT_V1])
     spans = ids[ends - 1] - ids[starts] + 1
-    bitmap = (spans + 7) // 8 + 6 < np.diff(boff)  # a cheap pre-test; _bitmap_smaller decides
+    # a cheap pre-test; _use_bitmap decides
+    bitmap = ((spans + 7) // 8 + 6 < np.diff(boff)) | ((ends - starts >= BITMAP_DENSITY * spans) & (ends - starts >= BITMAP_MIN_N))
     out = []
     for k, a, b, ga, gz, bm in zip(
         keys[starts].tolist(), starts.tolist(), ends.tolist(), boff[:-1].tolist(), boff[1:].tolist(),
         bitmap.tolist(),
     ):
-        if bm and _bitmap_smaller(int(ids[b - 1] - ids[a] + 1), gz - ga):
+        if bm and _use_bitmap(b - a, int(ids[b - 1] - ids[a] + 1), gz - ga):
             out.append((k, _encode_bitmap(ids[a:b], q[a:b])))
         else:
             out.append((k, tag + _varint_bytes(b - a) + qbytes[a:b] + gbytes[ga:gz]))
@@ -492,10 +517,10 @@ def _decode_many_vec(blobs: Sequence[bytes]) -> tuple[np.ndarray, np.ndarray, np
     if np.any(gstart + counts > offs[1:]):
         raise ValueError("corrupt posting blob: shorter than its count")
     total = int(counts.sum())
-    q = buf[_ranges(wstart, counts, total)]
-    glen = offs[1:] - gstart
-    gbytes = buf[_ranges(gstart, glen, int(glen.sum()))]
-    vals = varint_decode(gbytes, total)
+    # label every byte header 0 / weight 1 / gap 2: two boolean masks beat index ranges
+    lab = np.repeat(np.tile(np.array([0, 1, 2], _U8), m), np.stack([hdr, counts, offs[1:] - gstart], 1).ravel())
+    q = buf[lab == 1]
+    vals = varint_decode(buf[lab == 2], total)
     # per-list prefix sums: gap -> id (first value of a list is absolute)
     vals += 1
     nz = counts > 0

@@ -51,6 +51,8 @@ def accumulate(postings: Sequence, size: int | None = None) -> np.ndarray:
 
 def _select(values: np.ndarray, k: int | None) -> np.ndarray:
     """Positions of the k largest values, sorted by value desc, ties by position asc."""
+    if values.dtype.kind == "u":
+        values = values.astype(np.int64)  # negated below
     m = len(values)
     if k is None or k >= m:
         return np.argsort(-values, kind="stable")
@@ -227,6 +229,25 @@ def _kth(values: np.ndarray, k: int) -> float:
     return float(np.partition(values, len(values) - k)[len(values) - k]) if len(values) >= k else 0.0
 
 
+def work_buffer(size: int, n_tokens: int, work: np.ndarray | None = None) -> np.ndarray:
+    """A zeroed accumulator for ``top_k_blobs`` that a caller keeps between questions.
+
+    Why: a fresh 1M-entry accumulator per question costs page faults on every touched page,
+    and uint16 (sums of at most 257 uint8 weights fit) keeps it 4x smaller in the caches than
+    float64.  Returns ``work`` itself when it fits, else a new zeroed buffer (pass it next time).
+    """
+    dt = _acc_dtype(n_tokens)
+    if work is not None and work.dtype == dt and len(work) >= size:
+        return work
+    return np.zeros(max(size, 0 if work is None else len(work)), dt)
+
+
+def _acc_dtype(n_tokens: int) -> type:
+    from .postings import QMAX
+
+    return np.uint16 if n_tokens * QMAX <= np.iinfo(np.uint16).max else np.int32
+
+
 def top_k_blobs(
     token_blobs: Sequence[Sequence[bytes]],
     k: int | None,
@@ -235,90 +256,117 @@ def top_k_blobs(
     *,
     scale: float = 1.0,
     stats: dict | None = None,
+    work: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Exact top k of g(q, s) = sum_{v in q} f(v, s) (SPARC Eq. 2) straight from posting blobs.
 
     ``token_blobs``: for each distinct question token, its blobs (one per segment, disjoint ids).
     ``exclude``: tombstoned ids, sorted ascending.  ``size``: every sentence id is below it.
+    ``work``: an all-zero accumulator from ``work_buffer(size, len(token_blobs))``, reused
+    between calls (it is all zero again on return); None allocates one.
     Returns the same (ids, scores) as ``score(..., k, exclude, scale=scale)``: score descending,
     ties by id ascending; ``k=None`` returns every positive score.
 
     Why this shape: per-list numpy calls dominated, so every list that is summed is decoded in
-    one vectorized pass and summed by one ``np.bincount`` (exact: integer sums in float64).
-    Near-stop tokens (bitmap blobs, most of a question's postings) are pruned MaxScore-style:
-    they are read only at candidate sentences (``postings.BitmapSet``).  With U the sum of
-    their largest weights and theta the k-th best exact score of k live sentences (a lower
-    bound of the true k-th score), a sentence can reach the top k only if the rest of its
-    score plus U >= theta; when U >= theta the shortest pruned token is summed instead, until
-    U < theta or none is left.  Ties are safe: ">=" keeps every sentence that can tie.
+    one vectorized pass and added into the accumulator one token at a time (a token's ids are
+    unique, so ``acc[ids] += w`` is exact; integer sums).  Dense tokens (bitmap blobs, most of a
+    question's postings) are pruned MaxScore-style: they are read only at candidate sentences
+    (``postings.BitmapSet``).  With U the sum of their largest weights and theta the k-th best
+    exact score of k live sentences (a lower bound of the true k-th score), a sentence can reach
+    the top k only if the rest of its score plus U >= theta; when U >= theta the shortest pruned
+    token is summed instead, until U < theta or none is left.  Ties are safe: ">=" keeps every
+    sentence that can tie.
     """
     from . import postings as codec
 
     dead = np.zeros(0, np.int64) if exclude is None else np.asarray(exclude, dtype=np.int64)
     pruned: dict[int, list[bytes]] = {}  # token -> its bitmap blobs, read at candidates only
-    summed: list[bytes] = []
+    summed: list[list[bytes]] = []  # per token, the blobs summed in full
     if k is not None and k > 0:
         for i, blobs in enumerate(token_blobs):
             bm = [b for b in blobs if b[0] == codec.FORMAT_BITMAP]
             if sum(codec.header(b)[1] for b in bm) >= _PRUNE_MIN:
                 pruned[i] = bm
-                summed += [b for b in blobs if b[0] != codec.FORMAT_BITMAP]
+                summed.append([b for b in blobs if b[0] != codec.FORMAT_BITMAP])
                 continue
-            summed += blobs
+            summed.append(list(blobs))
     else:
-        summed = [b for blobs in token_blobs for b in blobs]
-    _, ids, q = codec.decode_many(summed)
+        summed = [list(b) for b in token_blobs]
+    flat = [b for bl in summed for b in bl]
+    counts, ids, q = codec.decode_many(flat)
     if size > max(_DENSE_MIN, _DENSE_RATIO * (len(ids) + sum(len(b) for bl in pruned.values() for b in bl))):
         # sparse id space (ids grew large through re-indexing): sort-based exhaustive sum
         plist = [(i, w) for i, w in codec.decode_lists([b for bl in token_blobs for b in bl])]
         return score(plist, k, dead, scale=scale)
-    acc = np.bincount(ids, weights=q, minlength=size)  # float64, exact integer sums
-    parts = [ids]
+    work = work_buffer(size, len(token_blobs), work)
+    acc = work[:size]
+    parts: list[np.ndarray] = []  # the ids added into acc, to zero them again
+    try:
+        # one token's postings at a time: its ids are unique across its segments
+        ends = np.zeros(len(counts) + 1, np.int64)
+        np.cumsum(counts, out=ends[1:])
+        bounds = ends[np.cumsum([0] + [len(bl) for bl in summed])].tolist()
+        parts.append(ids)
+        for a, b in zip(bounds[:-1], bounds[1:]):
+            if b > a:
+                acc[ids[a:b]] += q[a:b]
+        return _top_k_acc(acc, parts, pruned, dead, k, len(token_blobs), scale, stats)
+    finally:
+        for p in parts:
+            acc[p] = 0
+
+
+def _top_k_acc(acc: np.ndarray, parts: list[np.ndarray], pruned: dict[int, list[bytes]], dead: np.ndarray,
+               k: int | None, reps: int, scale: float, stats: dict | None) -> tuple[np.ndarray, np.ndarray]:
+    """``top_k_blobs`` once the summed lists are in ``acc`` (``parts``: the ids added so far)."""
+    from . import postings as codec
+
     sets = {i: codec.BitmapSet(bl) for i, bl in pruned.items()}
     # shortest first, so the cheapest token is the one summed when pruning falls short
     order = sorted(sets, key=lambda i: sets[i].n)
-    reps = len(token_blobs)
-    theta = 0.0
+    theta = 0
+    touched = parts[0]
+    vals = acc[touched]
     while order:
         u = sum(sets[i].ub for i in order)
-        touched = np.concatenate(parts) if len(parts) > 1 else parts[0]
-        top = _live(_distinct_top(touched, acc[touched], k, reps), dead)
-        sc = acc[top]
+        top = _live(_distinct_top(touched, vals, k, reps), dead)
+        sc = acc[top].astype(np.int64)
         for i in order:
-            sc = sc + sets[i].get(top)
-        theta = _kth(sc, k)
+            sc += sets[i].get(top)
+        theta = int(_kth(sc, k))
         if u < theta:
             break
         i = order.pop(0)
         ids_i, q_i = codec.decode_many(pruned[i])[1:]
         acc[ids_i] += q_i  # one token's ids are unique
         parts.append(ids_i)
-    touched = np.concatenate(parts) if len(parts) > 1 else parts[0]
+        touched = np.concatenate(parts)
+        vals = acc[touched]
     if order:
         u = sum(sets[i].ub for i in order)
-        cand = _live(_dedup(touched[acc[touched] + u >= theta], len(acc)), dead)
-        sc = acc[cand]
+        cand = _live(_dedup(touched[vals >= theta - u], len(acc)), dead)
+        sc = acc[cand].astype(np.int64)
         n_cand = len(cand)
         # largest bound first: each lookup tightens the bound of the tokens left
         for i in sorted(order, key=lambda i: -sets[i].ub):
             u -= sets[i].ub
-            sc = sc + sets[i].get(cand)
-            keep = sc + u >= theta
+            sc += sets[i].get(cand)
+            keep = sc >= theta - u
             cand, sc = cand[keep], sc[keep]
     else:
         n_cand = 0
         if len(dead):
             acc[dead[dead < len(acc)]] = 0
+            vals = acc[touched]
         if k is not None and k > 0 and len(acc) <= _DENSE_SCAN * len(touched):
             cand, sc = top_k(acc, k)  # a short accumulator: one block-max pass over it is cheaper
         elif k is not None and k > 0:
-            vals = acc[touched]
             lb = _kth(acc[_distinct_top(touched, vals, k, reps)], k)
-            cand = _dedup(touched[vals >= max(lb, 1.0)], len(acc))
-            sc = acc[cand]
+            cand = _dedup(touched[vals >= max(lb, 1)], len(acc))
+            sc = acc[cand].astype(np.int64)
         else:
-            cand = _dedup(touched, len(acc))
-            sc = acc[cand]
+            cand = _dedup(touched[vals > 0], len(acc))
+            sc = acc[cand].astype(np.int64)
     pos = _best(cand, sc, k)
     if stats is not None:
         stats["postings_scored"] = len(touched) + n_cand * len(order)

@@ -251,6 +251,7 @@ class Index:
         self._migrate()
         self._scale: float | None = None
         self._state: tuple | None = None  # search's cached (key, tombstones, id bound), see _read_state
+        self._work: np.ndarray | None = None  # search's accumulator, see search.work_buffer
 
     # ------------------------------------------------------------------ plumbing
 
@@ -793,7 +794,10 @@ class Index:
         by_token: dict[int, list[bytes]] = {}
         for tok, blob in rows:
             by_token.setdefault(tok, []).append(blob)
-        return _search.top_k_blobs(list(by_token.values()), n, dead, size, scale=scale, stats=stats)
+        # kept between questions: no page faults on a fresh accumulator (zero again on return)
+        self._work = _search.work_buffer(size, len(by_token), self._work)
+        return _search.top_k_blobs(list(by_token.values()), n, dead, size, scale=scale, stats=stats,
+                                   work=self._work)
 
     _TOKEN_BLOBS_SQL = "SELECT token_id, blob FROM postings WHERE token_id IN ({}) ORDER BY token_id"
 

@@ -271,13 +271,14 @@ def test_bytes_per_posting_random():
 # --------------------------------------------------------------------------- bitmap blobs, pruning
 
 
-@pytest.mark.parametrize("density", [0.01, 0.2, 0.6, 1.0])
+@pytest.mark.parametrize("density", [0.01, 0.03, 0.07, 0.2, 0.6, 1.0])
 def test_bitmap_format_round_trip_and_lookup(density):
     rng = np.random.default_rng(int(density * 100))
     ids = np.flatnonzero(rng.random(5000) < density).astype(np.int64) + 77
     q = rng.integers(1, 256, len(ids)).astype(np.uint8)
     blob = P.encode(ids, q)
-    assert blob[0] == (P.FORMAT_BITMAP if density >= 0.2 else P.FORMAT_V1)
+    # >= BITMAP_DENSITY: a bitmap even where gap varints would be smaller (read at candidates)
+    assert blob[0] == (P.FORMAT_BITMAP if density >= P.BITMAP_DENSITY else P.FORMAT_V1)
     got_ids, got_q = P.decode(blob)
     np.testing.assert_array_equal(got_ids, ids)
     np.testing.assert_array_equal(got_q, q)
@@ -291,6 +292,8 @@ def test_bitmap_format_round_trip_and_lookup(density):
     keys = np.concatenate([np.zeros(2, np.int64), np.ones(len(ids), np.int64)])
     groups = P.encode_groups(keys, np.concatenate([small[0], ids]), np.concatenate([small[1], q]))
     assert groups[1][1] == blob
+    short = P.encode(np.arange(0, 50, 10, dtype=np.int64), np.ones(5, np.uint8))
+    assert short[0] == P.FORMAT_V1  # dense but shorter than BITMAP_MIN_N: varints are smaller
     counts, all_ids, all_q = P.decode_many([groups[0][1], blob, groups[0][1]])
     assert counts.tolist() == [2, len(ids), 2]
     np.testing.assert_array_equal(all_ids, np.concatenate([small[0], ids, small[0]]))
@@ -321,6 +324,7 @@ def test_pruned_top_k_equals_brute_force(seed, monkeypatch):
     M, blobs = _random_segments(rng, n_seg=int(rng.integers(1, 5)), seg_size=1500, vocab=40)
     n = len(M)
     pruned = 0
+    work = None
     for trial in range(25):
         q = rng.choice(40, int(rng.integers(1, 12)), replace=False)
         dead = rng.choice(n, int(rng.integers(0, 300)), replace=False) if trial % 2 else None
@@ -328,7 +332,12 @@ def test_pruned_top_k_equals_brute_force(seed, monkeypatch):
         token_blobs = [blobs[t] for t in q if t in blobs]
         stats: dict = {}
         ex = None if dead is None else np.sort(dead)
-        ids, sc = S.top_k_blobs(token_blobs, k, ex, n + 10, scale=0.5, stats=stats)
+        if trial % 3 and work is not None:
+            work = S.work_buffer(n + 10, len(token_blobs), work)
+        else:  # a fresh buffer, or none
+            work = S.work_buffer(n + 10, len(token_blobs)) if trial % 3 else None
+        ids, sc = S.top_k_blobs(token_blobs, k, ex, n + 10, scale=0.5, stats=stats, work=work)
+        assert work is None or not work.any()  # zero again for the next question
         eids, esc = _brute(M.astype(np.float64), q, k, () if dead is None else dead)
         np.testing.assert_array_equal(ids, eids)
         np.testing.assert_array_equal(sc, (esc * 0.5).astype(np.float32))
@@ -362,3 +371,32 @@ def test_bitmap_set_overlapping_ranges():
     expect[a] = qa
     expect[b] = qb
     np.testing.assert_array_equal(bs.get(probe), expect[probe])
+
+
+def test_top_k_blobs_weights_at_the_accumulator_limits(monkeypatch):
+    """uint16 sums up to 257 tokens of weight 255, int32 beyond; exact either way, and the
+    reused buffer is zero again even when a blob turns out corrupt mid-way."""
+    rng = np.random.default_rng(11)
+    n = 3000
+    for n_tok in (40, 257, 300):
+        M = ((rng.random((n, n_tok)) < rng.choice([0.01, 0.3, 0.9], n_tok)[None, :])
+             * rng.choice([254, 255], (n, n_tok))).astype(np.uint8)
+        blobs = [[P.encode(np.flatnonzero(M[:, t]), M[np.flatnonzero(M[:, t]), t])] for t in range(n_tok)
+                 if M[:, t].any()]
+        work = S.work_buffer(n, len(blobs))
+        assert work.dtype == (np.uint16 if len(blobs) <= 257 else np.int32)
+        for k in (1, 10):
+            ids, sc = S.top_k_blobs(blobs, k, None, n, work=work)
+            eids, esc = _brute(M.astype(np.float64), np.arange(n_tok), k)
+            np.testing.assert_array_equal(ids, eids)
+            np.testing.assert_array_equal(sc, esc.astype(np.float32))
+            assert not work.any()
+    bad = P.encode(np.arange(0, n, 2, dtype=np.int64), np.full(n // 2, 9, np.uint8))
+    assert bad[0] == P.FORMAT_BITMAP
+    bad = bad[:-1] + bytes([bad[-1] ^ 1])  # one bit flipped: the bitmap no longer holds n ids
+    ok = [P.encode(np.arange(0, n, 3, dtype=np.int64), np.full(len(range(0, n, 3)), 7, np.uint8))]
+    work = S.work_buffer(n, 2)
+    monkeypatch.setattr(S, "_PRUNE_MIN", 16)  # the corrupt bitmap is read after the sums
+    with pytest.raises(ValueError):
+        S.top_k_blobs([ok, [bad]], 10, None, n, work=work)
+    assert not work.any()
