@@ -127,17 +127,16 @@ def varint_decode(buf: np.ndarray, n: int) -> np.ndarray:
     if len(ends) != n or (n and ends[-1] != len(b) - 1):
         raise ValueError("corrupt posting blob: varint stream does not hold exactly n values")
     out = b[ends].astype(_I64)
-    # multi-byte values (few): fold in the lower groups, most significant first
-    cont = np.flatnonzero(b >= 0x80)  # continuation bytes: the value they belong to ends after them
-    multi = np.searchsorted(ends, cont)
-    multi = multi[np.concatenate(([True], multi[1:] != multi[:-1]))] if len(multi) else multi
-    j = 1
+    # multi-byte values: fold in the byte before, while it is a continuation byte (a previous
+    # value's last byte never is); the first round is over all values, later ones over few
+    pos = ends - 1
+    multi = np.flatnonzero((pos >= 0) & (b[np.maximum(pos, 0)] >= 0x80))
+    pos = pos[multi]
     while len(multi):
-        e = ends[multi]
-        out[multi] = (out[multi] << 7) | (b[e - j] & 0x7F)
-        j += 1
-        # is the byte before e - j + 1 still part of this value (a continuation byte)?
-        multi = multi[(e - j >= 0) & (b[np.maximum(e - j, 0)] >= 0x80)]
+        out[multi] = (out[multi] << 7) | (b[pos] & 0x7F)
+        pos -= 1
+        keep = (pos >= 0) & (b[np.maximum(pos, 0)] >= 0x80)
+        multi, pos = multi[keep], pos[keep]
     return out
 
 
@@ -521,17 +520,19 @@ def _decode_many_vec(blobs: Sequence[bytes]) -> tuple[np.ndarray, np.ndarray, np
     lab = np.repeat(np.tile(np.array([0, 1, 2], _U8), m), np.stack([hdr, counts, offs[1:] - gstart], 1).ravel())
     q = buf[lab == 1]
     vals = varint_decode(buf[lab == 2], total)
-    # per-list prefix sums: gap -> id (first value of a list is absolute)
+    # per-list prefix sums: gap -> id (first value of a list is absolute); one cumsum over all
+    # lists once each list's first value is reduced by the previous list's sum (its last id)
     vals += 1
-    nz = counts > 0
     firsts = np.zeros(m, _I64)
     np.cumsum(counts[:-1], out=firsts[1:])
-    firsts = firsts[nz]
+    firsts = firsts[counts > 0]
+    if len(firsts) == 0:
+        return counts, vals, q
     vals[firsts] -= 1
-    cs = np.cumsum(vals)
-    base = cs[firsts] - vals[firsts]
-    ids = cs - np.repeat(base, counts[nz])
-    return counts, ids, q
+    if len(firsts) > 1:
+        sums = np.add.reduceat(vals, firsts)
+        vals[firsts[1:]] -= sums[:-1]
+    return counts, np.cumsum(vals, out=vals), q
 
 
 def _ranges(starts: np.ndarray, lengths: np.ndarray, total: int) -> np.ndarray:

@@ -161,6 +161,7 @@ def explain(postings: Sequence, ids: np.ndarray, *, scale: float = 1.0) -> list[
 # --------------------------------------------------------------------------- top k from blobs
 
 _PRUNE_MIN = 4096  # a token's bitmap postings from which it may be read at candidates only
+_BINCOUNT_MAX = 1 << 17  # accumulators up to this size are fresh np.bincount results
 _DENSE_SCAN = 4  # unpruned top k scans the whole accumulator if it is at most this x postings
 
 
@@ -298,6 +299,9 @@ def top_k_blobs(
         # sparse id space (ids grew large through re-indexing): sort-based exhaustive sum
         plist = [(i, w) for i, w in codec.decode_lists([b for bl in token_blobs for b in bl])]
         return score(plist, k, dead, scale=scale)
+    if size <= _BINCOUNT_MAX:  # a small accumulator: one call beats one per token
+        acc = np.bincount(ids, weights=q, minlength=size)  # float64, exact integer sums
+        return _top_k_acc(acc, [ids], pruned, dead, k, len(token_blobs), scale, stats)
     work = work_buffer(size, len(token_blobs), work)
     acc = work[:size]
     parts: list[np.ndarray] = []  # the ids added into acc, to zero them again
