@@ -28,7 +28,7 @@ tokens such as "the", in up to 86% of sentences at K=256)::
 
 The writer picks the bitmap when it is smaller (more than about 1 in 8 ids of the range
 present) or when the list holds at least ``BITMAP_DENSITY`` (5%) of the ids of its range and
-at least ``BITMAP_MIN_N`` ids.  A
+at least ``BITMAP_MIN_N`` (8192) ids.  A
 bitmap gives O(1) random access (``BitmapSet``): the rank of an id is a popcount, so pruned
 search reads such a token's weights only at candidate sentences instead of decoding its whole
 list.  Why 5%: measured on 1M sentences, 5%-12% tokens are most of a question's postings left
@@ -53,9 +53,11 @@ import numpy as np
 
 FORMAT_V1 = 1
 FORMAT_BITMAP = 2
-LAYOUT_VERSION = 3  # 2: bitmap only when smaller; 3: also at >= BITMAP_DENSITY
+LAYOUT_VERSION = 4  # 2: bitmap only when smaller; 4: also at >= BITMAP_DENSITY and BITMAP_MIN_N
 BITMAP_DENSITY = 0.05
-BITMAP_MIN_N = 128  # shorter lists are never pruned: the density rule would only cost bytes
+# Shorter lists are cheaper to decode in full than to prune (measured at 100k sentences: a
+# 5-12% token's lists in 41k-sentence segments made search slower as bitmaps, not faster).
+BITMAP_MIN_N = 8192
 DEFAULT_WEIGHT_CEILING = 16.0
 QMAX = 255
 
@@ -223,15 +225,6 @@ def parse_bitmap(blob: bytes) -> Bitmap:
     return Bitmap(n, lo, span, q, bits)
 
 
-def _decode_bitmap(blob: bytes) -> tuple[np.ndarray, np.ndarray]:
-    b = parse_bitmap(blob)
-    ids = np.flatnonzero(np.unpackbits(b.bits, count=b.span, bitorder="little")).astype(_I64)
-    ids += b.lo
-    if len(ids) != b.n:
-        raise ValueError("corrupt posting blob: bitmap does not hold n ids")
-    return ids, b.weights
-
-
 def header(blob: bytes) -> tuple[int, int]:
     """(format tag, number of postings) without decoding anything."""
     return blob[0], _read_varint(blob, 1)[0]
@@ -360,7 +353,7 @@ def decode(blob: bytes) -> tuple[np.ndarray, np.ndarray]:
         raise ValueError("empty posting blob")
     tag = blob[0]
     if tag == FORMAT_BITMAP:
-        return _decode_bitmap(blob)
+        return decode_many_bitmap([blob])[1:]
     if tag != FORMAT_V1:
         raise ValueError(f"unknown posting blob format {tag}")
     n, pos = _read_varint(blob, 1)
@@ -440,33 +433,59 @@ def decode_many(blobs: Sequence[bytes]) -> tuple[np.ndarray, np.ndarray, np.ndar
     ``ids``/``weights`` are all lists concatenated (blob i owns the ``counts[i]`` entries after
     ``counts[:i].sum()``), identical to calling ``decode`` on each.  Why: the per-call cost of
     numpy dominates on a question's ~100 lists, so every FORMAT_V1 blob is decoded in one
-    vectorized pass over their concatenation; bitmaps (few, long) one by one.
+    vectorized pass over their concatenation, and every bitmap in another.
     """
     m = len(blobs)
-    other = [i for i, b in enumerate(blobs) if not b or b[0] != FORMAT_V1]
-    if not other:
-        return _decode_many_vec(blobs)
-    v1 = np.ones(m, bool)
-    v1[other] = False
-    v1i = np.flatnonzero(v1)
-    vc, vids, vq = _decode_many_vec([blobs[i] for i in v1i.tolist()])
-    parts = [decode(blobs[i]) for i in other]
+    bm = [i for i, b in enumerate(blobs) if b and b[0] == FORMAT_BITMAP]
+    if not bm:
+        return decode_many_v1(blobs)
+    bad = [i for i, b in enumerate(blobs) if not b or b[0] not in (FORMAT_V1, FORMAT_BITMAP)]
+    if bad:
+        decode(blobs[bad[0]])  # raises the reason
+    if len(bm) == m:
+        return decode_many_bitmap(blobs)
+    is_bm = np.zeros(m, bool)
+    is_bm[bm] = True
+    v1i = np.flatnonzero(~is_bm)
+    bmi = np.flatnonzero(is_bm)
+    groups = [(v1i, decode_many_v1([blobs[i] for i in v1i.tolist()])), (bmi, decode_many_bitmap([blobs[i] for i in bm]))]
     counts = np.empty(m, _I64)
-    counts[v1i] = vc
-    counts[other] = [len(p[0]) for p in parts]
-    if len(v1i) == 0 and m == 1:
-        return counts, parts[0][0], np.asarray(parts[0][1])
+    for idx, (c, _, _) in groups:
+        counts[idx] = c
     offs = np.zeros(m, _I64)
     np.cumsum(counts[:-1], out=offs[1:])
     total = int(counts.sum())
     ids = np.empty(total, _I64)
     q = np.empty(total, _U8)
-    pos = _ranges(offs[v1i], vc, len(vids))
-    ids[pos] = vids
-    q[pos] = vq
-    for (a, n), (pi, pq) in zip(zip(offs[other].tolist(), counts[other].tolist()), parts):
-        ids[a : a + n] = pi
-        q[a : a + n] = pq
+    for idx, (c, gids, gq) in groups:
+        pos = _ranges(offs[idx], c, len(gids))
+        ids[pos] = gids
+        q[pos] = gq
+    return counts, ids, q
+
+
+def decode_many_bitmap(blobs: Sequence[bytes]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``decode_many`` for FORMAT_BITMAP blobs only.
+
+    Why not unpack every bit: at 5% density a list's range is 20 bits per id; only the nonzero
+    bytes of the bitmaps are expanded (about one per id).
+    """
+    heads = [_bitmap_header(b) for b in blobs]
+    counts = np.array([h[0] for h in heads], _I64)
+    nbytes = np.array([(h[2] + 7) // 8 for h in heads], _I64)
+    q = np.frombuffer(b"".join([b[h[3] : h[3] + h[0]] for b, h in zip(blobs, heads)]), _U8)
+    bits = np.frombuffer(b"".join([b[h[3] + h[0] : h[3] + h[0] + n] for b, h, n in zip(blobs, heads, nbytes.tolist())]), _U8)
+    if len(q) != counts.sum() or len(bits) != nbytes.sum():
+        raise ValueError("corrupt posting blob: shorter than its header")
+    nzb = np.flatnonzero(bits)
+    row_bit = np.flatnonzero(np.unpackbits(bits[nzb], bitorder="little"))  # 8 per nonzero byte
+    ids = (nzb[row_bit >> 3] << 3) + (row_bit & 7)  # bit index in the concatenated bitmaps
+    if len(ids) != len(q):
+        raise ValueError("corrupt posting blob: bitmap does not hold n ids")
+    # bit index -> sentence id: + lo - (the blob's first bit) for each blob's ids
+    first_bit = np.zeros(len(blobs), _I64)
+    np.cumsum(nbytes[:-1] * 8, out=first_bit[1:])
+    ids += np.repeat(np.array([h[1] for h in heads], _I64) - first_bit, counts)
     return counts, ids, q
 
 
@@ -476,7 +495,7 @@ def decode_lists(blobs: Sequence[bytes]) -> list[tuple[np.ndarray, np.ndarray]]:
     small = [i for i, b in enumerate(blobs) if b and b[0] == FORMAT_V1]
     out: list = [None] * m
     if len(small) > 1:
-        counts, ids, q = _decode_many_vec([blobs[i] for i in small])
+        counts, ids, q = decode_many_v1([blobs[i] for i in small])
         a = 0
         for i, b in zip(small, np.cumsum(counts).tolist()):
             out[i] = (ids[a:b], q[a:b])
@@ -487,7 +506,8 @@ def decode_lists(blobs: Sequence[bytes]) -> list[tuple[np.ndarray, np.ndarray]]:
     return out
 
 
-def _decode_many_vec(blobs: Sequence[bytes]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def decode_many_v1(blobs: Sequence[bytes]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``decode_many`` for FORMAT_V1 blobs only (any other tag raises)."""
     m = len(blobs)
     if m == 0:
         return np.zeros(0, _I64), np.zeros(0, _I64), np.zeros(0, _U8)

@@ -277,8 +277,7 @@ def test_bitmap_format_round_trip_and_lookup(density):
     ids = np.flatnonzero(rng.random(5000) < density).astype(np.int64) + 77
     q = rng.integers(1, 256, len(ids)).astype(np.uint8)
     blob = P.encode(ids, q)
-    # >= BITMAP_DENSITY: a bitmap even where gap varints would be smaller (read at candidates)
-    assert blob[0] == (P.FORMAT_BITMAP if density >= P.BITMAP_DENSITY else P.FORMAT_V1)
+    assert blob[0] == (P.FORMAT_BITMAP if density >= 0.2 else P.FORMAT_V1)  # the smaller one
     got_ids, got_q = P.decode(blob)
     np.testing.assert_array_equal(got_ids, ids)
     np.testing.assert_array_equal(got_q, q)
@@ -292,11 +291,27 @@ def test_bitmap_format_round_trip_and_lookup(density):
     keys = np.concatenate([np.zeros(2, np.int64), np.ones(len(ids), np.int64)])
     groups = P.encode_groups(keys, np.concatenate([small[0], ids]), np.concatenate([small[1], q]))
     assert groups[1][1] == blob
-    short = P.encode(np.arange(0, 50, 10, dtype=np.int64), np.ones(5, np.uint8))
-    assert short[0] == P.FORMAT_V1  # dense but shorter than BITMAP_MIN_N: varints are smaller
     counts, all_ids, all_q = P.decode_many([groups[0][1], blob, groups[0][1]])
     assert counts.tolist() == [2, len(ids), 2]
     np.testing.assert_array_equal(all_ids, np.concatenate([small[0], ids, small[0]]))
+
+
+@pytest.mark.parametrize("density", [0.03, 0.07])
+def test_dense_long_lists_are_bitmaps(density):
+    """>= BITMAP_DENSITY of the range and >= BITMAP_MIN_N ids: a bitmap even where gap varints
+    are smaller, so that search can read it at candidates only; shorter lists stay varints."""
+    rng = np.random.default_rng(7)
+    ids = np.flatnonzero(rng.random(300_000) < density).astype(np.int64) + 5
+    q = rng.integers(1, 256, len(ids)).astype(np.uint8)
+    dense = density >= P.BITMAP_DENSITY
+    assert P.encode(ids, q)[0] == (P.FORMAT_BITMAP if dense else P.FORMAT_V1)
+    keys = np.zeros(len(ids), np.int64)
+    assert P.encode_groups(keys, ids, q)[0][1] == P.encode(ids, q)
+    short = ids[: P.BITMAP_MIN_N - 1]
+    assert P.encode(short, q[: len(short)])[0] == P.FORMAT_V1
+    got = P.decode_many([P.encode(ids, q), P.encode(short, q[: len(short)])])
+    np.testing.assert_array_equal(got[1], np.concatenate([ids, short]))
+    np.testing.assert_array_equal(got[2], np.concatenate([q, q[: len(short)]]))
 
 
 def _random_segments(rng, n_seg: int, seg_size: int, vocab: int):
