@@ -28,11 +28,13 @@ tokens such as "the", in up to 86% of sentences at K=256)::
 
 The writer picks the bitmap when it is smaller (more than about 1 in 8 ids of the range
 present) or when the list holds at least ``BITMAP_DENSITY`` (5%) of the ids of its range and
-at least ``BITMAP_MIN_N`` (8192) ids.  A
-bitmap gives O(1) random access (``BitmapSet``): the rank of an id is a popcount, so pruned
-search reads such a token's weights only at candidate sentences instead of decoding its whole
-list.  Why 5%: measured on 1M sentences, 5%-12% tokens are most of a question's postings left
-after the near-stop ones, and as bitmaps they cost +32 B/sentence (3%: +93, 2%: +170).
+at least ``BITMAP_MIN_N`` (8192) ids.  A bitmap gives O(1) random access (``BitmapSet``): the
+rank of an id is a popcount, so pruned search reads such a token's weights only at candidate
+sentences instead of decoding its whole list.  Why 5%: measured on 1M sentences, 5%-12% tokens
+hold most of a question's postings left after the near-stop ones; as bitmaps they cost
++26 B/sentence there (3% would cost about +93, 2% +170).  Why 8192: shorter lists decode
+faster than they prune (at 100k sentences, bitmaps for the 5%-12% tokens of 41k-sentence
+segments made search slower).
 ``LAYOUT_VERSION`` numbers the writer's choices (old blobs stay readable: the tag decides).
 
 Weights: f(v, s) > 0 is stored as ``q = round(f / scale)`` clipped to 0..255, where ``scale``

@@ -332,9 +332,12 @@ def _random_segments(rng, n_seg: int, seg_size: int, vocab: int):
 
 
 @pytest.mark.parametrize("seed", range(8))
-def test_pruned_top_k_equals_brute_force(seed, monkeypatch):
-    """Exact: same ids, scores and tie order as summing everything (tombstones, segments, ties)."""
+@pytest.mark.parametrize("bincount_max", [0, S._BINCOUNT_MAX])
+def test_pruned_top_k_equals_brute_force(seed, bincount_max, monkeypatch):
+    """Exact: same ids, scores and tie order as summing everything (tombstones, segments, ties),
+    with the reused uint16 accumulator (bincount_max=0) and with a fresh np.bincount one."""
     monkeypatch.setattr(S, "_PRUNE_MIN", 16)  # prune even on these small lists
+    monkeypatch.setattr(S, "_BINCOUNT_MAX", bincount_max)
     rng = np.random.default_rng(1000 + seed)
     M, blobs = _random_segments(rng, n_seg=int(rng.integers(1, 5)), seg_size=1500, vocab=40)
     n = len(M)
@@ -391,6 +394,7 @@ def test_bitmap_set_overlapping_ranges():
 def test_top_k_blobs_weights_at_the_accumulator_limits(monkeypatch):
     """uint16 sums up to 257 tokens of weight 255, int32 beyond; exact either way, and the
     reused buffer is zero again even when a blob turns out corrupt mid-way."""
+    monkeypatch.setattr(S, "_BINCOUNT_MAX", 0)  # the reused buffer even at this size
     rng = np.random.default_rng(11)
     n = 3000
     for n_tok in (40, 257, 300):

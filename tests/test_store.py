@@ -458,6 +458,7 @@ def test_pruned_search_equals_exhaustive_across_segments(db, monkeypatch):
     from sparc_local import search as S
 
     monkeypatch.setattr(S, "_PRUNE_MIN", 8)
+    monkeypatch.setattr(S, "_BINCOUNT_MAX", 0)  # Index keeps one accumulator for every question
     rng = np.random.default_rng(5)
     with Index(db) as ix:
         for f in range(12):
@@ -483,6 +484,7 @@ def test_pruned_search_equals_exhaustive_across_segments(db, monkeypatch):
                 np.testing.assert_array_equal(ids, ref[0])
                 np.testing.assert_array_equal(sc, ref[1])
                 assert "candidates" in stats
+                assert not ix._work.any()  # zero again for the next question
 
 
 def test_search_sees_other_connections_changes(db):
