@@ -3,7 +3,7 @@
     OMP_NUM_THREADS=1 nice -n 5 /work/venv/bin/python benchmarks/scale.py [--sizes 10k,100k,1M]
 
 Postings are real encoder output of the shipped model (the eval cache of squad-dev and
-newsqa-dev, top-1000 per sentence, cut to the shipped K=256), resampled to reach a size:
+newsqa-dev, top-1000 per sentence, cut to the shipped model's K), resampled to reach a size:
 
 * 10k: the first 10k sentences of squad-dev (in passage order), as they are.
 * A stored paragraph (the context shown with an answer) is up to 5 consecutive sentences of a
@@ -44,7 +44,6 @@ import numpy as np
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "reqa"
 EVAL_HOME = Path.home() / ".cache" / "sparc-local-train" / "evalhome"
-K = 256
 PARAGRAPH = 5  # sentences per stored paragraph (a NewsQA passage is a whole story)
 
 
@@ -60,6 +59,8 @@ def _parse_size(s: str) -> int:
 def load_real(info) -> list[dict]:
     """Real passages (paragraphs): [{name, texts, T (n, K) token ids, W (n, K) weights}] for both sets."""
     from sparc_local import evaluate, reqa
+
+    K = info.top_k
 
     os.environ["SPARC_LOCAL_HOME"] = str(EVAL_HOME)  # where `eval` cached the encoded corpora
     out = []
@@ -90,7 +91,7 @@ def crossover(rng, TA, WA, TB, WB):
     pick = rng.random(TA.shape) < 0.5
     T = np.where(pick, TA, TB).ravel()
     W = np.where(pick, WA, WB).ravel()
-    row = np.repeat(np.arange(n), K)
+    row = np.repeat(np.arange(n), TA.shape[1])
     order = np.lexsort((-W, T, row))
     T, W, row = T[order], W[order], row[order]
     keep = np.ones(len(T), bool)
@@ -118,7 +119,7 @@ def batches(passages: list[dict], size: int, batch: int, seed: int = 0):
                 break
             if copy == 0:
                 T, W = p["T"][:n], p["W"][:n]
-                indptr = np.arange(n + 1, dtype=np.int64) * K
+                indptr = np.arange(n + 1, dtype=np.int64) * T.shape[1]
                 vec = SparseVectors(indptr, T.ravel(), W.ravel())
             else:
                 b = rng.integers(0, len(allT), n)
@@ -311,8 +312,8 @@ def main() -> None:
     passages = None
     results = {}
     for size in map(_parse_size, args.sizes.split(",")):
-        # the key names the schema and the writer's blob layout: a stale cache is never reused
-        db = args.workdir / f"scale-{size}-v{SCHEMA_VERSION}-l{LAYOUT_VERSION}.db"
+        # the key names the schema, the writer's blob layout and the model: a stale cache is never reused
+        db = args.workdir / f"scale-{size}-v{SCHEMA_VERSION}-l{LAYOUT_VERSION}-{info.id.split('@')[-1]}-k{info.top_k}.db"
         if args.rebuild or not db.exists():
             if passages is None:
                 passages = load_real(info)
