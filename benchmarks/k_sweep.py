@@ -29,11 +29,8 @@ def postings_bytes(vectors: SparseVectors, scale: float) -> int:
     """Size of the inverted lists of these vectors, as one segment of the index would store them."""
     rows = np.repeat(np.arange(len(vectors)), np.diff(vectors.indptr))
     order = np.lexsort((rows, vectors.token_ids))
-    toks, ids = vectors.token_ids[order], rows[order]
     q = postings.quantize(vectors.weights[order], scale)
-    starts = np.flatnonzero(np.r_[True, toks[1:] != toks[:-1]])
-    ends = np.r_[starts[1:], len(toks)]
-    return sum(len(postings.encode(ids[a:b], q[a:b])) for a, b in zip(starts, ends))
+    return sum(len(blob) for _, blob in postings.encode_groups(vectors.token_ids[order], rows[order], q))
 
 
 def main() -> None:

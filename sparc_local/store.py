@@ -748,7 +748,7 @@ class Index:
         stored uint8 values (f = q * ``weight_scale``) unless ``dequantize`` (float32 f).
         Tombstoned sentences are still included: pass ``tombstones()`` as ``exclude``.
         """
-        toks = np.unique(np.asarray(token_ids, dtype=np.int64)).tolist()
+        toks = sorted({int(t) for t in token_ids})  # not np.unique: it imports numpy.ma on the ask path
         rows: list[tuple[int, int, bytes]] = []
         for chunk in _chunks(toks):
             rows += self._conn.execute(self._POSTINGS_SQL.format(_qmarks(len(chunk))), chunk).fetchall()
@@ -784,7 +784,7 @@ class Index:
 
         Exact (identical to summing every posting), see ``search.top_k_blobs``.  ``stats``, if
         given, receives counters for benchmarks."""
-        toks = np.unique(np.asarray(token_ids, dtype=np.int64)).tolist()
+        toks = sorted({int(t) for t in token_ids})  # not np.unique: it imports numpy.ma on the ask path
         rows: list[tuple[int, bytes]] = []
         with self.read_transaction() as c:
             for chunk in _chunks(toks):
