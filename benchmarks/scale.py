@@ -18,8 +18,8 @@ newsqa-dev, top-1000 per sentence, cut to the shipped model's K), resampled to r
   Texts are the real sentence and paragraph texts, so the database's text share is realistic.
 
 Indexes are built through the product's write path: ``Index.write_files`` in batches of
-``--batch`` sentences (one file per passage copy), tiered merges after each batch, a WAL
-checkpoint at the end (as the indexer does).  They are cached under ``--workdir`` (keyed by the
+``--batch`` sentences (one file per passage copy), tiered merges after each batch, ``Index.compact`` and a
+WAL checkpoint at the end (as the indexer does).  They are cached under ``--workdir`` (keyed by the
 schema version and ``postings.LAYOUT_VERSION``) and reused by later runs.
 
 Questions are squad-dev questions, tokenized with the product's ``query_token_ids`` and the
@@ -44,6 +44,7 @@ import numpy as np
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "reqa"
 EVAL_HOME = Path.home() / ".cache" / "sparc-local-train" / "evalhome"
+BUILD = 2  # the build procedure (bumped when it changes: 2 = Index.compact at the end)
 PARAGRAPH = 5  # sentences per stored paragraph (a NewsQA passage is a whole story)
 
 
@@ -154,6 +155,7 @@ def build(db: Path, passages: list[dict], size: int, batch: int, info) -> float:
             done += sum(len(u.sentences) for u in updates)
             print(f"\r  build {done:,}/{size:,} {time.perf_counter() - t0:.0f}s", end="", file=sys.stderr)
         ix.maybe_merge()
+        ix.compact()  # as the indexer does at the end of a run
         ix.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         secs = time.perf_counter() - t0
         ix.set_meta("bench_build_seconds", repr(secs))
@@ -313,7 +315,8 @@ def main() -> None:
     results = {}
     for size in map(_parse_size, args.sizes.split(",")):
         # the key names the schema, the writer's blob layout and the model: a stale cache is never reused
-        db = args.workdir / f"scale-{size}-v{SCHEMA_VERSION}-l{LAYOUT_VERSION}-{info.id.split('@')[-1]}-k{info.top_k}.db"
+        db = args.workdir / (f"scale-{size}-v{SCHEMA_VERSION}-l{LAYOUT_VERSION}-b{BUILD}-{info.id.split('@')[-1]}"
+                             f"-k{info.top_k}.db")
         if args.rebuild or not db.exists():
             if passages is None:
                 passages = load_real(info)

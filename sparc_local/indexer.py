@@ -135,20 +135,22 @@ def run_index(index: Index, roots: list[str], model: ModelInfo, encoder_factory:
               on_error: Callable[[str, str], None] | None = None,
               on_progress: Callable[[int, int], None] | None = None,
               on_capped: Callable[[str, int], None] | None = None,
-              remember_roots: bool = True, prune: bool = True) -> IndexReport:
+              remember_roots: bool = True, prune: bool = True, compact: bool = True) -> IndexReport:
     """Index (or refresh) the given roots. Reports per-file problems through on_error and goes on.
 
     `encoder_factory` is called only if something needs encoding, so a no-op refresh never loads
     the model. The watcher passes a subset of files inside known roots with remember_roots=False
     (they are not new roots) and prune=False (it removes deleted files itself, and the vanished
-    scan costs O(indexed files x given paths)). A file with more than max_sentences sentences is
+    scan costs O(indexed files x given paths)) and compact=False (``Index.compact`` is for the end
+    of a full run, not for every burst of events). A file with more than max_sentences sentences is
     indexed up to there and reported to on_capped(path, max_sentences). Raises DiskFull when the
     disk fills up: every batch committed before stays intact.
     """
     try:
         return _run_index(index, roots, model, encoder_factory, exclude=exclude, include_hidden=include_hidden,
                           max_sentences=max_sentences, window=window, batch_sentences=batch_sentences,
-                          on_error=on_error, on_progress=on_progress, on_capped=on_capped, prune=prune)
+                          on_error=on_error, on_progress=on_progress, on_capped=on_capped, prune=prune,
+                          compact=compact)
     except (sqlite3.OperationalError, OSError) as err:
         if _is_disk_full(err):
             raise DiskFull(f"the disk holding the index is full ({index.path.parent})") from err
@@ -159,7 +161,7 @@ def _run_index(index: Index, roots: list[str], model: ModelInfo, encoder_factory
                exclude: Iterable[str], include_hidden: bool, max_sentences: int, window: int,
                batch_sentences: int, on_error: Callable[[str, str], None] | None,
                on_progress: Callable[[int, int], None] | None, on_capped: Callable[[str, int], None] | None,
-               prune: bool) -> IndexReport:
+               prune: bool, compact: bool) -> IndexReport:
     t0 = time.perf_counter()
     report = IndexReport()
     walk_roots = [Path(r).expanduser().absolute() for r in roots]
@@ -271,6 +273,8 @@ def _run_index(index: Index, roots: list[str], model: ModelInfo, encoder_factory
     index.set_meta("model_path", str(model.path))
     index.set_meta("last_update", str(time.time()))
     index.maybe_merge()
+    if compact:
+        index.compact()
     # fold the WAL into the database now: it would otherwise hold a copy of every page written
     index.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     report.seconds = time.perf_counter() - t0

@@ -161,32 +161,6 @@ def explain(postings: Sequence, ids: np.ndarray, *, scale: float = 1.0) -> list[
 # --------------------------------------------------------------------------- top k from blobs
 
 _PRUNE_MIN = 4096  # a token's bitmap postings from which it may be read at candidates only
-_BINCOUNT_MAX = 1 << 17  # accumulators up to this size are fresh np.bincount results
-_DENSE_SCAN = 4  # unpruned top k scans the whole accumulator if it is at most this x postings
-
-
-def _distinct_top(ids: np.ndarray, vals: np.ndarray, k: int, reps: int) -> np.ndarray:
-    """At least k distinct ids among the best partial scores (fewer if fewer exist), ascending.
-
-    ``ids`` repeat at most ``reps`` times.  Chunk maxima are cheap; the best k * reps of them
-    hold at least k distinct ids.
-    """
-    m = len(vals)
-    nb = m // _LB_CHUNK
-    if nb >= k * reps:
-        ch = vals[: nb * _LB_CHUNK].reshape(nb, _LB_CHUNK)
-        arg = ch.argmax(axis=1)
-        top = np.argpartition(-ch[np.arange(nb), arg], k * reps - 1)[: k * reps]
-        ids = ids[top * _LB_CHUNK + arg[top]]
-    return _sorted_unique(ids)
-
-
-_LB_CHUNK = 64  # chunk size of the lower-bound estimate
-
-
-def _sorted_unique(ids: np.ndarray) -> np.ndarray:
-    ids = np.sort(ids)
-    return ids[np.concatenate(([True], ids[1:] != ids[:-1]))] if len(ids) else ids
 
 
 def _dedup(ids: np.ndarray, size: int) -> np.ndarray:
@@ -295,70 +269,98 @@ def top_k_blobs(
             summed.append(list(blobs))
     else:
         summed = [list(b) for b in token_blobs]
-    # each format decoded in one pass over all its blobs; kept apart (no interleaving copy)
-    groups = []  # (counts, ids, weights, blobs per token)
-    for fmt in (codec.FORMAT_V1, codec.FORMAT_BITMAP):
-        per_tok = [[b for b in bl if (b[0] == codec.FORMAT_BITMAP) == (fmt == codec.FORMAT_BITMAP)] for bl in summed]
-        flat = [b for bl in per_tok for b in bl]
-        if flat:
-            dec = codec.decode_many_v1 if fmt == codec.FORMAT_V1 else codec.decode_many_bitmap
-            groups.append((*dec(flat), [len(bl) for bl in per_tok]))
-    n_summed = sum(len(g[1]) for g in groups)
-    if size > max(_DENSE_MIN, _DENSE_RATIO * (n_summed + sum(len(b) for bl in pruned.values() for b in bl))):
+    flat = [b for bl in summed for b in bl]
+    if size > _DENSE_MIN and size > _DENSE_RATIO * sum(codec.header(b)[1] for bl in token_blobs for b in bl):
         # sparse id space (ids grew large through re-indexing): sort-based exhaustive sum
         plist = [(i, w) for i, w in codec.decode_lists([b for bl in token_blobs for b in bl])]
         return score(plist, k, dead, scale=scale)
-    if not groups:
-        groups = [(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.uint8), [])]
-    if size <= _BINCOUNT_MAX:  # a small accumulator: one call beats one per token
-        ids = np.concatenate([g[1] for g in groups]) if len(groups) > 1 else groups[0][1]
-        q = np.concatenate([g[2] for g in groups]) if len(groups) > 1 else groups[0][2]
-        acc = np.bincount(ids, weights=q, minlength=size)  # float64, exact integer sums
-        return _top_k_acc(acc, [ids], pruned, dead, k, len(token_blobs), scale, stats)
     work = work_buffer(size, len(token_blobs), work)
     acc = work[:size]
     parts: list[np.ndarray] = []  # the ids added into acc, to zero them again
     try:
-        for counts, ids, q, n_blobs in groups:
-            parts.append(ids)
-            _add_by_token(acc, counts, ids, q, n_blobs)
-        return _top_k_acc(acc, parts, pruned, dead, k, len(token_blobs), scale, stats)
+        _add_blobs(acc, flat, parts)
+        return _top_k_acc(acc, parts, summed, pruned, dead, k, scale, stats)
     finally:
-        for p in parts:
-            acc[p] = 0
+        if sum(len(p) for p in parts) * _ZERO_RATIO >= size:
+            acc.fill(0)  # measured: a sequential fill beats a scattered one above 1/16 of the ids
+        else:
+            for p in parts:
+                acc[p] = 0
 
 
-def _add_by_token(acc: np.ndarray, counts: np.ndarray, ids: np.ndarray, q: np.ndarray, n_blobs: list[int]) -> None:
-    """``acc[ids] += q`` for ``decode_many`` output, one token (``n_blobs`` blobs) at a time.
+_ZERO_RATIO = 16
 
-    Exact because one token's ids are unique across its segments: a fancy-indexed add never
-    sees an id twice (np.add.at would allow repeats but is far slower).
+
+def _add_blobs(acc: np.ndarray, blobs: list[bytes], parts: list[np.ndarray]) -> None:
+    """Add every posting of ``blobs`` into ``acc``; appends the ids added to ``parts``.
+
+    Each format is decoded in one pass over its blobs (no interleaving copy), and summed with
+    one ``np.add.at``: it handles repeated ids (the lists of all tokens at once) and, with
+    values already in the accumulator's dtype, measured faster than ``acc[ids] += q`` per token
+    (numpy 2.x; mixed dtypes fall back to a path 40x slower).
     """
-    ends = np.zeros(len(counts) + 1, np.int64)
-    np.cumsum(counts, out=ends[1:])
-    bounds = ends[np.cumsum([0] + n_blobs)].tolist()
-    for a, b in zip(bounds[:-1], bounds[1:]):
-        if b > a:
-            acc[ids[a:b]] += q[a:b]
-
-
-def _top_k_acc(acc: np.ndarray, parts: list[np.ndarray], pruned: dict[int, list[bytes]], dead: np.ndarray,
-               k: int | None, reps: int, scale: float, stats: dict | None) -> tuple[np.ndarray, np.ndarray]:
-    """``top_k_blobs`` once the summed lists are in ``acc`` (``parts``: the ids added so far)."""
     from . import postings as codec
 
+    by_tag: dict[int, list[bytes]] = {}
+    for b in blobs:
+        by_tag.setdefault(b[0], []).append(b)
+    if not by_tag:
+        parts.append(np.zeros(0, np.int64))
+    for tag, group in by_tag.items():
+        _, ids, q = codec.decoder(tag)(group)
+        np.add.at(acc, ids, q.astype(acc.dtype))
+        parts.append(ids)
+
+
+def _sample(summed: list[list[bytes]], dead: np.ndarray, k: int, size: int) -> np.ndarray:
+    """Distinct live sentences, to estimate the k-th best score: those of the rarest tokens,
+    taken until they hold ``_SAMPLE_MIN * k`` postings.
+
+    Any set of distinct live sentences gives a lower bound of the k-th best score (their k-th
+    best).  The rarest tokens' sentences hold the best answers most often, so the bound is
+    tight while the sample stays small.  Blob bytes stand in for list lengths (~3 per posting).
+    """
+    from . import postings as codec
+
+    sizes = sorted((sum(map(len, bl)), i) for i, bl in enumerate(summed))
+    blobs: list[bytes] = []
+    got = n_tok = 0
+    for n, i in sizes:
+        blobs += summed[i]
+        got += n
+        n_tok += 1
+        if got >= 3 * _SAMPLE_MIN * k:
+            break
+    if not blobs:
+        return np.zeros(0, np.int64)
+    ids = codec.decode_many(blobs)[1]
+    return _live(_dedup(ids, size) if n_tok > 1 else ids, dead)  # one token's lists are disjoint
+
+
+_SAMPLE_MIN = 200
+
+
+def _top_k_acc(acc: np.ndarray, parts: list[np.ndarray], summed: list[list[bytes]], pruned: dict[int, list[bytes]],
+               dead: np.ndarray, k: int | None, scale: float, stats: dict | None) -> tuple[np.ndarray, np.ndarray]:
+    """``top_k_blobs`` once the summed lists are in ``acc`` (``parts``: the ids added so far).
+
+    Candidates come from one pass over the dense accumulator (``acc >= threshold``): measured
+    cheaper than gathering ``acc`` at every touched id, and it never sees an id twice.
+    """
+    from . import postings as codec
+
+    if len(dead):
+        acc[dead[dead < len(acc)]] = 0  # never a candidate (acc is zeroed again by the caller)
     sets = {i: codec.BitmapSet(bl) for i, bl in pruned.items()}
     theta = 0
-    touched = np.concatenate(parts) if len(parts) > 1 else parts[0]
-    vals = acc[touched]
     order: list[int] = []
-    if sets:
-        # theta: the k-th best exact score among the best partial scores
-        top = _live(_distinct_top(touched, vals, k, reps), dead)
-        sc = acc[top].astype(np.int64)
+    if k is not None and k > 0:
+        sample = _sample(summed, dead, k, len(acc))
+        sc = acc[sample].astype(np.int64)
         for i in sets:
-            sc += sets[i].get(top)
-        theta = int(_kth(sc, k))
+            sc += sets[i].get(sample)
+        theta = int(_kth(sc, k))  # the k-th best exact score of distinct live sentences
+    if sets:
         # keep pruned the longest tokens whose bounds sum below theta; sum the others, at once
         u = 0
         for i in sorted(sets, key=lambda i: -sets[i].n):
@@ -367,39 +369,24 @@ def _top_k_acc(acc: np.ndarray, parts: list[np.ndarray], pruned: dict[int, list[
                 u += sets[i].ub
         rest = [i for i in sets if i not in order]
         if rest:
-            counts, ids_r, q_r = codec.decode_many([b for i in rest for b in pruned[i]])
-            parts.append(ids_r)
-            _add_by_token(acc, counts, ids_r, q_r, [len(pruned[i]) for i in rest])
-            touched = np.concatenate(parts)
-            vals = acc[touched]
-    if order:
-        u = sum(sets[i].ub for i in order)
-        cand = _live(_dedup(touched[vals >= theta - u], len(acc)), dead)
-        sc = acc[cand].astype(np.int64)
-        n_cand = len(cand)
-        # largest bound first: each lookup tightens the bound of the tokens left
-        for i in sorted(order, key=lambda i: -sets[i].ub):
-            u -= sets[i].ub
-            sc += sets[i].get(cand)
-            keep = sc >= theta - u
-            cand, sc = cand[keep], sc[keep]
-    else:
-        n_cand = 0
-        if len(dead):
-            acc[dead[dead < len(acc)]] = 0
-            vals = acc[touched]
-        if k is not None and k > 0 and len(acc) <= _DENSE_SCAN * len(touched):
-            cand, sc = top_k(acc, k)  # a short accumulator: one block-max pass over it is cheaper
-        elif k is not None and k > 0:
-            lb = _kth(acc[_distinct_top(touched, vals, k, reps)], k)
-            cand = _dedup(touched[vals >= max(lb, 1)], len(acc))
-            sc = acc[cand].astype(np.int64)
-        else:
-            cand = _dedup(touched[vals > 0], len(acc))
-            sc = acc[cand].astype(np.int64)
+            _add_blobs(acc, [b for i in rest for b in pruned[i]], parts)
+            if len(dead):
+                acc[dead[dead < len(acc)]] = 0
+    # a sentence can reach the top k only if its summed part plus the pruned bounds u >= theta;
+    # u < theta, so the threshold is >= 1 and sentences with no summed posting are never needed
+    u = sum(sets[i].ub for i in order)
+    cand = np.flatnonzero(acc >= max(theta - u, 1))
+    sc = acc[cand].astype(np.int64)
+    n_cand = len(cand)
+    # largest bound first: each lookup tightens the bound of the tokens left
+    for i in sorted(order, key=lambda i: -sets[i].ub):
+        u -= sets[i].ub
+        sc += sets[i].get(cand)
+        keep = sc >= theta - u
+        cand, sc = cand[keep], sc[keep]
     pos = _best(cand, sc, k)
     if stats is not None:
-        stats["postings_scored"] = len(touched) + n_cand * len(order)
+        stats["postings_scored"] = sum(len(p) for p in parts) + n_cand * len(order)
         stats["candidates"] = n_cand
         stats["pruned_tokens"] = len(order)
     return cand[pos].astype(np.int64, copy=False), (sc[pos] * np.float64(np.float32(scale))).astype(np.float32)

@@ -374,7 +374,8 @@ class Watcher:
             for _ in range(3):
                 present = [p for p in chunk if os.path.isfile(p)]
                 try:
-                    rep = self._run_index(idx, present, remember_roots=False, prune=False, include_hidden=True)
+                    rep = self._run_index(idx, present, remember_roots=False, prune=False, compact=False,
+                                          include_hidden=True)
                     break
                 except ExtractError:  # a file vanished since the check: its delete event follows
                     continue

@@ -268,6 +268,59 @@ def test_bytes_per_posting_random():
     assert per < 4.0
 
 
+# --------------------------------------------------------------------------- FORMAT_U16 and old V1 blobs
+
+
+def _v1_blob(ids: np.ndarray, q: np.ndarray) -> bytes:
+    """A FORMAT_V1 blob as layout 4 and earlier wrote it (still in users' indexes)."""
+    return bytes([P.FORMAT_V1]) + P._varint_bytes(len(ids)) + q.tobytes() + P.varint_encode(P._gaps(ids)).tobytes()
+
+
+@pytest.mark.parametrize("start,spread", [(0, 60), (70_000, 40), (123_456_789, 900), (65_000, 50)])
+def test_u16_round_trip_across_windows(start, spread):
+    rng = np.random.default_rng(spread)
+    ids = start + np.cumsum(rng.integers(1, spread + 1, 3000)).astype(np.int64)
+    q = rng.integers(1, 256, len(ids)).astype(np.uint8)
+    blob = P.encode(ids, q)
+    windows = (ids[-1] >> 16) - (ids[0] >> 16) + 1
+    assert blob[0] == P.FORMAT_U16 and len(blob) == 8 + (2 * windows if windows > 1 else 0) + 3 * len(ids)
+    got = P.decode(blob)
+    np.testing.assert_array_equal(got[0], ids)
+    np.testing.assert_array_equal(got[1], q)
+    assert P.header(blob) == (P.FORMAT_U16, len(ids)) and P.max_weight(blob) == q.max()
+    keys = np.zeros(len(ids), np.int64)
+    assert P.encode_groups(keys, ids, q) == [(0, blob)]
+
+
+def test_lists_u16_cannot_hold_are_v1_and_every_format_decodes_together():
+    q = np.array([7, 8, 9], np.uint8)
+    far = np.array([5, 1 << 24, 1 << 25], np.int64)  # 513 windows
+    huge = np.array([1, 2, 1 << 33], np.int64)  # an id >= 2^32
+    assert P.encode(far, q)[0] == P.FORMAT_V1 and P.encode(huge, q)[0] == P.FORMAT_V1
+    for ids in (far, huge):
+        np.testing.assert_array_equal(P.decode(P.encode(ids, q))[0], ids)
+    old = _v1_blob(np.array([3, 4, 100], np.int64), q)
+    dense = np.arange(10, 20_000, 2, dtype=np.int64)
+    dq = np.full(len(dense), 3, np.uint8)
+    blobs = [P.encode(np.array([2, 70_000], np.int64), q[:2]), old, P.encode(dense, dq), P.encode(far, q)]
+    assert [b[0] for b in blobs] == [P.FORMAT_U16, P.FORMAT_V1, P.FORMAT_BITMAP, P.FORMAT_V1]
+    counts, ids, qq = P.decode_many(blobs)
+    assert counts.tolist() == [2, 3, len(dense), 3]
+    np.testing.assert_array_equal(ids, np.concatenate([[2, 70_000], [3, 4, 100], dense, far]))
+    np.testing.assert_array_equal(qq, np.concatenate([q[:2], q, dq, q]))
+    assert [len(i) for i, _ in P.decode_lists(blobs)] == [2, 3, len(dense), 3]
+
+
+@pytest.mark.parametrize("cut", [1, 5, 9])
+def test_corrupt_u16_blob_raises(cut):
+    blob = P.encode(np.array([1, 2, 70_000, 140_000], np.int64), np.array([1, 2, 3, 4], np.uint8))
+    with pytest.raises(ValueError, match="corrupt posting blob"):
+        P.decode(blob[:-cut])
+    bad_table = blob[:8] + bytes([9, 0]) + blob[10:]  # window counts no longer sum to n
+    with pytest.raises(ValueError, match="corrupt posting blob"):
+        P.decode(bad_table)
+
+
 # --------------------------------------------------------------------------- bitmap blobs, pruning
 
 
@@ -277,7 +330,8 @@ def test_bitmap_format_round_trip_and_lookup(density):
     ids = np.flatnonzero(rng.random(5000) < density).astype(np.int64) + 77
     q = rng.integers(1, 256, len(ids)).astype(np.uint8)
     blob = P.encode(ids, q)
-    assert blob[0] == (P.FORMAT_BITMAP if density >= 0.2 else P.FORMAT_V1)  # the smaller one
+    # the smaller one: a bitmap's 1/8 byte per id of the range beats 2 bytes per id above 1/16
+    assert blob[0] == (P.FORMAT_BITMAP if density >= 0.07 else P.FORMAT_U16)
     got_ids, got_q = P.decode(blob)
     np.testing.assert_array_equal(got_ids, ids)
     np.testing.assert_array_equal(got_q, q)
@@ -296,19 +350,19 @@ def test_bitmap_format_round_trip_and_lookup(density):
     np.testing.assert_array_equal(all_ids, np.concatenate([small[0], ids, small[0]]))
 
 
-@pytest.mark.parametrize("density", [0.03, 0.07])
+@pytest.mark.parametrize("density", [0.03, 0.055])
 def test_dense_long_lists_are_bitmaps(density):
-    """>= BITMAP_DENSITY of the range and >= BITMAP_MIN_N ids: a bitmap even where gap varints
-    are smaller, so that search can read it at candidates only; shorter lists stay varints."""
+    """>= BITMAP_DENSITY of the range and >= BITMAP_MIN_N ids: a bitmap even where FORMAT_U16
+    is smaller (below 1/16), so that search can read it at candidates only; shorter lists stay U16."""
     rng = np.random.default_rng(7)
     ids = np.flatnonzero(rng.random(300_000) < density).astype(np.int64) + 5
     q = rng.integers(1, 256, len(ids)).astype(np.uint8)
     dense = density >= P.BITMAP_DENSITY
-    assert P.encode(ids, q)[0] == (P.FORMAT_BITMAP if dense else P.FORMAT_V1)
+    assert P.encode(ids, q)[0] == (P.FORMAT_BITMAP if dense else P.FORMAT_U16)
     keys = np.zeros(len(ids), np.int64)
     assert P.encode_groups(keys, ids, q)[0][1] == P.encode(ids, q)
     short = ids[: P.BITMAP_MIN_N - 1]
-    assert P.encode(short, q[: len(short)])[0] == P.FORMAT_V1
+    assert P.encode(short, q[: len(short)])[0] == P.FORMAT_U16
     got = P.decode_many([P.encode(ids, q), P.encode(short, q[: len(short)])])
     np.testing.assert_array_equal(got[1], np.concatenate([ids, short]))
     np.testing.assert_array_equal(got[2], np.concatenate([q, q[: len(short)]]))
@@ -332,14 +386,18 @@ def _random_segments(rng, n_seg: int, seg_size: int, vocab: int):
 
 
 @pytest.mark.parametrize("seed", range(8))
-@pytest.mark.parametrize("bincount_max", [0, S._BINCOUNT_MAX])
-def test_pruned_top_k_equals_brute_force(seed, bincount_max, monkeypatch):
+@pytest.mark.parametrize("zero_ratio,old_format", [(0, False), (1 << 30, True)])
+def test_pruned_top_k_equals_brute_force(seed, zero_ratio, old_format, monkeypatch):
     """Exact: same ids, scores and tie order as summing everything (tombstones, segments, ties),
-    with the reused uint16 accumulator (bincount_max=0) and with a fresh np.bincount one."""
+    with the accumulator zeroed again by a fill or by a scatter, and with the sparse lists in
+    the current FORMAT_U16 or in the V1 varints of older indexes."""
     monkeypatch.setattr(S, "_PRUNE_MIN", 16)  # prune even on these small lists
-    monkeypatch.setattr(S, "_BINCOUNT_MAX", bincount_max)
+    monkeypatch.setattr(S, "_ZERO_RATIO", zero_ratio)
     rng = np.random.default_rng(1000 + seed)
     M, blobs = _random_segments(rng, n_seg=int(rng.integers(1, 5)), seg_size=1500, vocab=40)
+    if old_format:
+        blobs = {t: [b if b[0] == P.FORMAT_BITMAP else _v1_blob(*P.decode(b)) for b in bl] for t, bl in blobs.items()}
+        assert any(b[0] == P.FORMAT_V1 for bl in blobs.values() for b in bl)
     n = len(M)
     pruned = 0
     work = None
@@ -394,7 +452,6 @@ def test_bitmap_set_overlapping_ranges():
 def test_top_k_blobs_weights_at_the_accumulator_limits(monkeypatch):
     """uint16 sums up to 257 tokens of weight 255, int32 beyond; exact either way, and the
     reused buffer is zero again even when a blob turns out corrupt mid-way."""
-    monkeypatch.setattr(S, "_BINCOUNT_MAX", 0)  # the reused buffer even at this size
     rng = np.random.default_rng(11)
     n = 3000
     for n_tok in (40, 257, 300):

@@ -458,7 +458,6 @@ def test_pruned_search_equals_exhaustive_across_segments(db, monkeypatch):
     from sparc_local import search as S
 
     monkeypatch.setattr(S, "_PRUNE_MIN", 8)
-    monkeypatch.setattr(S, "_BINCOUNT_MAX", 0)  # Index keeps one accumulator for every question
     rng = np.random.default_rng(5)
     with Index(db) as ix:
         for f in range(12):
