@@ -269,6 +269,7 @@ def top_k_blobs(
             summed.append(list(blobs))
     else:
         summed = [list(b) for b in token_blobs]
+    summed.sort(key=lambda bl: sum(map(len, bl)))  # rarest first: ``_sample`` takes a prefix
     flat = [b for bl in summed for b in bl]
     if size > _DENSE_MIN and size > _DENSE_RATIO * sum(codec.header(b)[1] for bl in token_blobs for b in bl):
         # sparse id space (ids grew large through re-indexing): sort-based exhaustive sum
@@ -278,8 +279,8 @@ def top_k_blobs(
     acc = work[:size]
     parts: list[np.ndarray] = []  # the ids added into acc, to zero them again
     try:
-        _add_blobs(acc, flat, parts)
-        return _top_k_acc(acc, parts, summed, pruned, dead, k, scale, stats)
+        counts = _add_blobs(acc, flat, parts)
+        return _top_k_acc(acc, parts, summed, pruned, dead, k, scale, stats, counts)
     finally:
         if sum(len(p) for p in parts) * _ZERO_RATIO >= size:
             acc.fill(0)  # measured: a sequential fill beats a scattered one above 1/16 of the ids
@@ -291,8 +292,10 @@ def top_k_blobs(
 _ZERO_RATIO = 16
 
 
-def _add_blobs(acc: np.ndarray, blobs: list[bytes], parts: list[np.ndarray]) -> None:
+def _add_blobs(acc: np.ndarray, blobs: list[bytes], parts: list[np.ndarray]) -> np.ndarray | None:
     """Add every posting of ``blobs`` into ``acc``; appends the ids added to ``parts``.
+    Returns the blobs' posting counts when they all had one format (``parts[-1]`` then holds
+    their ids in order), else None.
 
     Each format is decoded in one pass over its blobs (no interleaving copy), and summed with
     one ``np.add.at``: it handles repeated ids (the lists of all tokens at once) and, with
@@ -306,34 +309,40 @@ def _add_blobs(acc: np.ndarray, blobs: list[bytes], parts: list[np.ndarray]) -> 
         by_tag.setdefault(b[0], []).append(b)
     if not by_tag:
         parts.append(np.zeros(0, np.int64))
+    counts = None
     for tag, group in by_tag.items():
-        _, ids, q = codec.decoder(tag)(group)
+        counts, ids, q = codec.decoder(tag)(group)
         np.add.at(acc, ids, q.astype(acc.dtype))
         parts.append(ids)
+    return counts if len(by_tag) == 1 else None
 
 
-def _sample(summed: list[list[bytes]], dead: np.ndarray, k: int, size: int) -> np.ndarray:
+def _sample(summed: list[list[bytes]], dead: np.ndarray, k: int, size: int,
+            decoded: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
     """Distinct live sentences, to estimate the k-th best score: those of the rarest tokens,
     taken until they hold ``_SAMPLE_MIN * k`` postings.
 
     Any set of distinct live sentences gives a lower bound of the k-th best score (their k-th
     best).  The rarest tokens' sentences hold the best answers most often, so the bound is
-    tight while the sample stays small.  Blob bytes stand in for list lengths (~3 per posting).
+    tight while the sample stays small.  ``summed`` is sorted rarest first (blob bytes stand in
+    for list lengths); ``decoded`` = (counts, ids) of all its blobs in order, when at hand.
     """
     from . import postings as codec
 
-    sizes = sorted((sum(map(len, bl)), i) for i, bl in enumerate(summed))
-    blobs: list[bytes] = []
-    got = n_tok = 0
-    for n, i in sizes:
-        blobs += summed[i]
-        got += n
+    n_blobs = n_tok = got = 0
+    for bl in summed:
+        n_blobs += len(bl)
         n_tok += 1
+        got += sum(map(len, bl))
         if got >= 3 * _SAMPLE_MIN * k:
             break
-    if not blobs:
+    if n_blobs == 0:
         return np.zeros(0, np.int64)
-    ids = codec.decode_many(blobs)[1]
+    if decoded is not None:
+        counts, ids = decoded
+        ids = ids[: int(counts[:n_blobs].sum())]
+    else:
+        ids = codec.decode_many([b for bl in summed[:n_tok] for b in bl])[1]
     return _live(_dedup(ids, size) if n_tok > 1 else ids, dead)  # one token's lists are disjoint
 
 
@@ -341,7 +350,8 @@ _SAMPLE_MIN = 200
 
 
 def _top_k_acc(acc: np.ndarray, parts: list[np.ndarray], summed: list[list[bytes]], pruned: dict[int, list[bytes]],
-               dead: np.ndarray, k: int | None, scale: float, stats: dict | None) -> tuple[np.ndarray, np.ndarray]:
+               dead: np.ndarray, k: int | None, scale: float, stats: dict | None,
+               counts: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """``top_k_blobs`` once the summed lists are in ``acc`` (``parts``: the ids added so far).
 
     Candidates come from one pass over the dense accumulator (``acc >= threshold``): measured
@@ -355,7 +365,7 @@ def _top_k_acc(acc: np.ndarray, parts: list[np.ndarray], summed: list[list[bytes
     theta = 0
     order: list[int] = []
     if k is not None and k > 0:
-        sample = _sample(summed, dead, k, len(acc))
+        sample = _sample(summed, dead, k, len(acc), None if counts is None else (counts, parts[0]))
         sc = acc[sample].astype(np.int64)
         for i in sets:
             sc += sets[i].get(sample)

@@ -806,11 +806,21 @@ class Index:
         given, receives counters for benchmarks."""
         toks = sorted({int(t) for t in token_ids})  # not np.unique: it imports numpy.ma on the ask path
         rows: list[tuple[int, bytes]] = []
-        with self.read_transaction() as c:
-            for chunk in _chunks(toks):
-                rows += c.execute(self._TOKEN_BLOBS_SQL.format(_qmarks(len(chunk))), chunk).fetchall()
-            dead, size = self._read_state(c)
-            scale = self.weight_scale
+        state = self._state
+        if 0 < len(toks) <= _CHUNK and state is not None:
+            # one statement is one snapshot: the blobs and data_version together, with no
+            # BEGIN/COMMIT round trips; the cached tombstones hold if the version has not moved
+            rows = self._conn.execute(self._BLOBS_VERSION_SQL.format(_qmarks(len(toks))), toks).fetchall()
+            at = next(i for i in range(len(rows) - 1, -1, -1) if rows[i][0] == -1)  # token ids are >= 0
+            if state[0] != (rows.pop(at)[1], self._conn.total_changes):
+                rows = []
+        if not rows:
+            with self.read_transaction() as c:
+                for chunk in _chunks(toks):
+                    rows += c.execute(self._TOKEN_BLOBS_SQL.format(_qmarks(len(chunk))), chunk).fetchall()
+                self._read_state(c)
+        _, dead, size = self._state
+        scale = self.weight_scale
         by_token: dict[int, list[bytes]] = {}
         for tok, blob in rows:
             by_token.setdefault(tok, []).append(blob)
@@ -820,6 +830,8 @@ class Index:
                                    work=self._work)
 
     _TOKEN_BLOBS_SQL = "SELECT token_id, blob FROM postings WHERE token_id IN ({}) ORDER BY token_id"
+    _BLOBS_VERSION_SQL = ("SELECT token_id, blob FROM postings WHERE token_id IN ({})"
+                          " UNION ALL SELECT -1, data_version FROM pragma_data_version()")
 
     def explain(self, token_ids: np.ndarray | Sequence[int], ids: Sequence[int]) -> list[dict[int, float]]:
         """{token_id: f(v, s)} for each sentence id, for the question's tokens."""

@@ -274,6 +274,31 @@ def test_maybe_merge_tiered(db):
         assert ix.verify() == []
 
 
+def test_compact_merges_only_the_small_segments(db):
+    """Every segment below a tenth of the live postings goes into one; bigger ones are kept;
+    answers are unchanged and a second call has nothing to do."""
+    rng = np.random.default_rng(8)
+    with Index(db) as ix:
+        ix.write_files([_update(rng, "/big/a.txt", 400)], merge=False)
+        ix.write_files([_update(rng, "/big/b.txt", 300)], merge=False)
+        for i in range(4):
+            ix.write_files([_update(rng, f"/small/{i}.txt", 10)], merge=False)
+        ix.remove_files(["/small/2.txt"])
+        big = {s["id"] for s in ix.segments() if s["n_sentences"] >= 300}
+        queries = [rng.choice(VOCAB, 6, replace=False) for _ in range(20)]
+        before = [ix.search(q, 10) for q in queries]
+        assert ix.compact() is True
+        segs = ix.segments()
+        assert len(segs) == 3 and big <= {s["id"] for s in segs}
+        assert sorted(s["live_sentences"] for s in segs) == [30, 300, 400]
+        for q, (ids, sc) in zip(queries, before):
+            ids2, sc2 = ix.search(q, 10)
+            np.testing.assert_array_equal(ids, ids2)
+            np.testing.assert_array_equal(sc, sc2)
+        assert ix.compact() is False  # one small segment left: nothing to merge
+        assert ix.verify() == []
+
+
 class Boom(Exception):
     pass
 
@@ -366,6 +391,28 @@ def test_reader_during_write_transaction(db):
         c.execute("BEGIN IMMEDIATE")
     got = reader.search(_all_tokens(), None)
     np.testing.assert_array_equal(got[0], expect[0])
+    writer.close()
+    reader.close()
+
+
+def test_search_sees_other_connections_commits(db):
+    """A reader's cached tombstones and id bound are dropped as soon as another connection
+    commits: after a re-index and a new file elsewhere, it answers like a fresh connection."""
+    rng = np.random.default_rng(12)
+    writer = Index(db)
+    writer.write_files([_update(rng, "/d/a.txt", 30), _update(rng, "/d/b.txt", 30)])
+    reader = Index(db)
+    queries = [rng.choice(VOCAB, 8, replace=False) for _ in range(10)]
+    for q in queries:
+        reader.search(q, 5)
+    writer.write_files([_update(rng, "/d/a.txt", 40, "v2"), _update(rng, "/d/c.txt", 30)], merge=False)
+    writer.remove_files(["/d/b.txt"])
+    with Index(db) as fresh:
+        for q in queries:
+            got, want = reader.search(q, 5), fresh.search(q, 5)
+            np.testing.assert_array_equal(got[0], want[0])
+            np.testing.assert_array_equal(got[1], want[1])
+            assert all(r["path"] in ("/d/a.txt", "/d/c.txt") for r in reader.sentences(got[0]))
     writer.close()
     reader.close()
 
