@@ -549,7 +549,7 @@ def decode_many_u16(blobs: Sequence[bytes]) -> tuple[np.ndarray, np.ndarray, np.
     ids = rec["low"].astype(_I64)
     if win_base:
         ids += np.repeat(np.array(win_base, _I64), win_n)
-    return np.array(counts, _I64), ids, rec["q"].copy()
+    return np.array(counts, _I64), ids, rec["q"]  # a strided view: callers widen it anyway
 
 
 def decode_many_bitmap(blobs: Sequence[bytes]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

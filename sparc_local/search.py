@@ -163,18 +163,21 @@ def explain(postings: Sequence, ids: np.ndarray, *, scale: float = 1.0) -> list[
 _PRUNE_MIN = 4096  # a token's bitmap postings from which it may be read at candidates only
 
 
-def _dedup(ids: np.ndarray, size: int) -> np.ndarray:
-    """``ids`` (all below ``size``) without repeats, in no particular order.
+def _kth_distinct(ids: np.ndarray, vals: np.ndarray, k: int, reps: int) -> int:
+    """The k-th largest value over distinct ids (0 if fewer), where an id repeats at most
+    ``reps`` times and always with the same value.
 
-    Why not np.unique: sorting ~10^5 ids costs milliseconds; a scatter of positions into an
-    uninitialized array and a gather back keep exactly one position per id in linear time.
+    Why not deduplicate all of ``ids``: the best ``k * reps`` entries already hold the k best
+    distinct ids, so only those few are sorted.
     """
-    if len(ids) < 2:
-        return ids
-    stamp = np.empty(size, np.int32 if len(ids) < 2**31 else np.int64)
-    pos = np.arange(len(ids), dtype=stamp.dtype)
-    stamp[ids] = pos
-    return ids[stamp[ids] == pos]
+    m = k * reps
+    if len(vals) > m:
+        top = np.argpartition(vals, len(vals) - m)[len(vals) - m :]
+        ids, vals = ids[top], vals[top]
+    order = np.argsort(ids, kind="stable")
+    ids, vals = ids[order], vals[order]
+    first = np.concatenate(([True], ids[1:] != ids[:-1])) if len(ids) else np.zeros(0, bool)
+    return int(_kth(vals[first], k))
 
 
 def _best(ids: np.ndarray, vals: np.ndarray, k: int | None) -> np.ndarray:
@@ -317,10 +320,11 @@ def _add_blobs(acc: np.ndarray, blobs: list[bytes], parts: list[np.ndarray]) -> 
     return counts if len(by_tag) == 1 else None
 
 
-def _sample(summed: list[list[bytes]], dead: np.ndarray, k: int, size: int,
-            decoded: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
-    """Distinct live sentences, to estimate the k-th best score: those of the rarest tokens,
-    taken until they hold ``_SAMPLE_MIN * k`` postings.
+def _sample(summed: list[list[bytes]], dead: np.ndarray, k: int,
+            decoded: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[np.ndarray, int]:
+    """Live sentences to estimate the k-th best score: those of the rarest tokens, taken until
+    they hold ``_SAMPLE_MIN * k`` postings -> (ids, the number of tokens; an id repeats at most
+    that many times).
 
     Any set of distinct live sentences gives a lower bound of the k-th best score (their k-th
     best).  The rarest tokens' sentences hold the best answers most often, so the bound is
@@ -337,13 +341,13 @@ def _sample(summed: list[list[bytes]], dead: np.ndarray, k: int, size: int,
         if got >= 3 * _SAMPLE_MIN * k:
             break
     if n_blobs == 0:
-        return np.zeros(0, np.int64)
+        return np.zeros(0, np.int64), 1
     if decoded is not None:
         counts, ids = decoded
         ids = ids[: int(counts[:n_blobs].sum())]
     else:
         ids = codec.decode_many([b for bl in summed[:n_tok] for b in bl])[1]
-    return _live(_dedup(ids, size) if n_tok > 1 else ids, dead)  # one token's lists are disjoint
+    return _live(ids, dead), n_tok
 
 
 _SAMPLE_MIN = 200
@@ -365,11 +369,11 @@ def _top_k_acc(acc: np.ndarray, parts: list[np.ndarray], summed: list[list[bytes
     theta = 0
     order: list[int] = []
     if k is not None and k > 0:
-        sample = _sample(summed, dead, k, len(acc), None if counts is None else (counts, parts[0]))
+        sample, reps = _sample(summed, dead, k, None if counts is None else (counts, parts[0]))
         sc = acc[sample].astype(np.int64)
         for i in sets:
             sc += sets[i].get(sample)
-        theta = int(_kth(sc, k))  # the k-th best exact score of distinct live sentences
+        theta = _kth_distinct(sample, sc, k, reps)  # the k-th best exact score of distinct live sentences
     if sets:
         # keep pruned the longest tokens whose bounds sum below theta; sum the others, at once
         u = 0
