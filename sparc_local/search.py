@@ -245,17 +245,18 @@ def top_k_blobs(
     Returns the same (ids, scores) as ``score(..., k, exclude, scale=scale)``: score descending,
     ties by id ascending; ``k=None`` returns every positive score.
 
-    Why this shape: per-list numpy calls dominated, so every list that is summed is decoded in
-    one vectorized pass and added into the accumulator one token at a time (a token's ids are
-    unique, so ``acc[ids] += w`` is exact; integer sums).  Dense tokens (bitmap blobs, most of a
-    question's postings) are pruned MaxScore-style: they are read only at candidate sentences
-    (``postings.BitmapSet``).  With U the sum of their largest weights and theta the k-th best
-    exact score of k live sentences (a lower bound of the true k-th score), a sentence can reach
-    the top k only if the rest of its score plus U >= theta.  theta is estimated once, with every
-    dense token read at the best partial scores; the longest dense tokens whose bounds sum below
-    it stay pruned and the others are summed in one pass (measured: rounds of un-pruning one
-    token at a time cost more than they saved).  Ties are safe: ">=" keeps every sentence that
-    can tie.
+    Why this shape: per-list numpy calls dominated, so all lists that are summed are decoded in
+    one vectorized pass per blob format and added into the accumulator with one ``np.add.at``
+    (integer sums).  Dense tokens (bitmap blobs, most of a question's postings) are pruned
+    MaxScore-style: they are read only at candidate sentences (``postings.BitmapSet``).  With U
+    the sum of their largest weights and theta the k-th best exact score of distinct live
+    sentences (a lower bound of the true k-th score), a sentence can reach the top k only if the
+    rest of its score plus U >= theta.  theta is estimated once, on the sentences of the rarest
+    summed tokens (``_sample``) with every dense token read there; the longest dense tokens whose
+    bounds sum below it stay pruned and the others are summed in one pass (measured: rounds of
+    un-pruning one token at a time cost more than they saved).  Candidates are then the
+    accumulator entries >= theta - U, found in one dense pass.  Ties are safe: ">=" keeps every
+    sentence that can tie.
     """
     from . import postings as codec
 
@@ -282,8 +283,8 @@ def top_k_blobs(
     acc = work[:size]
     parts: list[np.ndarray] = []  # the ids added into acc, to zero them again
     try:
-        counts = _add_blobs(acc, flat, parts)
-        return _top_k_acc(acc, parts, summed, pruned, dead, k, scale, stats, counts)
+        decoded = _add_blobs(acc, flat, parts)
+        return _top_k_acc(acc, parts, summed, pruned, dead, k, scale, stats, decoded)
     finally:
         if sum(len(p) for p in parts) * _ZERO_RATIO >= size:
             acc.fill(0)  # measured: a sequential fill beats a scattered one above 1/16 of the ids
@@ -295,10 +296,9 @@ def top_k_blobs(
 _ZERO_RATIO = 16
 
 
-def _add_blobs(acc: np.ndarray, blobs: list[bytes], parts: list[np.ndarray]) -> np.ndarray | None:
+def _add_blobs(acc: np.ndarray, blobs: list[bytes], parts: list[np.ndarray]) -> dict[int, tuple]:
     """Add every posting of ``blobs`` into ``acc``; appends the ids added to ``parts``.
-    Returns the blobs' posting counts when they all had one format (``parts[-1]`` then holds
-    their ids in order), else None.
+    Returns {format tag: (posting counts, ids)} of that format's blobs, in their order.
 
     Each format is decoded in one pass over its blobs (no interleaving copy), and summed with
     one ``np.add.at``: it handles repeated ids (the lists of all tokens at once) and, with
@@ -312,16 +312,17 @@ def _add_blobs(acc: np.ndarray, blobs: list[bytes], parts: list[np.ndarray]) -> 
         by_tag.setdefault(b[0], []).append(b)
     if not by_tag:
         parts.append(np.zeros(0, np.int64))
-    counts = None
+    decoded = {}
     for tag, group in by_tag.items():
         counts, ids, q = codec.decoder(tag)(group)
         np.add.at(acc, ids, q.astype(acc.dtype))
         parts.append(ids)
-    return counts if len(by_tag) == 1 else None
+        decoded[tag] = (counts, ids)
+    return decoded
 
 
 def _sample(summed: list[list[bytes]], dead: np.ndarray, k: int,
-            decoded: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[np.ndarray, int]:
+            decoded: dict[int, tuple] | None = None) -> tuple[np.ndarray, int]:
     """Live sentences to estimate the k-th best score: those of the rarest tokens, taken until
     they hold ``_SAMPLE_MIN * k`` postings -> (ids, the number of tokens; an id repeats at most
     that many times).
@@ -329,7 +330,8 @@ def _sample(summed: list[list[bytes]], dead: np.ndarray, k: int,
     Any set of distinct live sentences gives a lower bound of the k-th best score (their k-th
     best).  The rarest tokens' sentences hold the best answers most often, so the bound is
     tight while the sample stays small.  ``summed`` is sorted rarest first (blob bytes stand in
-    for list lengths); ``decoded`` = (counts, ids) of all its blobs in order, when at hand.
+    for list lengths); ``decoded`` is ``_add_blobs``'s result for its blobs in that order, so the
+    sample's blobs are a prefix of every format's blobs there.
     """
     from . import postings as codec
 
@@ -343,8 +345,12 @@ def _sample(summed: list[list[bytes]], dead: np.ndarray, k: int,
     if n_blobs == 0:
         return np.zeros(0, np.int64), 1
     if decoded is not None:
-        counts, ids = decoded
-        ids = ids[: int(counts[:n_blobs].sum())]
+        per_tag: dict[int, int] = {}
+        for bl in summed[:n_tok]:
+            for b in bl:
+                per_tag[b[0]] = per_tag.get(b[0], 0) + 1
+        ids = [decoded[t][1][: int(decoded[t][0][:n].sum())] for t, n in per_tag.items()]
+        ids = ids[0] if len(ids) == 1 else np.concatenate(ids)
     else:
         ids = codec.decode_many([b for bl in summed[:n_tok] for b in bl])[1]
     return _live(ids, dead), n_tok
@@ -355,7 +361,7 @@ _SAMPLE_MIN = 200
 
 def _top_k_acc(acc: np.ndarray, parts: list[np.ndarray], summed: list[list[bytes]], pruned: dict[int, list[bytes]],
                dead: np.ndarray, k: int | None, scale: float, stats: dict | None,
-               counts: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+               decoded: dict[int, tuple] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """``top_k_blobs`` once the summed lists are in ``acc`` (``parts``: the ids added so far).
 
     Candidates come from one pass over the dense accumulator (``acc >= threshold``): measured
@@ -369,7 +375,7 @@ def _top_k_acc(acc: np.ndarray, parts: list[np.ndarray], summed: list[list[bytes
     theta = 0
     order: list[int] = []
     if k is not None and k > 0:
-        sample, reps = _sample(summed, dead, k, None if counts is None else (counts, parts[0]))
+        sample, reps = _sample(summed, dead, k, decoded)
         sc = acc[sample].astype(np.int64)
         for i in sets:
             sc += sets[i].get(sample)

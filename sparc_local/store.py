@@ -632,6 +632,7 @@ class Index:
             if len(small) < 2:
                 return False
             self._merge(c, small)
+        self._conn.executescript("PRAGMA incremental_vacuum;")  # the old segments' pages, as merge_all
         return True
 
     def merge_all(self, *, reclaim: bool = True) -> None:
