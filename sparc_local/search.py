@@ -165,19 +165,19 @@ _PRUNE_MIN = 4096  # a token's bitmap postings from which it may be read at cand
 
 def _kth_distinct(ids: np.ndarray, vals: np.ndarray, k: int, reps: int) -> int:
     """The k-th largest value over distinct ids (0 if fewer), where an id repeats at most
-    ``reps`` times and always with the same value.
+    ``reps`` times and always with the same value; ids < 2^32, values >= 0 integers.
 
     Why not deduplicate all of ``ids``: the best ``k * reps`` entries already hold the k best
-    distinct ids, so only those few are sorted.
+    distinct ids.  Packed as value << 32 | id, a repeat is an equal key, so one partition and
+    one sort of those few keys do it.
     """
+    key = (vals.astype(np.int64) << 32) | ids
     m = k * reps
-    if len(vals) > m:
-        top = np.argpartition(vals, len(vals) - m)[len(vals) - m :]
-        ids, vals = ids[top], vals[top]
-    order = np.argsort(ids, kind="stable")
-    ids, vals = ids[order], vals[order]
-    first = np.concatenate(([True], ids[1:] != ids[:-1])) if len(ids) else np.zeros(0, bool)
-    return int(_kth(vals[first], k))
+    if len(key) > m:
+        key = np.partition(key, len(key) - m)[len(key) - m :]
+    key.sort()
+    uniq = key[np.concatenate(([True], key[1:] != key[:-1]))] if len(key) else key
+    return int(uniq[-k] >> 32) if len(uniq) >= k else 0
 
 
 def _best(ids: np.ndarray, vals: np.ndarray, k: int | None) -> np.ndarray:
@@ -356,7 +356,7 @@ def _sample(summed: list[list[bytes]], dead: np.ndarray, k: int,
     return _live(ids, dead), n_tok
 
 
-_SAMPLE_MIN = 200
+_SAMPLE_MIN = 100
 
 
 def _top_k_acc(acc: np.ndarray, parts: list[np.ndarray], summed: list[list[bytes]], pruned: dict[int, list[bytes]],
