@@ -2,7 +2,7 @@
 
 A posting list is one token's (sentence_id, weight) pairs inside one segment, sentence ids
 strictly ascending.  It is stored as one SQLite BLOB.  Everything here is numpy-vectorized:
-no Python loop runs per posting, only (at most) per byte-length class of the varints.
+no Python loop runs per posting.  The varints and the V1 decoder live in ``varint.py``.
 
 Blob format, version 1 (``FORMAT_V1``)::
 
@@ -66,14 +66,14 @@ by the scale once at the end, and equal sums are exact ties.
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Sequence
 from typing import NamedTuple
 
-import struct
-
 import numpy as np
 
-FORMAT_V1 = 1
+from .varint import FORMAT_V1, decode_many_v1, gaps, read_varint, varint_bytes, varint_decode, varint_encode
+
 FORMAT_BITMAP = 2
 FORMAT_U16 = 3
 # 2: bitmap only when smaller; 4: also at >= BITMAP_DENSITY and BITMAP_MIN_N; 5: FORMAT_U16
@@ -115,94 +115,7 @@ def dequantize(q: np.ndarray, scale: float) -> np.ndarray:
     return np.asarray(q, dtype=np.float32) * np.float32(scale)
 
 
-# --------------------------------------------------------------------------- varints
-
-
-def varint_encode(values: np.ndarray) -> np.ndarray:
-    """Non-negative integers -> concatenated LEB128 bytes (uint8 array)."""
-    v = np.asarray(values).astype(np.uint64, copy=False)
-    n = len(v)
-    if n == 0:
-        return np.zeros(0, _U8)
-    # number of 7-bit groups of each value (>= 1)
-    nbytes = np.ones(n, _I64)
-    t = v >> np.uint64(7)
-    while True:
-        nz = t != 0
-        if not nz.any():
-            break
-        nbytes += nz
-        t >>= np.uint64(7)
-    maxlen = int(nbytes.max())
-    if maxlen == 1:
-        return v.astype(_U8)  # every value < 128: the fast, common case
-    starts = np.zeros(n, _I64)
-    np.cumsum(nbytes[:-1], out=starts[1:])
-    out = np.empty(int(starts[-1] + nbytes[-1]), _U8)
-    for j in range(maxlen):
-        m = nbytes > j
-        vj = v[m] >> np.uint64(7 * j)
-        b = (vj & np.uint64(0x7F)).astype(_U8)
-        b[nbytes[m] > j + 1] |= 0x80
-        out[starts[m] + j] = b
-    return out
-
-
-def varint_decode(buf: np.ndarray, n: int) -> np.ndarray:
-    """The first ``n`` LEB128 values of ``buf`` (which must hold exactly n values) as int64."""
-    b = buf
-    if len(b) == n:  # n values in n bytes: all single-byte
-        return b.astype(_I64)
-    ends = np.flatnonzero(b < 0x80)  # the last (most significant) byte of every value
-    if len(ends) != n or (n and ends[-1] != len(b) - 1):
-        raise ValueError("corrupt posting blob: varint stream does not hold exactly n values")
-    out = b[ends].astype(_I64)
-    # multi-byte values: fold in the byte before, while it is a continuation byte (a previous
-    # value's last byte never is); the first round is over all values, later ones over few
-    pos = ends - 1
-    multi = np.flatnonzero((pos >= 0) & (b[np.maximum(pos, 0)] >= 0x80))
-    pos = pos[multi]
-    while len(multi):
-        out[multi] = (out[multi] << 7) | (b[pos] & 0x7F)
-        pos -= 1
-        keep = (pos >= 0) & (b[np.maximum(pos, 0)] >= 0x80)
-        multi, pos = multi[keep], pos[keep]
-    return out
-
-
-def _read_varint(blob: bytes, pos: int) -> tuple[int, int]:
-    result = shift = 0
-    while True:
-        byte = blob[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return result, pos
-        shift += 7
-
-
-def _varint_bytes(x: int) -> bytes:
-    out = bytearray()
-    while True:
-        b = x & 0x7F
-        x >>= 7
-        if x:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
-
-
 # --------------------------------------------------------------------------- codec
-
-
-def _gaps(ids: np.ndarray) -> np.ndarray:
-    g = np.empty(len(ids), _I64)
-    if len(ids):
-        g[0] = ids[0]
-        np.subtract(ids[1:], ids[:-1], out=g[1:])
-        g[1:] -= 1
-    return g
 
 
 def encode(sentence_ids: np.ndarray, weights: np.ndarray) -> bytes:
@@ -213,12 +126,12 @@ def encode(sentence_ids: np.ndarray, weights: np.ndarray) -> bytes:
         raise TypeError(f"weights must be quantized uint8, got {q.dtype}")
     if ids.ndim != 1 or ids.shape != q.shape:
         raise ValueError("sentence_ids and weights must be 1-d arrays of equal length")
-    g = _gaps(ids)
+    g = gaps(ids)
     if len(g) and g.min() < 0:
         raise ValueError("sentence ids must be >= 0 and strictly ascending")
     if len(ids) and _use_bitmap(len(ids), int(ids[-1] - ids[0] + 1), _u16_id_bytes(ids)):
         return _encode_bitmap(ids, q)
-    return _encode_u16(ids, q) or bytes([FORMAT_V1]) + _varint_bytes(len(ids)) + q.tobytes() + varint_encode(g).tobytes()
+    return _encode_u16(ids, q) or bytes([FORMAT_V1]) + varint_bytes(len(ids)) + q.tobytes() + varint_encode(g).tobytes()
 
 
 def _u16_id_bytes(ids: np.ndarray) -> int:
@@ -255,7 +168,7 @@ def _encode_u16(ids: np.ndarray, q: np.ndarray) -> bytes | None:
 
 def _use_bitmap(n: int, span: int, id_bytes: int) -> bool:
     """Bitmap if dense enough to be read at candidates only, or simply smaller."""
-    return (n >= BITMAP_MIN_N and n >= BITMAP_DENSITY * span) or (span + 7) // 8 + 2 * len(_varint_bytes(span)) < id_bytes
+    return (n >= BITMAP_MIN_N and n >= BITMAP_DENSITY * span) or (span + 7) // 8 + 2 * len(varint_bytes(span)) < id_bytes
 
 
 def _encode_bitmap(ids: np.ndarray, q: np.ndarray) -> bytes:
@@ -263,7 +176,7 @@ def _encode_bitmap(ids: np.ndarray, q: np.ndarray) -> bytes:
     span = int(ids[-1]) - lo + 1
     bits = np.zeros(span, bool)
     bits[ids - lo] = True
-    return (bytes([FORMAT_BITMAP]) + _varint_bytes(len(ids)) + _varint_bytes(lo) + _varint_bytes(span)
+    return (bytes([FORMAT_BITMAP]) + varint_bytes(len(ids)) + varint_bytes(lo) + varint_bytes(span)
             + q.tobytes() + np.packbits(bits, bitorder="little").tobytes())
 
 
@@ -288,7 +201,7 @@ def header(blob: bytes) -> tuple[int, int]:
     """(format tag, number of postings) without decoding anything."""
     if blob[0] == FORMAT_U16:
         return FORMAT_U16, _U16_HEAD.unpack_from(blob)[3]
-    return blob[0], _read_varint(blob, 1)[0]
+    return blob[0], read_varint(blob, 1)[0]
 
 
 def max_weight(blob: bytes) -> int:
@@ -299,7 +212,7 @@ def max_weight(blob: bytes) -> int:
     if tag == FORMAT_U16:
         q = decode_many_u16([blob])[2]
         return int(q.max()) if len(q) else 0
-    n, pos = _read_varint(blob, 1)
+    n, pos = read_varint(blob, 1)
     return int(np.frombuffer(blob, dtype=_U8, count=n, offset=pos).max()) if n else 0
 
 
@@ -402,9 +315,9 @@ class BitmapSet:
 
 def _bitmap_header(blob: bytes) -> tuple[int, int, int, int]:
     """(n, lo, span, offset of the weights) of a FORMAT_BITMAP blob."""
-    n, pos = _read_varint(blob, 1)
-    lo, pos = _read_varint(blob, pos)
-    span, pos = _read_varint(blob, pos)
+    n, pos = read_varint(blob, 1)
+    lo, pos = read_varint(blob, pos)
+    span, pos = read_varint(blob, pos)
     return n, lo, span, pos
 
 
@@ -422,7 +335,7 @@ def decode(blob: bytes) -> tuple[np.ndarray, np.ndarray]:
         return decode_many_u16([blob])[1:]
     if tag != FORMAT_V1:
         raise ValueError(f"unknown posting blob format {tag}")
-    n, pos = _read_varint(blob, 1)
+    n, pos = read_varint(blob, 1)
     q = np.frombuffer(blob, dtype=_U8, count=n, offset=pos)
     rest = np.frombuffer(blob, dtype=_U8, offset=pos + n)
     if n == 0:
@@ -593,55 +506,6 @@ def decode_lists(blobs: Sequence[bytes]) -> list[tuple[np.ndarray, np.ndarray]]:
         if out[i] is None:
             out[i] = decode(blobs[i])
     return out
-
-
-def decode_many_v1(blobs: Sequence[bytes]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``decode_many`` for FORMAT_V1 blobs only (any other tag raises)."""
-    m = len(blobs)
-    if m == 0:
-        return np.zeros(0, _I64), np.zeros(0, _I64), np.zeros(0, _U8)
-    lens = np.fromiter(map(len, blobs), dtype=_I64, count=m)
-    if lens.min() < 2:
-        raise ValueError("corrupt posting blob: too short")
-    buf = np.frombuffer(b"".join(blobs), dtype=_U8)
-    offs = np.zeros(m + 1, _I64)
-    np.cumsum(lens, out=offs[1:])
-    start = offs[:-1]
-    if np.any(buf[start] != FORMAT_V1):
-        raise ValueError(f"unknown posting blob format {int(buf[start][buf[start] != FORMAT_V1][0])}")
-    # the count varint after the tag byte
-    counts = np.zeros(m, _I64)
-    hdr = np.ones(m, _I64)  # header length so far (the tag)
-    active = np.arange(m)
-    j = 0
-    while len(active):
-        b = buf[start[active] + 1 + j].astype(_I64)
-        counts[active] |= (b & 0x7F) << (7 * j)
-        hdr[active] += 1
-        active = active[b >= 0x80]
-        j += 1
-    wstart = start + hdr
-    gstart = wstart + counts
-    if np.any(gstart + counts > offs[1:]):
-        raise ValueError("corrupt posting blob: shorter than its count")
-    total = int(counts.sum())
-    # label every byte header 0 / weight 1 / gap 2: two boolean masks beat index ranges
-    lab = np.repeat(np.tile(np.array([0, 1, 2], _U8), m), np.stack([hdr, counts, offs[1:] - gstart], 1).ravel())
-    q = buf[lab == 1]
-    vals = varint_decode(buf[lab == 2], total)
-    # per-list prefix sums: gap -> id (first value of a list is absolute); one cumsum over all
-    # lists once each list's first value is reduced by the previous list's sum (its last id)
-    vals += 1
-    firsts = np.zeros(m, _I64)
-    np.cumsum(counts[:-1], out=firsts[1:])
-    firsts = firsts[counts > 0]
-    if len(firsts) == 0:
-        return counts, vals, q
-    vals[firsts] -= 1
-    if len(firsts) > 1:
-        sums = np.add.reduceat(vals, firsts)
-        vals[firsts[1:]] -= sums[:-1]
-    return counts, np.cumsum(vals, out=vals), q
 
 
 _DECODERS = {FORMAT_V1: lambda b: decode_many_v1(b), FORMAT_BITMAP: lambda b: decode_many_bitmap(b),

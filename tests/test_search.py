@@ -273,7 +273,9 @@ def test_bytes_per_posting_random():
 
 def _v1_blob(ids: np.ndarray, q: np.ndarray) -> bytes:
     """A FORMAT_V1 blob as layout 4 and earlier wrote it (still in users' indexes)."""
-    return bytes([P.FORMAT_V1]) + P._varint_bytes(len(ids)) + q.tobytes() + P.varint_encode(P._gaps(ids)).tobytes()
+    from sparc_local import varint as V
+
+    return bytes([V.FORMAT_V1]) + V.varint_bytes(len(ids)) + q.tobytes() + V.varint_encode(V.gaps(ids)).tobytes()
 
 
 @pytest.mark.parametrize("start,spread", [(0, 60), (70_000, 40), (123_456_789, 900), (65_000, 50)])
