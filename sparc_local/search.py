@@ -221,9 +221,10 @@ def work_buffer(size: int, n_tokens: int, work: np.ndarray | None = None) -> np.
 
 
 def _acc_dtype(n_tokens: int) -> type:
-    from .postings import QMAX
+    return np.uint16 if n_tokens * _QMAX <= 0xFFFF else np.int32
 
-    return np.uint16 if n_tokens * QMAX <= np.iinfo(np.uint16).max else np.int32
+
+_QMAX = 255  # postings.QMAX, the largest stored weight (a test checks they agree)
 
 
 def top_k_blobs(

@@ -805,7 +805,8 @@ class Index:
 
         Exact (identical to summing every posting), see ``search.top_k_blobs``.  ``stats``, if
         given, receives counters for benchmarks."""
-        toks = sorted({int(t) for t in token_ids})  # not np.unique: it imports numpy.ma on the ask path
+        # not np.unique: it imports numpy.ma on the ask path
+        toks = sorted(set(token_ids.tolist() if isinstance(token_ids, np.ndarray) else map(int, token_ids)))
         rows: list[tuple[int, bytes]] = []
         state = self._state
         if 0 < len(toks) <= _CHUNK and state is not None:

@@ -451,6 +451,10 @@ def test_bitmap_set_overlapping_ranges():
     np.testing.assert_array_equal(bs.get(probe), expect[probe])
 
 
+def test_accumulator_bound_matches_the_codec():
+    assert S._QMAX == P.QMAX
+
+
 def test_top_k_blobs_weights_at_the_accumulator_limits(monkeypatch):
     """uint16 sums up to 257 tokens of weight 255, int32 beyond; exact either way, and the
     reused buffer is zero again even when a blob turns out corrupt mid-way."""
