@@ -230,6 +230,7 @@ class Watcher:
                 next_roots = now + self.root_poll
             if self._encoder is not None and now - self._encoder_used > self.encoder_idle:
                 self._release_encoder()
+                self._compact(idx)
             if self._rescan and now >= self._busy_until:
                 self._catch_up(idx)
                 self.ready.set()
@@ -284,6 +285,17 @@ class Watcher:
                 _libc().malloc_trim(0)  # glibc keeps freed arenas otherwise
             except AttributeError:  # not glibc (e.g. musl)
                 pass
+
+    def _compact(self, idx) -> None:
+        """Idle: fold the small segments that event batches left into one (``Index.compact``).
+
+        Why: event batches skip it (it would rewrite the small segments on every save), yet a
+        question pays per segment, and a watcher keeps one index up to date for months.
+        """
+        try:
+            idx.compact()
+        except (sqlite3.Error, OSError) as err:
+            log.warning("could not compact the index: %s", err)
 
     def _progress(self, files: int, sentences: int) -> None:
         if self._stopping.is_set():

@@ -111,6 +111,18 @@ def test_model_is_unloaded_when_idle(root: Path, start):
     until(lambda i: top(i, "capital london") == "London is the capital of England.", "edit")
 
 
+def test_small_segments_are_compacted_when_idle(root: Path, start):
+    """Each event batch adds a small segment; once the watcher is idle they become one."""
+    (root / "big.txt").write_text(" ".join(f"Sentence {i} is about topic number {i}." for i in range(300)))
+    start([root], encoder_idle=0.3)
+    for i in range(3):
+        (root / f"n{i}.txt").write_text(f"Note {i} mentions the colour blue.\n")
+        until(lambda idx, i=i: str(root / f"n{i}.txt") in indexed(idx), f"note {i}")
+    until(lambda idx: len(idx.segments()) == 2, "the notes' segments compacted into one")
+    with Index() as idx:
+        assert idx.verify() == [] and str(root / "n2.txt") in indexed(idx)
+
+
 def test_atomic_save_rename_and_ignored_paths(root: Path, start, tmp_path: Path):
     data = root / "appdata"
     start([root], data_dir=data, exclude=["*.log.md", "build"])
