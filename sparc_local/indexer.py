@@ -143,9 +143,9 @@ def run_index(index: Index, roots: list[str], model: ModelInfo, encoder_factory:
     (they are not new roots) and prune=False (it removes deleted files itself, and the vanished
     scan costs O(indexed files x given paths)) and compact=False (``Index.compact`` is for the end
     of a full run; the watcher compacts when idle, not after every burst of events). A file
-    with more than max_sentences sentences is
-    indexed up to there and reported to on_capped(path, max_sentences). Raises DiskFull when the
-    disk fills up: every batch committed before stays intact.
+    with more than max_sentences sentences is indexed up to there and reported to
+    on_capped(path, max_sentences). Raises DiskFull when the disk fills up: every batch
+    committed before stays intact.
     """
     try:
         return _run_index(index, roots, model, encoder_factory, exclude=exclude, include_hidden=include_hidden,
