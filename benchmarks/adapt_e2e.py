@@ -65,7 +65,6 @@ def build_index(data: Path, model_dir: Path | None) -> dict:
 
 def child(args: argparse.Namespace) -> dict:
     from sparc_local.adapt.run import AdaptOptions, adapt, revert, train_adapted_model
-    from sparc_local.modelinfo import ModelInfo
     from sparc_local.paths import db_path
     from sparc_local.store import Index
 

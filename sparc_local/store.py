@@ -11,7 +11,7 @@ Layout (Lucene-style):
   tombstones) into one, dropping tombstoned sentences' postings, sentence rows and
   tombstones.  ``compact`` (the end of a full `index` run) merges every segment below a tenth
   of the index into one, since a query pays per segment.  ``merge_all`` merges everything into
-  one segment.  Sentence ids never change.
+  one segment.  Sentence ids never change.  These live in ``segments.py`` (a mixin of ``Index``).
 * Every mutation is one ``BEGIN IMMEDIATE ... COMMIT`` transaction, so a crash leaves each
   batch either fully applied or not at all.  WAL + busy_timeout let readers run while a
   writer works.
@@ -41,15 +41,11 @@ import numpy as np
 
 from . import postings as codec
 from . import search as _search
+from .segments import _CHUNK, MERGE_FACTOR, Segments, _chunks, _level, _qmarks
 from .sparse import SparseVectors
 
 BUSY_TIMEOUT_MS = 5000
-MERGE_FACTOR = 10
-MIN_MERGE_POSTINGS = 10_000  # segments below this many live postings are all "level 0"
-MAX_DELETED_RATIO = 0.3  # a segment with more tombstoned sentences than this is rewritten
-_CHUNK = 900  # max bound parameters per IN (...) list
 MMAP_BYTES = 2 << 30  # address space only; pages come from the OS page cache (SQLite caps it near 2 GB)
-MERGE_CHUNK_BYTES = 4 << 20  # blob bytes decoded at once while merging (~1.6M postings)
 
 MIGRATIONS: list[tuple[int, str]] = [
     (
@@ -188,15 +184,6 @@ class FileRecord:
 _FILE_COLS = "id, path, size, mtime, hash, status, error, n_sentences, indexed_at"
 
 
-def _chunks(seq: Sequence, n: int = _CHUNK) -> Iterator[Sequence]:
-    for i in range(0, len(seq), n):
-        yield seq[i : i + n]
-
-
-def _qmarks(n: int) -> str:
-    return ",".join("?" * n)
-
-
 def _secure_file(path: Path) -> None:
     """Create ``path`` 0600 if missing; tighten it to 0600 if it is wider."""
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
@@ -209,17 +196,7 @@ def _secure_file(path: Path) -> None:
         os.close(fd)
 
 
-def _level(live_postings: int, merge_factor: int) -> int:
-    if live_postings < MIN_MERGE_POSTINGS:
-        return 0
-    level, size = 1, MIN_MERGE_POSTINGS * merge_factor
-    while live_postings >= size:
-        level += 1
-        size *= merge_factor
-    return level
-
-
-class Index:
+class Index(Segments):
     """A sparc-local index database. Not thread-safe: use one Index per thread."""
 
     def __init__(self, path: str | os.PathLike | None = None, *, busy_timeout_ms: int = BUSY_TIMEOUT_MS):
@@ -560,202 +537,6 @@ class Index:
             if ids:
                 c.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('last_update', ?)", (repr(time.time()),))
         return len(ids)
-
-    # ------------------------------------------------------------------ segments and merging
-
-    def segments(self) -> list[dict]:
-        """Every segment with its live counts, oldest first."""
-        dead = {
-            r[0]: (r[1], r[2])
-            for r in self._conn.execute(
-                "SELECT s.segment_id, count(*), coalesce(sum(s.n_postings), 0)"
-                " FROM tombstones t CROSS JOIN sentences s ON s.id = t.sentence_id GROUP BY s.segment_id"
-            )
-        }
-        out = []
-        for sid, n_sent, n_post, n_bytes, level, created in self._conn.execute(
-            "SELECT id, n_sentences, n_postings, n_bytes, level, created_at FROM segments ORDER BY id"
-        ):
-            d_sent, d_post = dead.get(sid, (0, 0))
-            out.append(
-                dict(
-                    id=sid, n_sentences=n_sent, n_postings=n_post, n_bytes=n_bytes, level=level,
-                    created_at=created, deleted_sentences=d_sent, live_sentences=n_sent - d_sent,
-                    live_postings=n_post - d_post,
-                )
-            )
-        return out
-
-    def _merge_plan(self, merge_factor: int, max_deleted_ratio: float) -> list[int] | None:
-        segs = self.segments()
-        by_level: dict[int, list[dict]] = {}
-        for s in segs:
-            by_level.setdefault(_level(s["live_postings"], merge_factor), []).append(s)
-        for level in sorted(by_level):
-            group = by_level[level]
-            if len(group) >= merge_factor:
-                return [s["id"] for s in group]
-        for s in segs:
-            if s["deleted_sentences"] and (
-                s["live_sentences"] == 0 or s["deleted_sentences"] > max_deleted_ratio * s["n_sentences"]
-            ):
-                return [s["id"]]
-        return None
-
-    def maybe_merge(self, merge_factor: int = MERGE_FACTOR, max_deleted_ratio: float = MAX_DELETED_RATIO) -> int:
-        """Tiered merging: whenever ``merge_factor`` or more segments share a size level
-        (level = log_{merge_factor} of live postings, small ones all level 0), merge them into
-        one; rewrite a segment whose tombstoned share exceeds ``max_deleted_ratio``.  Each merge
-        is its own transaction.  Returns the number of merges done."""
-        merges = 0
-        while True:
-            with self.write_transaction() as c:
-                plan = self._merge_plan(merge_factor, max_deleted_ratio)
-                if plan is None:
-                    return merges
-                self._merge(c, plan)
-            merges += 1
-
-    def compact(self, merge_factor: int = MERGE_FACTOR) -> bool:
-        """Merge every segment holding less than 1/``merge_factor`` of the live postings into
-        one, if there are two or more: the end of a full `index` run.  Returns whether it merged.
-
-        Why: a question pays a fixed cost per segment (a blob per question token to fetch and
-        decode; measured ~30 us per segment at 100k sentences), and tiered merging leaves up to
-        ``merge_factor - 1`` segments on every size level.  Bounded: it rewrites only segments
-        below 1/``merge_factor`` of the index, and never a segment that is bigger.
-        """
-        with self.write_transaction() as c:
-            segs = self.segments()
-            total = sum(s["live_postings"] for s in segs)
-            small = [s["id"] for s in segs if s["live_postings"] * merge_factor < total]
-            if len(small) < 2:
-                return False
-            self._merge(c, small)
-        self._conn.executescript("PRAGMA incremental_vacuum;")  # the old segments' pages, as merge_all
-        return True
-
-    def merge_all(self, *, reclaim: bool = True) -> None:
-        """Optimize: merge every segment into one and purge all tombstones, in one transaction.
-        ``reclaim``: then return the freed pages to the filesystem (incremental_vacuum)."""
-        with self.write_transaction() as c:
-            ids = [r[0] for r in c.execute("SELECT id FROM segments ORDER BY id")]
-            n_dead = c.execute("SELECT count(*) FROM tombstones").fetchone()[0]
-            if len(ids) > 1 or (ids and n_dead):
-                self._merge(c, ids)
-        if reclaim:
-            # executescript steps the pragma to completion (execute() frees only one page)
-            self._conn.executescript("PRAGMA incremental_vacuum;")
-
-    def scrub(self) -> None:
-        """Make deleted text unrecoverable from the database files (for `forget`).
-
-        Tombstoned rows are purged by a full merge; VACUUM rewrites the file without free pages
-        that may still hold old text, and a TRUNCATE checkpoint empties the WAL, which holds old
-        page images too.
-        """
-        self.merge_all(reclaim=False)
-        self._conn.execute("VACUUM")
-        self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-
-    def _merge(self, c: sqlite3.Connection, seg_ids: list[int]) -> int | None:
-        """Rewrite ``seg_ids`` as one segment without tombstoned sentences (inside a txn)."""
-        c.execute("CREATE TEMP TABLE IF NOT EXISTS merge_segs(id INTEGER PRIMARY KEY)")
-        c.execute("DELETE FROM temp.merge_segs")
-        c.executemany("INSERT INTO temp.merge_segs(id) VALUES (?)", [(s,) for s in seg_ids])
-        dead = np.fromiter(
-            (r[0] for r in c.execute(
-                "SELECT t.sentence_id FROM tombstones t JOIN sentences s ON s.id = t.sentence_id"
-                " WHERE s.segment_id IN (SELECT id FROM temp.merge_segs)"
-            )),
-            dtype=np.int64,
-        )
-        n_sent = c.execute(
-            "SELECT count(*) FROM sentences WHERE segment_id IN (SELECT id FROM temp.merge_segs)"
-        ).fetchone()[0]
-        n_live = n_sent - len(dead)
-        new_id = None
-        if n_live > 0:
-            new_id = c.execute(
-                "INSERT INTO segments(n_sentences, n_postings, n_bytes, level, created_at) VALUES (?, 0, 0, 0, ?)",
-                (n_live, time.time()),
-            ).lastrowid
-            n_post, n_bytes = self._merge_postings(c, new_id, dead)
-            c.execute(
-                "UPDATE segments SET n_postings = ?, n_bytes = ?, level = ? WHERE id = ?",
-                (n_post, n_bytes, _level(n_post, MERGE_FACTOR), new_id),
-            )
-        c.execute(
-            "DELETE FROM tombstones WHERE sentence_id IN"
-            " (SELECT id FROM sentences WHERE segment_id IN (SELECT id FROM temp.merge_segs))"
-        )
-        if len(dead):
-            for chunk in _chunks(dead.tolist()):
-                marks = _qmarks(len(chunk))
-                pids = [r[0] for r in c.execute(
-                    f"SELECT DISTINCT paragraph_id FROM sentences WHERE id IN ({marks})", chunk)]
-                c.execute(f"DELETE FROM sentences WHERE id IN ({marks})", chunk)
-                for pchunk in _chunks(pids):
-                    c.execute(f"DELETE FROM paragraphs WHERE id IN ({_qmarks(len(pchunk))}) AND NOT EXISTS"
-                              " (SELECT 1 FROM sentences s WHERE s.paragraph_id = paragraphs.id)", pchunk)
-        if new_id is not None:
-            c.execute(
-                "UPDATE sentences SET segment_id = ? WHERE segment_id IN (SELECT id FROM temp.merge_segs)",
-                (new_id,),
-            )
-        c.execute("DELETE FROM postings WHERE segment_id IN (SELECT id FROM temp.merge_segs)")
-        c.execute("DELETE FROM segments WHERE id IN (SELECT id FROM temp.merge_segs)")
-        c.execute("DELETE FROM temp.merge_segs")
-        return new_id
-
-    def _merge_postings(self, c: sqlite3.Connection, new_id: int, dead: np.ndarray) -> tuple[int, int]:
-        """Stream the postings of temp.merge_segs in token order, in chunks of about
-        MERGE_CHUNK_BYTES of blobs (bounded memory), into segment ``new_id``."""
-        c.execute("CREATE TEMP TABLE IF NOT EXISTS merge_out(token_id INTEGER, blob BLOB)")
-        c.execute("DELETE FROM temp.merge_out")
-        n_post = n_bytes = 0
-        toks: list[int] = []
-        blobs: list[bytes] = []
-        size = 0
-
-        def flush() -> None:
-            nonlocal n_post, n_bytes
-            if not blobs:
-                return
-            counts, S, Q = codec.decode_many(blobs)
-            T = np.repeat(np.asarray(toks, np.int64), counts)
-            if len(dead):
-                keep = ~np.isin(S, dead)
-                T, S, Q = T[keep], S[keep], Q[keep]
-            order = np.lexsort((S, T))
-            groups = codec.encode_groups(T[order], S[order], Q[order])
-            # new rows go to a temp table: never write postings while a cursor reads it
-            c.executemany("INSERT INTO temp.merge_out(token_id, blob) VALUES (?, ?)", groups)
-            n_post += len(T)
-            n_bytes += sum(len(g[1]) for g in groups)
-            toks.clear()
-            blobs.clear()
-
-        cur = c.execute(
-            "SELECT token_id, blob FROM postings WHERE segment_id IN (SELECT id FROM temp.merge_segs)"
-            " ORDER BY token_id"
-        )
-        while rows := cur.fetchmany(4096):
-            for tok, blob in rows:
-                if size >= MERGE_CHUNK_BYTES and tok != toks[-1]:
-                    flush()
-                    size = 0
-                toks.append(tok)
-                blobs.append(blob)
-                size += len(blob)
-        flush()
-        c.execute(
-            "INSERT INTO postings(token_id, segment_id, blob) SELECT token_id, ?, blob FROM temp.merge_out"
-            " ORDER BY rowid",
-            (new_id,),
-        )
-        c.execute("DELETE FROM temp.merge_out")
-        return n_post, n_bytes
 
     # ------------------------------------------------------------------ query side
 

@@ -14,7 +14,7 @@ import pytest
 
 from sparc_local import postings as P
 from sparc_local import search as S
-from sparc_local import store
+from sparc_local import segments
 from sparc_local.sparse import SparseVectors
 from sparc_local.store import MIGRATIONS, SCHEMA_VERSION, FileUpdate, Index, SentenceRow
 
@@ -221,7 +221,7 @@ def test_remove_files_and_remove_under(db):
 @pytest.mark.parametrize("chunk_bytes", [None, 64])
 def test_merge_all_preserves_results_exactly(db, chunk_bytes, monkeypatch):
     if chunk_bytes:  # force the streamed merge to flush many small token chunks
-        monkeypatch.setattr(store, "MERGE_CHUNK_BYTES", chunk_bytes)
+        monkeypatch.setattr(segments, "MERGE_CHUNK_BYTES", chunk_bytes)
     rng = np.random.default_rng(6)
     with Index(db) as ix:
         for i in range(8):

@@ -194,7 +194,6 @@ class Trainer:
                 f = f * self._keep(hidden, mask, f, hard=True)
             fs.append(f)
         f = torch.cat(fs)  # (S, U)
-        pos = {s: i for i, s in enumerate(sents)}
         mrr = 0.0
         for ex, t in zip(valid, qtok):
             cols = np.searchsorted(union.numpy(), t)
