@@ -26,15 +26,17 @@ tokens such as "the", in up to 86% of sentences at K=256)::
     n bytes       weights, uint8, in id order
     ceil(span/8)  bitmap: bit j (little-endian bit order) of byte b is set iff lo + 8b + j is an id
 
-The writer picks the bitmap when it is smaller (more than about 1 in 8 ids of the range
-present) or when the list holds at least ``BITMAP_DENSITY`` (5%) of the ids of its range and
-at least ``BITMAP_MIN_N`` (8192) ids.  A bitmap gives O(1) random access (``BitmapSet``): the
-rank of an id is a popcount, so pruned search reads such a token's weights only at candidate
-sentences instead of decoding its whole list.  Why 5%: measured on 1M sentences, 5%-12% tokens
-hold most of a question's postings left after the near-stop ones; as bitmaps they cost
-+26 B/sentence there (3% would cost about +93, 2% +170).  Why 8192: shorter lists decode
-faster than they prune (at 100k sentences, bitmaps for the 5%-12% tokens of 41k-sentence
-segments made search slower).
+The writer picks the bitmap only for a list of at least ``BITMAP_MIN_N`` ids that holds at
+least ``BITMAP_DENSITY`` (5%) of the ids of its range.  A bitmap gives O(1) random access
+(``BitmapSet``): the rank of an id is a popcount, so pruned search reads such a token's weights
+only at candidate sentences instead of decoding its whole list.  Why only long lists, even
+where a bitmap would be smaller than ``FORMAT_U16``: reading a list at candidates pays only
+when the list is long; shorter dense lists are faster summed.  Measured at 100k sentences
+(41k-sentence segments): p50 0.254 ms with no bitmaps under 32768 ids, against 0.340 ms with
+bitmaps from 8192 ids or wherever smaller, for +4 B/sentence; at 1M, 0.925 against 0.975 ms.
+Why 5%: measured on 1M sentences, 5%-12% tokens hold most of a question's postings left after
+the near-stop ones.
+
 Blob format, version 3 (``FORMAT_U16``), the writer's default for every other list::
 
     byte 0        format tag = 3
@@ -47,8 +49,9 @@ Blob format, version 3 (``FORMAT_U16``), the writer's default for every other li
 All little-endian.  Why: search decodes it with no per-posting Python or varint passes: the
 records of all of a question's lists are joined (one bytes slice per blob) and read as one
 structured array, whose two fields are widened and offset by their window in a few vectorized
-calls.  Interleaved records need one slice per blob where separate id and weight runs need two.  Measured on
-100k sentences, V1's varint decoding was about a third of a question's latency.  It costs
+calls.  Interleaved records need one slice per blob where separate id and weight runs need
+two.  Measured on 100k sentences, V1's varint decoding was about a third of a question's
+latency.  It costs
 3 bytes per posting against V1's ~2.25 (406 against 288 bytes per sentence at K = 128).
 A list that does not fit it (ids >= 2^32, more than 255 windows or 65535 ids in a window)
 is written as V1.
@@ -76,12 +79,13 @@ from .varint import FORMAT_V1, decode_many_v1, gaps, read_varint, varint_bytes, 
 
 FORMAT_BITMAP = 2
 FORMAT_U16 = 3
-# 2: bitmap only when smaller; 4: also at >= BITMAP_DENSITY and BITMAP_MIN_N; 5: FORMAT_U16
-LAYOUT_VERSION = 5
+# 2: bitmap only when smaller; 4: also at >= BITMAP_DENSITY and BITMAP_MIN_N; 5: FORMAT_U16;
+# 6: bitmaps only at >= BITMAP_MIN_N (32768) ids and BITMAP_DENSITY
+LAYOUT_VERSION = 6
 BITMAP_DENSITY = 0.05
 # Shorter lists are cheaper to decode in full than to prune (measured at 100k sentences: a
 # 5-12% token's lists in 41k-sentence segments made search slower as bitmaps, not faster).
-BITMAP_MIN_N = 8192
+BITMAP_MIN_N = 32768
 DEFAULT_WEIGHT_CEILING = 16.0
 QMAX = 255
 
@@ -129,15 +133,9 @@ def encode(sentence_ids: np.ndarray, weights: np.ndarray) -> bytes:
     g = gaps(ids)
     if len(g) and g.min() < 0:
         raise ValueError("sentence ids must be >= 0 and strictly ascending")
-    if len(ids) and _use_bitmap(len(ids), int(ids[-1] - ids[0] + 1), _u16_id_bytes(ids)):
+    if len(ids) and _use_bitmap(len(ids), int(ids[-1] - ids[0] + 1)):
         return _encode_bitmap(ids, q)
     return _encode_u16(ids, q) or bytes([FORMAT_V1]) + varint_bytes(len(ids)) + q.tobytes() + varint_encode(g).tobytes()
-
-
-def _u16_id_bytes(ids: np.ndarray) -> int:
-    """Bytes FORMAT_U16 spends on a list's ids (lows and window table)."""
-    w = (int(ids[-1]) >> _WIN_BITS) - (int(ids[0]) >> _WIN_BITS) + 1
-    return 2 * len(ids) + (2 * w if w > 1 else 0)
 
 
 def _records(ids: np.ndarray, q: np.ndarray) -> bytes:
@@ -166,9 +164,9 @@ def _encode_u16(ids: np.ndarray, q: np.ndarray) -> bytes | None:
     return _U16_HEAD.pack(FORMAT_U16, nwin, w0, n) + table + _records(ids, q)
 
 
-def _use_bitmap(n: int, span: int, id_bytes: int) -> bool:
-    """Bitmap if dense enough to be read at candidates only, or simply smaller."""
-    return (n >= BITMAP_MIN_N and n >= BITMAP_DENSITY * span) or (span + 7) // 8 + 2 * len(varint_bytes(span)) < id_bytes
+def _use_bitmap(n: int, span: int) -> bool:
+    """Bitmap if long and dense enough to be read at candidates only (see the module doc)."""
+    return n >= BITMAP_MIN_N and n >= BITMAP_DENSITY * span
 
 
 def _encode_bitmap(ids: np.ndarray, q: np.ndarray) -> bytes:
@@ -383,12 +381,11 @@ def encode_groups(
     spans = ids[ends - 1] - ids[starts] + 1
     win = ids >> _WIN_BITS
     nwin = win[ends - 1] - win[starts] + 1
-    id_bytes = 2 * counts + np.where(nwin > 1, 2 * nwin, 0)
-    bitmap = ((spans + 7) // 8 + 6 < id_bytes) | ((counts >= BITMAP_DENSITY * spans) & (counts >= BITMAP_MIN_N))
+    bitmap = (counts >= BITMAP_DENSITY * spans) & (counts >= BITMAP_MIN_N)
     head = _U16_HEAD.pack
     out = []
     for k, a, b, w, bm in zip(keys[starts].tolist(), starts.tolist(), ends.tolist(), nwin.tolist(), bitmap.tolist()):
-        if bm and _use_bitmap(b - a, int(ids[b - 1] - ids[a] + 1), _u16_id_bytes(ids[a:b])):
+        if bm:
             out.append((k, _encode_bitmap(ids[a:b], q[a:b])))
         elif w == 1 and not ids[b - 1] >> 32:  # the common case, without numpy calls
             out.append((k, head(FORMAT_U16, 1, int(ids[a]) >> _WIN_BITS, b - a) + recs[3 * a : 3 * b]))

@@ -268,6 +268,13 @@ def test_bytes_per_posting_random():
     assert per < 4.0
 
 
+@pytest.fixture
+def short_bitmaps(monkeypatch):
+    """Bitmaps from 16 ids on, so that small test lists exercise the bitmap and pruning paths
+    (the writer's default, ``BITMAP_MIN_N``, is 32768)."""
+    monkeypatch.setattr(P, "BITMAP_MIN_N", 16)
+
+
 # --------------------------------------------------------------------------- FORMAT_U16 and old V1 blobs
 
 
@@ -294,7 +301,7 @@ def test_u16_round_trip_across_windows(start, spread):
     assert P.encode_groups(keys, ids, q) == [(0, blob)]
 
 
-def test_lists_u16_cannot_hold_are_v1_and_every_format_decodes_together():
+def test_lists_u16_cannot_hold_are_v1_and_every_format_decodes_together(short_bitmaps):
     q = np.array([7, 8, 9], np.uint8)
     far = np.array([5, 1 << 24, 1 << 25], np.int64)  # 513 windows
     huge = np.array([1, 2, 1 << 33], np.int64)  # an id >= 2^32
@@ -327,13 +334,12 @@ def test_corrupt_u16_blob_raises(cut):
 
 
 @pytest.mark.parametrize("density", [0.01, 0.03, 0.07, 0.2, 0.6, 1.0])
-def test_bitmap_format_round_trip_and_lookup(density):
+def test_bitmap_format_round_trip_and_lookup(density, short_bitmaps):
     rng = np.random.default_rng(int(density * 100))
     ids = np.flatnonzero(rng.random(5000) < density).astype(np.int64) + 77
     q = rng.integers(1, 256, len(ids)).astype(np.uint8)
     blob = P.encode(ids, q)
-    # the smaller one: a bitmap's 1/8 byte per id of the range beats 2 bytes per id above 1/16
-    assert blob[0] == (P.FORMAT_BITMAP if density >= 0.07 else P.FORMAT_U16)
+    assert blob[0] == (P.FORMAT_BITMAP if density >= P.BITMAP_DENSITY else P.FORMAT_U16)
     got_ids, got_q = P.decode(blob)
     np.testing.assert_array_equal(got_ids, ids)
     np.testing.assert_array_equal(got_q, q)
@@ -352,12 +358,13 @@ def test_bitmap_format_round_trip_and_lookup(density):
     np.testing.assert_array_equal(all_ids, np.concatenate([small[0], ids, small[0]]))
 
 
-@pytest.mark.parametrize("density", [0.03, 0.055])
-def test_dense_long_lists_are_bitmaps(density):
-    """>= BITMAP_DENSITY of the range and >= BITMAP_MIN_N ids: a bitmap even where FORMAT_U16
-    is smaller (below 1/16), so that search can read it at candidates only; shorter lists stay U16."""
+@pytest.mark.parametrize("density", [0.03, 0.055, 0.5])
+def test_only_long_dense_lists_are_bitmaps(density):
+    """>= BITMAP_DENSITY of the range and >= BITMAP_MIN_N ids: a bitmap, so that search can read
+    it at candidates only.  Shorter lists stay FORMAT_U16 even where a bitmap would be smaller
+    (they are faster summed than pruned)."""
     rng = np.random.default_rng(7)
-    ids = np.flatnonzero(rng.random(300_000) < density).astype(np.int64) + 5
+    ids = np.flatnonzero(rng.random(int(1.2 * P.BITMAP_MIN_N / density)) < density).astype(np.int64) + 5
     q = rng.integers(1, 256, len(ids)).astype(np.uint8)
     dense = density >= P.BITMAP_DENSITY
     assert P.encode(ids, q)[0] == (P.FORMAT_BITMAP if dense else P.FORMAT_U16)
@@ -389,7 +396,7 @@ def _random_segments(rng, n_seg: int, seg_size: int, vocab: int):
 
 @pytest.mark.parametrize("seed", range(8))
 @pytest.mark.parametrize("zero_ratio,old_format", [(0, False), (1 << 30, True)])
-def test_pruned_top_k_equals_brute_force(seed, zero_ratio, old_format, monkeypatch):
+def test_pruned_top_k_equals_brute_force(seed, zero_ratio, old_format, monkeypatch, short_bitmaps):
     """Exact: same ids, scores and tie order as summing everything (tombstones, segments, ties),
     with the accumulator zeroed again by a fill or by a scatter, and with the sparse lists in
     the current FORMAT_U16 or in the V1 varints of older indexes."""
@@ -432,7 +439,7 @@ def test_pruned_top_k_equals_brute_force(seed, zero_ratio, old_format, monkeypat
     assert pruned  # the near-stop tokens were skipped at least once
 
 
-def test_bitmap_set_overlapping_ranges():
+def test_bitmap_set_overlapping_ranges(short_bitmaps):
     """Blobs of one token whose id ranges interleave (segments merged out of order) still
     answer every id from the right blob."""
     rng = np.random.default_rng(3)
@@ -455,7 +462,7 @@ def test_accumulator_bound_matches_the_codec():
     assert S._QMAX == P.QMAX
 
 
-def test_top_k_blobs_weights_at_the_accumulator_limits(monkeypatch):
+def test_top_k_blobs_weights_at_the_accumulator_limits(monkeypatch, short_bitmaps):
     """uint16 sums up to 257 tokens of weight 255, int32 beyond; exact either way, and the
     reused buffer is zero again even when a blob turns out corrupt mid-way."""
     rng = np.random.default_rng(11)

@@ -505,6 +505,7 @@ def test_pruned_search_equals_exhaustive_across_segments(db, monkeypatch):
     from sparc_local import search as S
 
     monkeypatch.setattr(S, "_PRUNE_MIN", 8)
+    monkeypatch.setattr(P, "BITMAP_MIN_N", 8)  # bitmaps on these small lists (the default is 32768)
     rng = np.random.default_rng(5)
     with Index(db) as ix:
         for f in range(12):
