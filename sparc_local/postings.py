@@ -51,8 +51,8 @@ records of all of a question's lists are joined (one bytes slice per blob) and r
 structured array, whose two fields are widened and offset by their window in a few vectorized
 calls.  Interleaved records need one slice per blob where separate id and weight runs need
 two.  Measured on 100k sentences, V1's varint decoding was about a third of a question's
-latency.  It costs
-3 bytes per posting against V1's ~2.25 (406 against 288 bytes per sentence at K = 128).
+latency.  It costs 3 bytes per posting against V1's ~2.25 (~390 against ~288 bytes per
+sentence at K = 128).
 A list that does not fit it (ids >= 2^32, more than 255 windows or 65535 ids in a window)
 is written as V1.
 
@@ -446,8 +446,8 @@ def decode_many_u16(blobs: Sequence[bytes]) -> tuple[np.ndarray, np.ndarray, np.
             win_base.append(w0 << _WIN_BITS)
         else:
             o = hsize + 2 * nwin
-            per = np.frombuffer(b, _U16LE, nwin, hsize).tolist() if nwin else [-1]
-            if sum(per) != n:
+            per = np.frombuffer(b, _U16LE, nwin, hsize).tolist()
+            if nwin == 0 or sum(per) != n:
                 raise ValueError("corrupt posting blob: FORMAT_U16 windows do not hold n ids")
             win_n += per
             win_base += range(w0 << _WIN_BITS, (w0 + nwin) << _WIN_BITS, 1 << _WIN_BITS)
@@ -505,8 +505,7 @@ def decode_lists(blobs: Sequence[bytes]) -> list[tuple[np.ndarray, np.ndarray]]:
     return out
 
 
-_DECODERS = {FORMAT_V1: lambda b: decode_many_v1(b), FORMAT_BITMAP: lambda b: decode_many_bitmap(b),
-             FORMAT_U16: lambda b: decode_many_u16(b)}
+_DECODERS = {FORMAT_V1: decode_many_v1, FORMAT_BITMAP: decode_many_bitmap, FORMAT_U16: decode_many_u16}
 
 
 def decoder(tag: int):

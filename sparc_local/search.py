@@ -322,8 +322,7 @@ def _add_blobs(acc: np.ndarray, blobs: list[bytes], parts: list[np.ndarray]) -> 
     return decoded
 
 
-def _sample(summed: list[list[bytes]], dead: np.ndarray, k: int,
-            decoded: dict[int, tuple] | None = None) -> tuple[np.ndarray, int]:
+def _sample(summed: list[list[bytes]], dead: np.ndarray, k: int, decoded: dict[int, tuple]) -> tuple[np.ndarray, int]:
     """Live sentences to estimate the k-th best score: those of the rarest tokens, taken until
     they hold ``_SAMPLE_MIN * k`` postings -> (ids, the number of tokens; an id repeats at most
     that many times).
@@ -334,8 +333,6 @@ def _sample(summed: list[list[bytes]], dead: np.ndarray, k: int,
     for list lengths); ``decoded`` is ``_add_blobs``'s result for its blobs in that order, so the
     sample's blobs are a prefix of every format's blobs there.
     """
-    from . import postings as codec
-
     n_blobs = n_tok = got = 0
     for bl in summed:
         n_blobs += len(bl)
@@ -345,16 +342,12 @@ def _sample(summed: list[list[bytes]], dead: np.ndarray, k: int,
             break
     if n_blobs == 0:
         return np.zeros(0, np.int64), 1
-    if decoded is not None:
-        per_tag: dict[int, int] = {}
-        for bl in summed[:n_tok]:
-            for b in bl:
-                per_tag[b[0]] = per_tag.get(b[0], 0) + 1
-        ids = [decoded[t][1][: int(decoded[t][0][:n].sum())] for t, n in per_tag.items()]
-        ids = ids[0] if len(ids) == 1 else np.concatenate(ids)
-    else:
-        ids = codec.decode_many([b for bl in summed[:n_tok] for b in bl])[1]
-    return _live(ids, dead), n_tok
+    per_tag: dict[int, int] = {}
+    for bl in summed[:n_tok]:
+        for b in bl:
+            per_tag[b[0]] = per_tag.get(b[0], 0) + 1
+    ids = [decoded[t][1][: int(decoded[t][0][:n].sum())] for t, n in per_tag.items()]
+    return _live(ids[0] if len(ids) == 1 else np.concatenate(ids), dead), n_tok
 
 
 _SAMPLE_MIN = 100
@@ -362,7 +355,7 @@ _SAMPLE_MIN = 100
 
 def _top_k_acc(acc: np.ndarray, parts: list[np.ndarray], summed: list[list[bytes]], pruned: dict[int, list[bytes]],
                dead: np.ndarray, k: int | None, scale: float, stats: dict | None,
-               decoded: dict[int, tuple] | None = None) -> tuple[np.ndarray, np.ndarray]:
+               decoded: dict[int, tuple]) -> tuple[np.ndarray, np.ndarray]:
     """``top_k_blobs`` once the summed lists are in ``acc`` (``parts``: the ids added so far).
 
     Candidates come from one pass over the dense accumulator (``acc >= threshold``): measured
@@ -370,8 +363,6 @@ def _top_k_acc(acc: np.ndarray, parts: list[np.ndarray], summed: list[list[bytes
     """
     from . import postings as codec
 
-    if len(dead):
-        acc[dead[dead < len(acc)]] = 0  # never a candidate (acc is zeroed again by the caller)
     sets = {i: codec.BitmapSet(bl) for i, bl in pruned.items()}
     theta = 0
     order: list[int] = []
@@ -391,8 +382,8 @@ def _top_k_acc(acc: np.ndarray, parts: list[np.ndarray], summed: list[list[bytes
         rest = [i for i in sets if i not in order]
         if rest:
             _add_blobs(acc, [b for i in rest for b in pruned[i]], parts)
-            if len(dead):
-                acc[dead[dead < len(acc)]] = 0
+    if len(dead):
+        acc[dead[dead < len(acc)]] = 0  # never a candidate (acc is zeroed again by the caller)
     # a sentence can reach the top k only if its summed part plus the pruned bounds u >= theta;
     # u < theta, so the threshold is >= 1 and sentences with no summed posting are never needed
     u = sum(sets[i].ub for i in order)
