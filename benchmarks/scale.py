@@ -45,7 +45,8 @@ import numpy as np
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "reqa"
 EVAL_HOME = Path.home() / ".cache" / "sparc-local-train" / "evalhome"
-BUILD = 3  # the build procedure (bumped when it changes: 2 = Index.compact at the end, 3 = it reclaims pages)
+BUILD = 4  # the build procedure (bumped when it changes: 2 = Index.compact at the end, 3 = it reclaims pages,
+#             4 = compact merges a first run into one segment)
 PARAGRAPH = 5  # sentences per stored paragraph (a NewsQA passage is a whole story)
 
 

@@ -263,19 +263,15 @@ def top_k_blobs(
 
     dead = np.zeros(0, np.int64) if exclude is None else np.asarray(exclude, dtype=np.int64)
     pruned: dict[int, list[bytes]] = {}  # token -> its bitmap blobs, read at candidates only
-    summed: list[list[bytes]] = []  # per token, the blobs summed in full
-    if k is not None and k > 0:
-        for i, blobs in enumerate(token_blobs):
-            bm = [b for b in blobs if b[0] == codec.FORMAT_BITMAP]
-            if sum(codec.header(b)[1] for b in bm) >= _PRUNE_MIN:
-                pruned[i] = bm
-                summed.append([b for b in blobs if b[0] != codec.FORMAT_BITMAP])
-                continue
-            summed.append(list(blobs))
-    else:
-        summed = [list(b) for b in token_blobs]
-    summed.sort(key=lambda bl: sum(map(len, bl)))  # rarest first: ``_sample`` takes a prefix
-    flat = [b for bl in summed for b in bl]
+    summed: list[_Summed] = []  # per token, the blobs summed in full
+    for i, blobs in enumerate(token_blobs):
+        bm = [b for b in blobs if b[0] == codec.FORMAT_BITMAP] if k else []
+        if bm and sum(codec.header(b)[1] for b in bm) >= _PRUNE_MIN:
+            pruned[i] = bm
+            blobs = [b for b in blobs if b[0] != codec.FORMAT_BITMAP]
+        summed.append((sum(map(len, blobs)), max(map(codec.bound, blobs), default=0), blobs))
+    summed.sort(key=lambda t: t[0])  # rarest first (bytes stand in for lengths): prefixes below
+    flat = [b for _, _, bl in summed for b in bl]
     if size > _DENSE_MIN and size > _DENSE_RATIO * sum(codec.header(b)[1] for bl in token_blobs for b in bl):
         # sparse id space (ids grew large through re-indexing): sort-based exhaustive sum
         plist = [(i, w) for i, w in codec.decode_lists([b for bl in token_blobs for b in bl])]
@@ -322,50 +318,77 @@ def _add_blobs(acc: np.ndarray, blobs: list[bytes], parts: list[np.ndarray]) -> 
     return decoded
 
 
-def _sample(summed: list[list[bytes]], dead: np.ndarray, k: int, decoded: dict[int, tuple]) -> tuple[np.ndarray, int]:
+_Summed = tuple[int, int, list[bytes]]  # a token's summed blobs: (their bytes, a bound of their weights, blobs)
+
+
+def _prefix_ids(summed: list[_Summed], n_tok: int, decoded: dict[int, tuple]) -> np.ndarray:
+    """The sentence ids of the first ``n_tok`` tokens of ``summed`` (repeats included).
+
+    ``decoded`` is ``_add_blobs``'s result for ``summed``'s blobs in their order, so these
+    tokens' blobs are a prefix of every format's blobs there (a view when there is one format).
+    """
+    per_tag: dict[int, int] = {}
+    for _, _, bl in summed[:n_tok]:
+        for b in bl:
+            per_tag[b[0]] = per_tag.get(b[0], 0) + 1
+    ids = [decoded[t][1][: int(decoded[t][0][:n].sum())] for t, n in per_tag.items()]
+    return np.zeros(0, np.int64) if not ids else ids[0] if len(ids) == 1 else np.concatenate(ids)
+
+
+def _sample(summed: list[_Summed], dead: np.ndarray, k: int, decoded: dict[int, tuple]) -> tuple[np.ndarray, int]:
     """Live sentences to estimate the k-th best score: those of the rarest tokens, taken until
     they hold ``_SAMPLE_MIN * k`` postings -> (ids, the number of tokens; an id repeats at most
     that many times).
 
     Any set of distinct live sentences gives a lower bound of the k-th best score (their k-th
     best).  The rarest tokens' sentences hold the best answers most often, so the bound is
-    tight while the sample stays small.  ``summed`` is sorted rarest first (blob bytes stand in
-    for list lengths); ``decoded`` is ``_add_blobs``'s result for its blobs in that order, so the
-    sample's blobs are a prefix of every format's blobs there.
+    tight while the sample stays small.  ``summed`` is sorted rarest first.
     """
-    n_blobs = n_tok = got = 0
-    for bl in summed:
-        n_blobs += len(bl)
+    n_tok = got = 0
+    for nbytes, _, _ in summed:
         n_tok += 1
-        got += sum(map(len, bl))
+        got += nbytes
         if got >= 3 * _SAMPLE_MIN * k:
             break
-    if n_blobs == 0:
-        return np.zeros(0, np.int64), 1
-    per_tag: dict[int, int] = {}
-    for bl in summed[:n_tok]:
-        for b in bl:
-            per_tag[b[0]] = per_tag.get(b[0], 0) + 1
-    ids = [decoded[t][1][: int(decoded[t][0][:n].sum())] for t, n in per_tag.items()]
-    return _live(ids[0] if len(ids) == 1 else np.concatenate(ids), dead), n_tok
+    ids = _prefix_ids(summed, n_tok, decoded)
+    return _live(ids, dead), max(n_tok, 1)
 
 
 _SAMPLE_MIN = 100
 
 
-def _top_k_acc(acc: np.ndarray, parts: list[np.ndarray], summed: list[list[bytes]], pruned: dict[int, list[bytes]],
+def _candidates(acc: np.ndarray, need: int, where: np.ndarray | None) -> tuple[np.ndarray, int]:
+    """Sorted distinct ids with ``acc >= need``, which are all in ``where`` (repeats allowed;
+    None: anywhere) -> (ids, the number of entries of acc read)."""
+    if where is None or len(where) * _GATHER_RATIO >= len(acc):
+        return np.flatnonzero(acc >= need), len(acc)
+    c = where[np.take(acc, where) >= need]  # (measured faster than acc[where])
+    c.sort()
+    return (c[np.concatenate(([True], c[1:] != c[:-1]))] if len(c) else c), len(where)
+
+
+_LOOKUP_VS_SUM = 2  # reading a pruned token at a candidate costs about as much as summing this many postings
+_GATHER_RATIO = 16  # read acc at the rarer tokens' ids if they are < 1/_GATHER_RATIO of it (measured)
+
+
+def _top_k_acc(acc: np.ndarray, parts: list[np.ndarray], summed: list[_Summed], pruned: dict[int, list[bytes]],
                dead: np.ndarray, k: int | None, scale: float, stats: dict | None,
                decoded: dict[int, tuple]) -> tuple[np.ndarray, np.ndarray]:
     """``top_k_blobs`` once the summed lists are in ``acc`` (``parts``: the ids added so far).
 
-    Candidates come from one pass over the dense accumulator (``acc >= threshold``): measured
-    cheaper than gathering ``acc`` at every touched id, and it never sees an id twice.
+    Candidates are the entries ``acc >= theta - u``, found in one of two ways.  If the longest
+    summed tokens' bounds plus u sum below theta, a sentence found in none of the other
+    (rarer) tokens cannot reach the top k (MaxScore's non-essential lists), so the accumulator
+    is read only at the rarer tokens' ids, when they are few.  Otherwise one pass over the whole
+    dense accumulator: measured cheaper than reading it at every touched id, and it never sees
+    an id twice.
     """
     from . import postings as codec
 
     sets = {i: codec.BitmapSet(bl) for i, bl in pruned.items()}
     theta = 0
     order: list[int] = []
+    rest: list[int] = []
     if k is not None and k > 0:
         sample, reps = _sample(summed, dead, k, decoded)
         sc = acc[sample].astype(np.int64)
@@ -382,12 +405,33 @@ def _top_k_acc(acc: np.ndarray, parts: list[np.ndarray], summed: list[list[bytes
         rest = [i for i in sets if i not in order]
         if rest:
             _add_blobs(acc, [b for i in rest for b in pruned[i]], parts)
-    if len(dead):
-        acc[dead[dead < len(acc)]] = 0  # never a candidate (acc is zeroed again by the caller)
-    # a sentence can reach the top k only if its summed part plus the pruned bounds u >= theta;
-    # u < theta, so the threshold is >= 1 and sentences with no summed posting are never needed
+    gone = dead[dead < len(acc)]
     u = sum(sets[i].ub for i in order)
-    cand = np.flatnonzero(acc >= max(theta - u, 1))
+    scanned = 0
+    while True:
+        if len(gone):
+            acc[gone] = 0  # never a candidate (acc is zeroed again by the caller)
+        # a sentence can reach the top k only if its summed part plus the pruned bounds u >= theta;
+        # u < theta, so the threshold is >= 1 and sentences with no summed posting are never needed
+        need = max(theta - u, 1)
+        n_ess = len(summed)  # the rarest tokens, whose ids hold every candidate
+        b = 0
+        while n_ess and not rest and b + summed[n_ess - 1][1] < theta - u:  # (``rest`` has no ids in ``decoded``)
+            n_ess -= 1
+            b += summed[n_ess][1]
+        cand, n_read = _candidates(acc, need, _prefix_ids(summed, n_ess, decoded) if n_ess < len(summed) else None)
+        scanned += n_read
+        # so many candidates that reading a pruned token at them costs more than summing it
+        # (the tail: several near-stop tokens and a low theta): sum the shortest, and again
+        cheapest = min(order, key=lambda i: sets[i].n, default=None)
+        if cheapest is None or len(cand) * _LOOKUP_VS_SUM <= sets[cheapest].n:
+            break
+        order.remove(cheapest)
+        rest.append(cheapest)
+        if stats is not None:
+            stats["unpruned"] = stats.get("unpruned", 0) + 1
+        u -= sets[cheapest].ub
+        _add_blobs(acc, pruned[cheapest], parts)
     sc = acc[cand].astype(np.int64)
     n_cand = len(cand)
     # largest bound first: each lookup tightens the bound of the tokens left
@@ -401,4 +445,5 @@ def _top_k_acc(acc: np.ndarray, parts: list[np.ndarray], summed: list[list[bytes
         stats["postings_scored"] = sum(len(p) for p in parts) + n_cand * len(order)
         stats["candidates"] = n_cand
         stats["pruned_tokens"] = len(order)
+        stats["scanned"] = scanned  # accumulator entries read to find the candidates
     return cand[pos].astype(np.int64, copy=False), (sc[pos] * np.float64(np.float32(scale))).astype(np.float32)

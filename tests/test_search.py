@@ -292,13 +292,22 @@ def test_u16_round_trip_across_windows(start, spread):
     q = rng.integers(1, 256, len(ids)).astype(np.uint8)
     blob = P.encode(ids, q)
     windows = (ids[-1] >> 16) - (ids[0] >> 16) + 1
-    assert blob[0] == P.FORMAT_U16 and len(blob) == 8 + (2 * windows if windows > 1 else 0) + 3 * len(ids)
+    assert blob[0] == P.FORMAT_U16 and len(blob) == 9 + (2 * windows if windows > 1 else 0) + 3 * len(ids)
     got = P.decode(blob)
     np.testing.assert_array_equal(got[0], ids)
     np.testing.assert_array_equal(got[1], q)
-    assert P.header(blob) == (P.FORMAT_U16, len(ids)) and P.max_weight(blob) == q.max()
+    assert P.header(blob) == (P.FORMAT_U16, len(ids)) and P.max_weight(blob) == P.bound(blob) == q.max()
     keys = np.zeros(len(ids), np.int64)
     assert P.encode_groups(keys, ids, q) == [(0, blob)]
+    # the same list as layouts 5-6 wrote it (no max byte) still decodes; its bound is QMAX
+    old = _u16_v3_blob(blob)
+    np.testing.assert_array_equal(P.decode_many([old, blob])[1], np.concatenate([ids, ids]))
+    assert P.header(old) == (P.FORMAT_U16_V3, len(ids)) and P.max_weight(old) == q.max() and P.bound(old) == P.QMAX
+
+
+def _u16_v3_blob(blob: bytes) -> bytes:
+    """A FORMAT_U16 blob as FORMAT_U16_V3 (layouts 5-6, still in users' indexes): no max byte."""
+    return bytes([P.FORMAT_U16_V3]) + blob[1:8] + blob[9:]
 
 
 def test_lists_u16_cannot_hold_are_v1_and_every_format_decodes_together(short_bitmaps):
@@ -325,7 +334,7 @@ def test_corrupt_u16_blob_raises(cut):
     blob = P.encode(np.array([1, 2, 70_000, 140_000], np.int64), np.array([1, 2, 3, 4], np.uint8))
     with pytest.raises(ValueError, match="corrupt posting blob"):
         P.decode(blob[:-cut])
-    bad_table = blob[:8] + bytes([9, 0]) + blob[10:]  # window counts no longer sum to n
+    bad_table = blob[:9] + bytes([9, 0]) + blob[11:]  # window counts no longer sum to n
     with pytest.raises(ValueError, match="corrupt posting blob"):
         P.decode(bad_table)
 
@@ -395,20 +404,21 @@ def _random_segments(rng, n_seg: int, seg_size: int, vocab: int):
 
 
 @pytest.mark.parametrize("seed", range(8))
-@pytest.mark.parametrize("zero_ratio,old_format", [(0, False), (1 << 30, True)])
+@pytest.mark.parametrize("zero_ratio,old_format", [(0, None), (1 << 30, "v1"), (0, "u16_v3")])
 def test_pruned_top_k_equals_brute_force(seed, zero_ratio, old_format, monkeypatch, short_bitmaps):
     """Exact: same ids, scores and tie order as summing everything (tombstones, segments, ties),
-    with the accumulator zeroed again by a fill or by a scatter, and with the sparse lists in
-    the current FORMAT_U16 or in the V1 varints of older indexes."""
+    with the accumulator zeroed again by a fill or by a scatter, and with the sparse lists in the
+    current FORMAT_U16 or in the V1 varints or the FORMAT_U16_V3 (no bounds) of older indexes."""
     monkeypatch.setattr(S, "_PRUNE_MIN", 16)  # prune even on these small lists
     monkeypatch.setattr(S, "_ZERO_RATIO", zero_ratio)
     rng = np.random.default_rng(1000 + seed)
     M, blobs = _random_segments(rng, n_seg=int(rng.integers(1, 5)), seg_size=1500, vocab=40)
     if old_format:
-        blobs = {t: [b if b[0] == P.FORMAT_BITMAP else _v1_blob(*P.decode(b)) for b in bl] for t, bl in blobs.items()}
-        assert any(b[0] == P.FORMAT_V1 for bl in blobs.values() for b in bl)
+        old = (lambda b: _v1_blob(*P.decode(b))) if old_format == "v1" else _u16_v3_blob
+        blobs = {t: [b if b[0] == P.FORMAT_BITMAP else old(b) for b in bl] for t, bl in blobs.items()}
+        assert any(b[0] in (P.FORMAT_V1, P.FORMAT_U16_V3) for bl in blobs.values() for b in bl)
     n = len(M)
-    pruned = 0
+    pruned = unpruned = 0
     work = None
     for trial in range(25):
         q = rng.choice(40, int(rng.integers(1, 12)), replace=False)
@@ -431,12 +441,48 @@ def test_pruned_top_k_equals_brute_force(seed, zero_ratio, old_format, monkeypat
         np.testing.assert_array_equal(ids, rids)
         np.testing.assert_array_equal(sc, rsc)
         pruned += stats["pruned_tokens"] > 0
+        unpruned += stats.get("unpruned", 0) > 0
         if trial % 5 == 0:  # every positive score
             aids, asc = S.top_k_blobs(token_blobs, None, ex, n + 10, scale=0.5)
             rids, rsc = S.score(plist, None, dead, scale=0.5)
             np.testing.assert_array_equal(aids, rids)
             np.testing.assert_array_equal(asc, rsc)
     assert pruned  # the near-stop tokens were skipped at least once
+    assert unpruned  # and summed after all when they would be read at too many candidates
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_candidates_at_the_rarer_tokens_only_equal_brute_force(seed, monkeypatch):
+    """Common tokens with small weights, rare ones with large weights (as in the real model):
+    the k-th best score exceeds the common tokens' bounds, so candidates are read at the rarer
+    tokens' ids only.  Exact, with tombstones, and with some lists in FORMAT_U16_V3 (no bound)."""
+    rng = np.random.default_rng(2000 + seed)
+    n, vocab = 6000, 30
+    df = np.where(np.arange(vocab) < 10, 0.3, rng.choice([0.002, 0.01, 0.03], vocab))
+    hi = np.where(np.arange(vocab) < 10, 6, 60)
+    M = ((rng.random((n, vocab)) < df) * rng.integers(1, hi + 1, (n, vocab))).astype(np.uint8)
+    seg = np.sort(rng.choice(np.arange(1, n), 2, replace=False))
+    blobs: dict[int, list[bytes]] = {}
+    for a, b in zip([0, *seg], [*seg, n]):
+        for t in range(vocab):
+            ids = np.flatnonzero(M[a:b, t]) + a
+            if len(ids):
+                blob = P.encode(ids, M[ids, t])
+                blobs.setdefault(t, []).append(_u16_v3_blob(blob) if t % 7 == 6 else blob)
+    monkeypatch.setattr(S, "_GATHER_RATIO", 1)
+    gathered = 0
+    for trial in range(30):
+        q = np.concatenate([rng.choice(10, int(rng.integers(1, 6)), replace=False),
+                            rng.choice(np.arange(10, vocab), int(rng.integers(1, 6)), replace=False)])
+        dead = np.sort(rng.choice(n, int(rng.integers(0, 200)), replace=False))
+        k = int(rng.choice([1, 5, 10]))
+        stats: dict = {}
+        ids, sc = S.top_k_blobs([blobs[t] for t in q if t in blobs], k, dead, n, stats=stats)
+        eids, esc = _brute(M.astype(np.float64), q, k, dead)
+        np.testing.assert_array_equal(ids, eids)
+        np.testing.assert_array_equal(sc, esc.astype(np.float32))
+        gathered += stats["scanned"] < n
+    assert gathered >= 10
 
 
 def test_bitmap_set_overlapping_ranges(short_bitmaps):

@@ -279,23 +279,47 @@ def test_compact_merges_only_the_small_segments(db):
     answers are unchanged and a second call has nothing to do."""
     rng = np.random.default_rng(8)
     with Index(db) as ix:
-        ix.write_files([_update(rng, "/big/a.txt", 400)], merge=False)
-        ix.write_files([_update(rng, "/big/b.txt", 300)], merge=False)
+        ix.write_files([_update(rng, "/big/a.txt", 900)], merge=False)
+        ix.write_files([_update(rng, "/big/b.txt", 150)], merge=False)
         for i in range(4):
             ix.write_files([_update(rng, f"/small/{i}.txt", 10)], merge=False)
         ix.remove_files(["/small/2.txt"])
-        big = {s["id"] for s in ix.segments() if s["n_sentences"] >= 300}
+        big = {s["id"] for s in ix.segments() if s["n_sentences"] >= 150}
         queries = [rng.choice(VOCAB, 6, replace=False) for _ in range(20)]
         before = [ix.search(q, 10) for q in queries]
         assert ix.compact() is True
         segs = ix.segments()
         assert len(segs) == 3 and big <= {s["id"] for s in segs}
-        assert sorted(s["live_sentences"] for s in segs) == [30, 300, 400]
+        assert sorted(s["live_sentences"] for s in segs) == [30, 150, 900]
         for q, (ids, sc) in zip(queries, before):
             ids2, sc2 = ix.search(q, 10)
             np.testing.assert_array_equal(ids, ids2)
             np.testing.assert_array_equal(sc, sc2)
         assert ix.compact() is False  # one small segment left: nothing to merge
+        assert ix.verify() == []
+
+
+def test_compact_merges_everything_once_the_index_grew_by_a_third(db):
+    """When the segments beside the biggest hold 1/FULL_MERGE_SHARE of the live sentences
+    (a first full `index` run, or a third more since the biggest was written), every segment
+    becomes one, tombstones purged; answers are unchanged."""
+    rng = np.random.default_rng(9)
+    with Index(db) as ix:
+        ix.write_files([_update(rng, "/docs/a.txt", 900)], merge=False)
+        ix.write_files([_update(rng, "/docs/b.txt", 150)], merge=False)
+        assert ix.compact() is False  # b: 14% of the sentences, above a tenth of the postings
+        ix.write_files([_update(rng, "/docs/c.txt", 200)], merge=False)
+        ix.write_files([_update(rng, "/docs/d.txt", 10)], merge=False)
+        ix.remove_files(["/docs/d.txt"])
+        queries = [rng.choice(VOCAB, 6, replace=False) for _ in range(20)]
+        before = [ix.search(q, 10) for q in queries]
+        assert ix.compact() is True  # 350 of 1250 live sentences beside the biggest segment
+        assert [(s["n_sentences"], s["live_sentences"]) for s in ix.segments()] == [(1250, 1250)]
+        for q, (ids, sc) in zip(queries, before):
+            ids2, sc2 = ix.search(q, 10)
+            np.testing.assert_array_equal(ids, ids2)
+            np.testing.assert_array_equal(sc, sc2)
+        assert ix.compact() is False
         assert ix.verify() == []
 
 
