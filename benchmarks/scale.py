@@ -27,7 +27,8 @@ shipped tokenizer.  Per size, the table reports: build time; bytes per sentence 
 posting blobs alone, for the whole database file, and what the rest is (per table, from
 SQLite's dbstat); the open time and max RSS of a fresh ``ask`` process (``Asker`` answering
 questions); ``Index.search`` latency (top 10, p50/p99, pinned to one core, over ``--rounds`` passes:
-the pass with the best p50 is reported and every pass's p50 printed); postings touched;
+the pass with the best p50 is reported and every pass's p50 printed, with the time of a
+fixed reference kernel before it, a gauge of the VM's drifting speed); postings touched;
 and the number of questions whose top 10 differs from exhaustive scoring (must be 0).
 """
 
@@ -229,6 +230,24 @@ def ask_process(db: Path, questions: list[str]) -> dict:
     return d
 
 
+def reference_us(reps: int = 30) -> float:
+    """Median time of a fixed numpy kernel shaped like a search at 1M sentences (a scatter-add
+    of 100k postings into a 1M uint16 accumulator, a dense threshold pass): printed per round,
+    it shows how fast this (drifting) VM was while that round ran."""
+    rng = np.random.default_rng(0)
+    acc = np.zeros(1_000_000, np.uint16)
+    ids = np.sort(rng.choice(len(acc), 100_000, replace=False))
+    q = rng.integers(1, 70, len(ids)).astype(np.uint16)
+    ts = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        np.add.at(acc, ids, q)
+        np.flatnonzero(acc >= 69 * 2)
+        ts.append(time.perf_counter() - t0)
+        acc.fill(0)
+    return float(np.median(ts) * 1e6)
+
+
 def measure(db: Path, questions: list[str], tokens: list[np.ndarray], check: int, rounds: int, k: int = 10) -> dict:
     from sparc_local.store import Index
 
@@ -239,8 +258,9 @@ def measure(db: Path, questions: list[str], tokens: list[np.ndarray], check: int
         parts = db_breakdown(ix)
         for t in tokens[:20]:  # warm up
             ix.search(t, k)
-        runs = []  # every question timed once per round; rounds expose this VM's drifting speed
+        runs, refs = [], []  # every question timed once per round; rounds expose this VM's drifting speed
         for _ in range(rounds):
+            refs.append(reference_us())
             lat, touched = [], []
             for t in tokens:
                 stats: dict = {}
@@ -259,7 +279,7 @@ def measure(db: Path, questions: list[str], tokens: list[np.ndarray], check: int
     return dict(sentences=n, segments=st["segments"], postings=st["postings"],
                 posting_bytes=st["posting_bytes"], db_bytes=st["db_bytes"], parts=parts,
                 p50=float(np.percentile(lat_ms, 50)), p99=float(np.percentile(lat_ms, 99)),
-                mean=float(lat_ms.mean()), p50_rounds=[float(np.percentile(r, 50)) for r in runs],
+                mean=float(lat_ms.mean()), p50_rounds=[float(np.percentile(r, 50)) for r in runs], reference_us=refs,
                 touched_max=int(max(touched)), touched_mean=float(np.mean(touched)),
                 checked=min(check, len(tokens)), mismatches=mism, ask=ask)
 
@@ -283,6 +303,7 @@ def report(size: int, build_s: float, m: dict) -> str:
         f"ask process max RSS                   {a['maxrss_kb'] / 1024:9.1f} MiB",
         f"search top-10 p50 / p99 / mean        {m['p50']:6.3f} / {m['p99']:6.3f} / {m['mean']:6.3f} ms"
         f"  (best of {len(m['p50_rounds'])} rounds; p50 per round {' '.join(f'{x:.3f}' for x in m['p50_rounds'])})",
+        f"reference kernel per round (machine speed; lower is faster) {' '.join(f'{x:.0f}' for x in m['reference_us'])} us",
         f"postings scored per question max/mean {m['touched_max']:,} / {m['touched_mean']:,.0f}",
         f"top-10 != exhaustive                  {m['mismatches']} of {m['checked']} questions",
     ]

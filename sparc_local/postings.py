@@ -170,9 +170,10 @@ def _encode_u16(ids: np.ndarray, q: np.ndarray) -> bytes | None:
     return _U16_HEAD.pack(FORMAT_U16, nwin, w0, n) + bytes([int(q.max())]) + table + _records(ids, q)
 
 
-def _use_bitmap(n: int, span: int) -> bool:
-    """Bitmap if long and dense enough to be read at candidates only (see the module doc)."""
-    return n >= BITMAP_MIN_N and n >= BITMAP_DENSITY * span
+def _use_bitmap(n, span):
+    """Bitmap if long and dense enough to be read at candidates only (see the module doc).
+    Ints or arrays (``encode_groups`` asks for many lists at once)."""
+    return (n >= BITMAP_MIN_N) & (n >= BITMAP_DENSITY * span)
 
 
 def _encode_bitmap(ids: np.ndarray, q: np.ndarray) -> bytes:
@@ -393,7 +394,7 @@ def encode_groups(
     spans = ids[ends - 1] - ids[starts] + 1
     win = ids >> _WIN_BITS
     nwin = win[ends - 1] - win[starts] + 1
-    bitmap = (counts >= BITMAP_DENSITY * spans) & (counts >= BITMAP_MIN_N)
+    bitmap = _use_bitmap(counts, spans)
     qmax = np.maximum.reduceat(q, starts).tolist()
     head = _U16_HEAD.pack
     out = []
