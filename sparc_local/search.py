@@ -256,8 +256,9 @@ def top_k_blobs(
     summed tokens (``_sample``) with every dense token read there; the longest dense tokens whose
     bounds sum below it stay pruned and the others are summed in one pass (measured: rounds of
     un-pruning one token at a time cost more than they saved).  Candidates are then the
-    accumulator entries >= theta - U, found in one dense pass.  Ties are safe: ">=" keeps every
-    sentence that can tie.
+    accumulator entries >= theta - U (``_top_k_acc``: at the rarer lists' ids only when the
+    longest lists' bounds allow; a pruned token is summed after all when it would be read at
+    too many candidates).  Ties are safe: ">=" keeps every sentence that can tie.
     """
     from . import postings as codec
 
