@@ -176,8 +176,13 @@ def _kth_distinct(ids: np.ndarray, vals: np.ndarray, k: int, reps: int) -> int:
     if len(key) > m:
         key = np.partition(key, len(key) - m)[len(key) - m :]
     key.sort()
-    uniq = key[np.concatenate(([True], key[1:] != key[:-1]))] if len(key) else key
+    uniq = _unique_sorted(key)
     return int(uniq[-k] >> 32) if len(uniq) >= k else 0
+
+
+def _unique_sorted(a: np.ndarray) -> np.ndarray:
+    """``a`` (sorted) without repeats; not np.unique, which would sort again."""
+    return a[np.concatenate(([True], a[1:] != a[:-1]))] if len(a) else a
 
 
 def _best(ids: np.ndarray, vals: np.ndarray, k: int | None) -> np.ndarray:
@@ -201,10 +206,6 @@ def _live(ids: np.ndarray, dead: np.ndarray) -> np.ndarray:
     pos = np.minimum(np.searchsorted(dead, ids), len(dead) - 1)
     return ids[dead[pos] != ids]
 
-
-def _kth(values: np.ndarray, k: int) -> float:
-    """The k-th largest value, or 0 if there are fewer than k."""
-    return float(np.partition(values, len(values) - k)[len(values) - k]) if len(values) >= k else 0.0
 
 
 def work_buffer(size: int, n_tokens: int, work: np.ndarray | None = None) -> np.ndarray:
@@ -372,7 +373,7 @@ def _candidates(acc: np.ndarray, need: int, where: np.ndarray | None,
         return (None if limit is not None and len(c) > limit else c), len(acc)
     c = where[np.take(acc, where) >= need]  # (measured faster than acc[where])
     c.sort()
-    c = c[np.concatenate(([True], c[1:] != c[:-1]))] if len(c) else c
+    c = _unique_sorted(c)
     return (None if limit is not None and len(c) > limit else c), len(where)
 
 
@@ -404,8 +405,8 @@ def _top_k_acc(acc: np.ndarray, parts: list[np.ndarray], summed: list[_Summed], 
     if k is not None and k > 0:
         sample, reps = _sample(summed, dead, k, decoded)
         sc = acc[sample].astype(np.int64)
-        for i in sets:
-            sc += sets[i].get(sample)
+        for bs in sets.values():
+            sc += bs.get(sample)
         theta = _kth_distinct(sample, sc, k, reps)  # the k-th best exact score of distinct live sentences
     if sets:
         # keep pruned the longest tokens whose bounds sum below theta; sum the others, at once
