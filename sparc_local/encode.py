@@ -1,4 +1,4 @@
-"""The document encoder: (sentence, context) pairs in, top-K sparse vectors out.
+"""The document encoder: paragraphs of sentences in, one top-K sparse vector per sentence out.
 
 Only indexing, eval and adapt import this module; `ask` never does, so onnxruntime stays off the
 query path.
@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from sparc_local.inputs import load_tokenizer, pad_batch, pair_inputs
+from sparc_local.inputs import load_tokenizer, pad_batch, paragraph_inputs
 from sparc_local.modelinfo import ModelInfo
 from sparc_local.sparse import SparseVectors
 
@@ -25,6 +25,9 @@ class Encoder:
         self.tokenizer = load_tokenizer(info.tokenizer_path)
         opts = ort.SessionOptions()
         opts.log_severity_level = 3
+        # fold the int8 weights' DequantizeLinear into float constants once, at load: the graph
+        # then computes in float on every CPU (export.QUANT_WEIGHTS), as fast as an fp32 export
+        opts.add_session_config_entry("session.disable_quant_qdq", "1")
         if threads:
             opts.intra_op_num_threads = threads
             opts.inter_op_num_threads = 1
@@ -33,15 +36,14 @@ class Encoder:
         # the vocab projection holds batch·length·|V| floats: cap tokens per run, not sentences
         self.token_budget = token_budget
 
-    def encode(self, sentences: Sequence[str], contexts: Sequence[str] | None = None,
-               top_k: int | None = None, progress: Callable[[int], None] | None = None) -> SparseVectors:
-        """Top-K (token id, f(v,s)) per sentence, zeros dropped, in input order.
+    def encode(self, paragraphs: Sequence[Sequence[str]], top_k: int | None = None,
+               progress: Callable[[int], None] | None = None) -> SparseVectors:
+        """Top-K (token id, f(v,s)) per sentence, zeros dropped, paragraph after paragraph in order.
 
         Inputs are sorted by length and cut into batches of similar length, so little is padding.
         """
-        contexts = list(contexts) if contexts is not None else [""] * len(sentences)
         info = self.info
-        items = pair_inputs(self.tokenizer, list(sentences), contexts, info.max_length, info.cls_id, info.sep_id)
+        items = paragraph_inputs(self.tokenizer, paragraphs, info.inputs)
         k = np.array([min(top_k or info.top_k, info.vocab_size)], np.int64)
         order = np.argsort([len(ids) for ids, _ in items], kind="stable")
         rows: list[tuple[np.ndarray, np.ndarray] | None] = [None] * len(items)

@@ -1,7 +1,8 @@
 """`sparc-local eval`: ReQA metrics for SPARC and BM25 over the same sentences.
 
-The SPARC side goes through the product's own path: the same encoder and context construction
-as `index`, a real (throw-away) SQLite index, and the same query tokens and scoring as `ask`.
+The SPARC side goes through the product's own path: the same input builder and encoder as
+`index` (each passage is a paragraph), a real (throw-away) SQLite index, and the same query
+tokens and scoring as `ask`.
 Encoded corpora are cached by content hash, so a rerun with the same model skips encoding.
 """
 
@@ -27,7 +28,7 @@ def _cache_file(ds_dir: Path, info: ModelInfo) -> Path:
     h = hashlib.sha256()
     for name in ("corpus.jsonl.gz",):
         h.update((ds_dir / name).read_bytes())
-    h.update(f"inputs-v2|{info.id}|{info.max_length}|{CACHE_K}".encode())
+    h.update(f"inputs-v3|{info.id}|{info.inputs}|{CACHE_K}".encode())
     folder = paths.user_dir() / "cache" / "eval"
     folder.mkdir(parents=True, exist_ok=True, mode=0o700)
     return folder / f"{h.hexdigest()[:24]}.npz"
@@ -41,7 +42,7 @@ def encode_corpus(ds: reqa.ReqaSet, ds_dir: Path, info: ModelInfo, threads: int 
             return SparseVectors(z["indptr"], z["token_ids"], z["weights"])
     from sparc_local.encode import Encoder
 
-    vectors = Encoder(info, threads=threads).encode(ds.texts, ds.contexts(), top_k=CACHE_K, progress=progress)
+    vectors = Encoder(info, threads=threads).encode(ds.paragraphs(), top_k=CACHE_K, progress=progress)
     tmp = cache.with_suffix(".tmp.npz")
     np.savez(tmp, indptr=vectors.indptr, token_ids=vectors.token_ids, weights=vectors.weights)
     tmp.replace(cache)
@@ -73,7 +74,6 @@ def evaluate(ds_dir: Path, info: ModelInfo, *, depth: int = 10, top_k: int | Non
     ds = reqa.load(ds_dir)
     k = top_k or info.top_k
     vectors = truncate(encode_corpus(ds, ds_dir, info, threads, progress), k)
-    contexts = ds.contexts()
     tokenizer = load_tokenizer(info.tokenizer_path)
     skip = info.skip_array()
     answers = [set(a) for _, _, a in ds.queries]
@@ -86,8 +86,10 @@ def evaluate(ds_dir: Path, info: ModelInfo, *, depth: int = 10, top_k: int | Non
             by_passage.setdefault(p, []).append(i)
         updates = []
         for passage, members in by_passage.items():
-            rows = [SentenceRow(text=ds.texts[i], context=contexts[i], offset_in_context=0) for i in members]
-            sub = SparseVectors.from_rows([vectors.row(i) for i in members])
+            text = " ".join(ds.texts[i] for i in members)
+            rows = [SentenceRow(text=ds.texts[i], context=text, offset_in_context=text.find(ds.texts[i]))
+                    for i in members]
+            sub = vectors.slice(members[0], members[-1] + 1)  # a passage's sentences are consecutive
             updates.append(FileUpdate(path=passage, size=0, mtime=0.0, hash=passage, sentences=rows, vectors=sub))
         for start in range(0, len(updates), 500):
             index.write_files(updates[start:start + 500], merge=False)

@@ -26,6 +26,15 @@ from sparc_local.query import skip_token_ids
 from sparc_local.weights import ArchConfig, Weights
 
 OPSET = 17
+# How the encoder's MatMul weights are stored and computed:
+# - QUANT_WEIGHTS: int8 per output channel, dequantized in-graph, float compute. Every x86 CPU
+#   computes the same thing. onnxruntime's int8 kernels do not: u8·s8 products are summed in
+#   pairs with int16 saturation on AVX2 CPUs without VNNI (onnxruntime issues #5849, #6004), so
+#   the same model ranked tokens differently on AMD EPYC and on Intel VNNI machines.
+# - QUANT_DYNAMIC: onnxruntime's dynamic quantization (uint8 activations, MatMulInteger).
+# - QUANT_FP32: float weights, 4x the size.
+QUANT_WEIGHTS, QUANT_DYNAMIC, QUANT_FP32 = "int8-weights", "int8", "fp32"
+QUANTS = (QUANT_WEIGHTS, QUANT_DYNAMIC, QUANT_FP32)
 
 
 def quantize_rows(emb: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -37,7 +46,7 @@ def quantize_rows(emb: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _graph(cfg: ArchConfig, w: Weights, sparsity_w: float, int8_embeddings: bool, skip: np.ndarray,
-           pool: str = "all"):
+           pool: str = "all", int8_weights: bool = False):
     from onnx import TensorProto, helper, numpy_helper
 
     nodes, inits = [], []
@@ -59,7 +68,18 @@ def _graph(cfg: ArchConfig, w: Weights, sparsity_w: float, int8_embeddings: bool
 
     def linear(x: str, key: str) -> str:
         # canonical weights are (out, in); MatMul wants (in, out)
-        y = op("MatMul", [x, const(w[f"{key}.w"].T.copy(), key.replace(".", "_") + "_w")])
+        prefix = key.replace(".", "_") + "_w"
+        if int8_weights:
+            # int8 storage, float compute: every CPU computes the same thing (see QUANT_WEIGHTS).
+            # Named as quantize_dynamic names its parts, so adapt reads both kinds alike.
+            q, scale = quantize_rows(w[f"{key}.w"])
+            n = name(prefix)
+            parts = {"quantized": q.T.copy(), "scale": scale, "zero_point": np.zeros(len(scale), np.int8)}
+            inits.extend(numpy_helper.from_array(a, f"{n}_{part}") for part, a in parts.items())
+            wt = op("DequantizeLinear", [f"{n}_{part}" for part in parts], axis=1)
+        else:
+            wt = const(w[f"{key}.w"].T.copy(), prefix)
+        y = op("MatMul", [x, wt])
         return op("Add", [y, const(w[f"{key}.b"], key.replace(".", "_") + "_b")])
 
     def layer_norm(x: str, key: str) -> str:
@@ -141,19 +161,23 @@ def _graph(cfg: ArchConfig, w: Weights, sparsity_w: float, int8_embeddings: bool
 
 def export_model(cfg: ArchConfig, w: Weights, tokenizer_json: Path, out_dir: Path, *, name: str,
                  source: str, sparsity_w: float = 0.0, top_k: int = 256, max_length: int = 256,
-                 weight_cap: float = 16.0, int8: bool = True, per_channel: bool = True, pool: str = "all",
-                 extra: dict | None = None) -> ModelInfo:
+                 weight_cap: float = 16.0, quant: str = QUANT_WEIGHTS, per_channel: bool = True, pool: str = "all",
+                 inputs: dict | None = None, extra: dict | None = None) -> ModelInfo:
     """Write out_dir/{model.onnx, tokenizer.json, sparc.json}, replacing any earlier export."""
     import onnx
 
+    if quant not in QUANTS:
+        raise ValueError(f"quant must be one of {QUANTS}")
+    int8 = quant != QUANT_FP32
     vocab = json.loads(Path(tokenizer_json).read_text())["model"]["vocab"]
     skip = skip_token_ids(vocab)
-    model = _graph(cfg, w, sparsity_w, int8_embeddings=int8, skip=skip, pool=pool)
+    model = _graph(cfg, w, sparsity_w, int8_embeddings=int8, skip=skip, pool=pool,
+                   int8_weights=quant == QUANT_WEIGHTS)
     onnx.checker.check_model(model)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     target = out_dir / "model.onnx"
-    if int8:
+    if quant == QUANT_DYNAMIC:
         from onnxruntime.quantization import QuantType, quantize_dynamic
 
         with tempfile.TemporaryDirectory() as tmp:
@@ -174,7 +198,7 @@ def export_model(cfg: ArchConfig, w: Weights, tokenizer_json: Path, out_dir: Pat
         name=name, path=out_dir, layout=cfg.layout, vocab_size=cfg.vocab_size, hidden=cfg.hidden,
         top_k=top_k, max_length=max_length, sparsity_w=float(sparsity_w), weight_cap=weight_cap,
         cls_id=vocab["[CLS]"], sep_id=vocab["[SEP]"], skip_ids=tuple(int(i) for i in skip),
-        quantization="int8" if int8 else "fp32", source=source, has_segments=bool(cfg.type_vocab),
+        quantization=quant, source=source, has_segments=bool(cfg.type_vocab), **(inputs or {}),
         extra={"digest": digest, "arch": cfg.to_dict(), "pool": pool, **(extra or {})},
     )
     (out_dir / CONFIG_FILE).write_text(info.to_json() + "\n")
@@ -195,10 +219,13 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--source", default="", help="provenance recorded in sparc.json")
     p.add_argument("--top-k", type=int, default=256)
     p.add_argument("--max-length", type=int, default=256)
-    p.add_argument("--fp32", action="store_true")
+    p.add_argument("--quant", choices=QUANTS, default=QUANT_WEIGHTS,
+                   help="int8-weights: int8 storage, float compute (the same on every CPU)")
     # per-tensor int8 lost 0.021 MRR@10 on the held-out split where per-channel matched fp32
     p.add_argument("--pool", choices=["all", "sentence"], default="all",
                    help="max-pool over all input tokens (the paper) or the sentence's own")
+    p.add_argument("--context-sentences", type=int, default=6, help="as the model was trained (inputs.InputSpec)")
+    p.add_argument("--context-order", default="document")
     p.add_argument("--per-tensor", action="store_true", help="one int8 scale per weight matrix")
     args = p.parse_args(argv)
     src = Path(args.weights)
@@ -210,8 +237,9 @@ def main(argv: list[str] | None = None) -> None:
         sparsity = 0.0
     tok = Path(args.tokenizer) if args.tokenizer else src / "tokenizer.json"
     info = export_model(cfg, w, tok, Path(args.out_dir), name=args.name, source=args.source or str(src),
-                        sparsity_w=sparsity, top_k=args.top_k, max_length=args.max_length, int8=not args.fp32,
-                        per_channel=not args.per_tensor, pool=args.pool)
+                        sparsity_w=sparsity, top_k=args.top_k, max_length=args.max_length, quant=args.quant,
+                        per_channel=not args.per_tensor, pool=args.pool,
+                        inputs={"context_sentences": args.context_sentences, "context_order": args.context_order})
     print(f"exported {info.name} ({info.quantization}, K={info.top_k}) to {info.path}")
 
 

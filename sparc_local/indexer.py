@@ -20,11 +20,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
 
 from sparc_local.extract import MAX_CHARS, VANISHED, ExtractError, extract, iter_files, path_key
 from sparc_local.modelinfo import ModelInfo
-from sparc_local.segment import MAX_SENTENCE_CHARS, contexts, segment
+from sparc_local.segment import MAX_SENTENCE_CHARS, paragraphs, segment
 from sparc_local.sparse import SparseVectors
 from sparc_local.store import FileUpdate, Index, SentenceRow
 
@@ -63,8 +62,7 @@ class _Pending:
     mtime: float
     hash: str
     rows: list[SentenceRow]
-    sentences: list[str]
-    contexts: list[str]
+    paragraphs: list[list[str]]  # the sentence texts, grouped by paragraph
     error: str | None = None
     capped: bool = False
 
@@ -77,14 +75,14 @@ def file_hash(path: Path) -> str:
     return h.hexdigest()
 
 
-def _read(path: Path, size: int, mtime: float, digest: str, max_sentences: int, window: int) -> _Pending:
+def _read(path: Path, size: int, mtime: float, digest: str, max_sentences: int) -> _Pending:
     """Extract and segment one file; a failure becomes the file's recorded error, not an exception."""
     key = path_key(path)
     try:
         # a sentence is at most MAX_SENTENCE_CHARS long: a small cap needs only a little text read
         blocks = extract(path, max_chars=min(MAX_CHARS, max(1, max_sentences) * MAX_SENTENCE_CHARS))
     except ExtractError as err:
-        return _Pending(key, size, mtime, digest, [], [], [], error=err.reason)
+        return _Pending(key, size, mtime, digest, [], [], error=err.reason)
     sents = segment(blocks, max_sentences=max_sentences + 1)
     capped = len(sents) > max_sentences or bool(blocks and blocks[-1].truncated)
     del sents[max_sentences:]
@@ -93,21 +91,7 @@ def _read(path: Path, size: int, mtime: float, digest: str, max_sentences: int, 
                     page=s.page, line=s.line, char_start=s.start, char_end=s.end)
         for s in sents
     ]
-    return _Pending(key, size, mtime, digest, rows, [s.text for s in sents], contexts(sents, window), capped=capped)
-
-
-def _concat(parts: list[SparseVectors]) -> SparseVectors:
-    if len(parts) == 1:
-        return parts[0]
-    ends = np.cumsum([int(v.indptr[-1]) for v in parts[:-1]])
-    indptr = np.concatenate([parts[0].indptr] + [v.indptr[1:] + e for v, e in zip(parts[1:], ends)])
-    return SparseVectors(indptr, np.concatenate([v.token_ids for v in parts]),
-                         np.concatenate([v.weights for v in parts]))
-
-
-def _rows(v: SparseVectors, start: int, stop: int) -> SparseVectors:
-    a, b = int(v.indptr[start]), int(v.indptr[stop])
-    return SparseVectors(v.indptr[start:stop + 1] - a, v.token_ids[a:b], v.weights[a:b])
+    return _Pending(key, size, mtime, digest, rows, paragraphs(sents), capped=capped)
 
 
 def _under(path: str, roots: Iterable[str]) -> bool:
@@ -131,7 +115,7 @@ def forget(index: Index, path: str) -> int:
 
 def run_index(index: Index, roots: list[str], model: ModelInfo, encoder_factory: Callable[[], object], *,
               exclude: Iterable[str] = (), include_hidden: bool = False, max_sentences: int = MAX_SENTENCES,
-              window: int = 6, batch_sentences: int = 512,
+              batch_sentences: int = 512,
               on_error: Callable[[str, str], None] | None = None,
               on_progress: Callable[[int, int], None] | None = None,
               on_capped: Callable[[str, int], None] | None = None,
@@ -149,7 +133,7 @@ def run_index(index: Index, roots: list[str], model: ModelInfo, encoder_factory:
     """
     try:
         return _run_index(index, roots, model, encoder_factory, exclude=exclude, include_hidden=include_hidden,
-                          max_sentences=max_sentences, window=window, batch_sentences=batch_sentences,
+                          max_sentences=max_sentences, batch_sentences=batch_sentences,
                           on_error=on_error, on_progress=on_progress, on_capped=on_capped, prune=prune,
                           compact=compact)
     except (sqlite3.OperationalError, OSError) as err:
@@ -159,7 +143,7 @@ def run_index(index: Index, roots: list[str], model: ModelInfo, encoder_factory:
 
 
 def _run_index(index: Index, roots: list[str], model: ModelInfo, encoder_factory: Callable[[], object], *,
-               exclude: Iterable[str], include_hidden: bool, max_sentences: int, window: int,
+               exclude: Iterable[str], include_hidden: bool, max_sentences: int,
                batch_sentences: int, on_error: Callable[[str, str], None] | None,
                on_progress: Callable[[int, int], None] | None, on_capped: Callable[[str, int], None] | None,
                prune: bool, compact: bool) -> IndexReport:
@@ -188,27 +172,31 @@ def _run_index(index: Index, roots: list[str], model: ModelInfo, encoder_factory
         nonlocal encoder
         if not pending:
             return
-        texts = [t for p in pending for t in p.sentences]
-        ctxs = [c for p in pending for c in p.contexts]
-        parts = []
-        for start in range(0, len(texts), ENCODE_CHUNK):  # the encoder's memory grows with its input
-            if encoder is None:
-                encoder = encoder_factory()
-                report.threads = getattr(encoder, "threads", 0)
-            parts.append(encoder.encode(texts[start:start + ENCODE_CHUNK], ctxs[start:start + ENCODE_CHUNK]))
-        del ctxs
-        vectors = _concat(parts) if parts else None
+        paras = [para for p in pending for para in p.paragraphs]
+        parts, chunk, size = [], [], 0
+        for para in paras + [None]:  # the encoder's memory grows with its input: chunks of paragraphs
+            if para is None or (chunk and size + len(para) > ENCODE_CHUNK):
+                if encoder is None and chunk:
+                    encoder = encoder_factory()
+                    report.threads = getattr(encoder, "threads", 0)
+                if chunk:
+                    parts.append(encoder.encode(chunk))
+                chunk, size = [], 0
+            if para is not None:
+                chunk.append(para)
+                size += len(para)
+        vectors = SparseVectors.concat(parts)
         updates, offset = [], 0
         for p in pending:
-            n = len(p.sentences)
-            sub = _rows(vectors, offset, offset + n) if n else None
+            n = len(p.rows)
+            sub = vectors.slice(offset, offset + n) if n else None
             offset += n
             updates.append(FileUpdate(p.path, p.size, p.mtime, p.hash, p.rows, sub, p.error))
         index.write_files(updates)
         report.indexed += sum(1 for p in pending if p.error is None)
-        report.sentences += len(texts)
+        report.sentences += offset
         if on_progress:
-            on_progress(len(pending), len(texts))
+            on_progress(len(pending), offset)
         pending.clear()
 
     seen: set[str] = set()
@@ -244,14 +232,14 @@ def _run_index(index: Index, roots: list[str], model: ModelInfo, encoder_factory
             continue
         except OSError as err:
             reason = "permission denied" if isinstance(err, PermissionError) else f"cannot read: {err.strerror or err}"
-            pending.append(_Pending(key, st.st_size, st.st_mtime, "", [], [], [], error=reason))
+            pending.append(_Pending(key, st.st_size, st.st_mtime, "", [], [], error=reason))
             error(key, reason)
             continue
         if not force and rec is not None and rec.hash == digest and rec.status == "ok":
             index.touch_file(key, st.st_size, st.st_mtime)
             report.unchanged += 1
             continue
-        item = _read(path, st.st_size, st.st_mtime, digest, max_sentences, window)
+        item = _read(path, st.st_size, st.st_mtime, digest, max_sentences)
         if item.error == VANISHED:
             error(key, VANISHED)
             seen.discard(key)  # its old sentences, if any, go with the vanished-file pruning
@@ -263,7 +251,7 @@ def _run_index(index: Index, roots: list[str], model: ModelInfo, encoder_factory
             if on_capped:
                 on_capped(key, max_sentences)
         pending.append(item)
-        if sum(len(p.sentences) for p in pending) >= batch_sentences:
+        if sum(len(p.rows) for p in pending) >= batch_sentences:
             flush()
     flush()
     vanished = [f.path for f in index.all_files() if _under(f.path, roots) and f.path not in seen] if prune else []

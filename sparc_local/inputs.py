@@ -1,14 +1,53 @@
 """Encoder inputs: "[CLS] sentence [SEP] context [SEP]" with segment ids (SPARC §6.2).
 
-One function builds them for indexing, eval and training, so the model is trained on exactly
-the inputs it later sees.
+`paragraph_inputs` is the one place that turns a paragraph's sentences into encoder inputs.
+`index`, the watcher, adapt's re-encode, `eval` and training all call it, so the model is
+trained and measured on exactly the inputs it sees in a user's index.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+
+EncoderInput = tuple[np.ndarray, np.ndarray]  # token ids, segment ids (int64)
+SCHEME_PAIR, SCHEME_WINDOW = "pair", "window"
+
+
+@dataclass(frozen=True)
+class Window:
+    """One forward pass of the window scheme: "[CLS] paragraph tokens [SEP]".
+
+    `spans` are the [start, end) token positions of the sentences this window encodes, in
+    paragraph order; the tokens around them are context only (another window encodes them).
+    """
+
+    ids: np.ndarray  # int64
+    spans: tuple[tuple[int, int], ...]
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    """What the input builder needs to know of a model (ModelInfo.inputs) or a training run.
+
+    A sentence's context is drawn from the other sentences of its paragraph, nearest first
+    (the one before, the one after, two before, ...), at most `context_sentences` of them and
+    no more than fits in `max_length`; the last one taken may be cut. `context_order` says
+    how the chosen ones are laid out: "document" (paragraph order) or "nearest" (nearest first).
+    """
+
+    max_length: int
+    cls_id: int
+    sep_id: int
+    context_sentences: int = 6
+    context_order: str = "document"
+    scheme: str = SCHEME_PAIR  # SCHEME_WINDOW: window_inputs, one pass per paragraph window
+
+
+CONTEXT_ORDERS = ("document", "nearest")
 
 
 def load_tokenizer(path: str | Path):
@@ -16,7 +55,7 @@ def load_tokenizer(path: str | Path):
 
     Hugging Face tokenizer.json files often carry fixed padding (all-MiniLM-L6-v2's pads every
     text to 128 tokens) and truncation; left on, every sentence would come back padded and
-    leave no room for its context. Lengths are decided here, in pair_inputs, and nowhere else.
+    leave no room for its context. Lengths are decided here, in paragraph_inputs, and nowhere else.
     """
     from tokenizers import Tokenizer
 
@@ -26,30 +65,134 @@ def load_tokenizer(path: str | Path):
     return tokenizer
 
 
-def pair_inputs(tokenizer, sentences: list[str], contexts: list[str], max_length: int,
-                cls_id: int, sep_id: int) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Token ids and segment ids per (sentence, context) pair.
-
-    The sentence keeps priority: it is cut only if it alone overflows max_length, and the
-    context fills what is left.
-    """
-    sents = tokenizer.encode_batch(sentences, add_special_tokens=False)
-    ctxs = tokenizer.encode_batch(contexts, add_special_tokens=False) if any(contexts) else None
+def _nearest(i: int, n: int) -> list[int]:
+    """The other positions of a paragraph of n sentences, nearest to i first, the earlier on ties."""
     out = []
-    for i, s in enumerate(sents):
-        s_ids = s.ids[: max_length - 3]
-        room = max_length - 3 - len(s_ids)
-        c_ids = ctxs[i].ids[:room] if ctxs is not None else []
-        ids = [cls_id, *s_ids, sep_id]
-        types = [0] * len(ids)
-        if c_ids:
-            ids += [*c_ids, sep_id]
-            types += [1] * (len(c_ids) + 1)
-        out.append((np.asarray(ids, np.int64), np.asarray(types, np.int64)))
+    for d in range(1, n):
+        for j in (i - d, i + d):
+            if 0 <= j < n:
+                out.append(j)
     return out
 
 
-def pad_batch(items: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _one(tokens: list[list[int]], i: int, spec: InputSpec) -> EncoderInput:
+    s_ids = tokens[i][: spec.max_length - 3]
+    room = spec.max_length - 3 - len(s_ids)
+    chosen: list[tuple[int, list[int]]] = []
+    for j in _nearest(i, len(tokens))[: max(spec.context_sentences, 0)]:
+        if room <= 0:
+            break
+        part = tokens[j][:room]
+        if part:
+            chosen.append((j, part))
+            room -= len(part)
+    if spec.context_order == "document":
+        chosen.sort()
+    ids = [spec.cls_id, *s_ids, spec.sep_id]
+    types = [0] * len(ids)
+    if chosen:
+        c_ids = [t for _, part in chosen for t in part]
+        ids += [*c_ids, spec.sep_id]
+        types += [1] * (len(c_ids) + 1)
+    return np.asarray(ids, np.int64), np.asarray(types, np.int64)
+
+
+def paragraph_inputs(tokenizer, paragraphs: Sequence[Sequence[str]], spec: InputSpec) -> list[EncoderInput]:
+    """One encoder input per sentence, paragraph after paragraph, in order.
+
+    Each sentence is tokenized once; BERT's pre-tokenizer splits at whitespace, so a context made
+    of token lists equals the tokenization of the joined sentences. The sentence keeps priority:
+    it is cut only if it alone overflows max_length.
+    """
+    if spec.context_order not in CONTEXT_ORDERS:
+        raise ValueError(f"context_order must be one of {CONTEXT_ORDERS}")
+    flat = [s for p in paragraphs for s in p]
+    encoded = tokenizer.encode_batch(flat, add_special_tokens=False) if flat else []
+    out: list[EncoderInput] = []
+    start = 0
+    for p in paragraphs:
+        tokens = [e.ids for e in encoded[start:start + len(p)]]
+        start += len(p)
+        out.extend(_one(tokens, i, spec) for i in range(len(tokens)))
+    return out
+
+
+def _windows(tokens: list[list[int]], spec: InputSpec) -> list[Window]:
+    """Cut a paragraph into windows at sentence boundaries.
+
+    A paragraph that fits is one window. A longer one gets windows whose own sentences take at
+    most half the room; the other half is context from both sides, nearest first (the end of
+    the sentences before, the start of the ones after), so every sentence sees its neighbours.
+    """
+    room = spec.max_length - 2
+    tokens = [t[:room] for t in tokens]
+    if sum(map(len, tokens)) <= room:
+        groups = [(0, len(tokens))]
+    else:
+        groups, start = [], 0
+        while start < len(tokens):
+            end, size = start + 1, len(tokens[start])
+            while end < len(tokens) and size + len(tokens[end]) <= room // 2:
+                size += len(tokens[end])
+                end += 1
+            groups.append((start, end))
+            start = end
+    out = []
+    for a, b in groups:
+        free = room - sum(len(t) for t in tokens[a:b])
+        before: list[list[int]] = []
+        after: list[list[int]] = []
+        for j in _nearest_outside(a, b, len(tokens)):
+            if free <= 0:
+                break
+            part = tokens[j][-free:] if j < a else tokens[j][:free]
+            (before if j < a else after).append(part)
+            free -= len(part)
+        ids = [spec.cls_id] + [t for part in reversed(before) for t in part]
+        spans = []
+        for t in tokens[a:b]:
+            spans.append((len(ids), len(ids) + len(t)))
+            ids += t
+        ids += [t for part in after for t in part] + [spec.sep_id]
+        out.append(Window(np.asarray(ids, np.int64), tuple(spans)))
+    return out
+
+
+def _nearest_outside(a: int, b: int, n: int) -> list[int]:
+    """Positions outside [a, b), nearest first, the earlier on ties."""
+    out = []
+    for d in range(1, n):
+        for j in (a - d, b - 1 + d):
+            if 0 <= j < n and not a <= j < b:
+                out.append(j)
+    return out
+
+
+def window_inputs(tokenizer, paragraphs: Sequence[Sequence[str]], spec: InputSpec) -> list[Window]:
+    """The window scheme's inputs; their spans, in order, are the paragraphs' sentences in order."""
+    flat = [s for p in paragraphs for s in p]
+    encoded = tokenizer.encode_batch(flat, add_special_tokens=False) if flat else []
+    out: list[Window] = []
+    start = 0
+    for p in paragraphs:
+        out += _windows([e.ids for e in encoded[start:start + len(p)]], spec)
+        start += len(p)
+    return out
+
+
+def span_index(windows: Sequence[Window], length: int) -> np.ndarray:
+    """(sentences, longest sentence) positions into the batch's flattened (B·length) tokens, one
+    row per span in order; padding points at B·length, a zero row the pooling appends (exact
+    under SPARC's ReLU: ReLU(max(x, 0)) == ReLU(max(x)))."""
+    spans = [(r, a, b) for r, w in enumerate(windows) for a, b in w.spans]
+    width = max([b - a for _, a, b in spans] + [1])
+    out = np.full((len(spans), width), len(windows) * length, np.int64)
+    for i, (r, a, b) in enumerate(spans):
+        out[i, : b - a] = np.arange(r * length + a, r * length + b)
+    return out
+
+
+def pad_batch(items: Sequence[EncoderInput]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Right-pad to the longest item: ids, segment ids, attention mask (all int64)."""
     length = max(len(ids) for ids, _ in items)
     ids = np.zeros((len(items), length), np.int64)

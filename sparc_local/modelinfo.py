@@ -8,6 +8,8 @@ from pathlib import Path
 
 import numpy as np
 
+from sparc_local.inputs import InputSpec
+
 CONFIG_FILE = "sparc.json"
 SHIPPED_MODEL = "sparc-minilm-l6"
 
@@ -31,12 +33,19 @@ class ModelInfo:
     quantization: str  # "int8" or "fp32"
     source: str  # where the weights came from
     has_segments: bool = True  # DistilBERT has no segment embeddings
+    context_sentences: int = 6  # a sentence's context: its nearest paragraph neighbours (inputs.InputSpec)
+    context_order: str = "document"
     extra: dict = field(default_factory=dict)
 
     @property
     def id(self) -> str:
         """Stable identity of the exact weights: the index records it to know when to re-encode."""
         return f"{self.name}@{self.extra.get('digest', 'unknown')[:12]}"
+
+    @property
+    def inputs(self) -> InputSpec:
+        """How inputs.paragraph_inputs builds this model's encoder inputs."""
+        return InputSpec(self.max_length, self.cls_id, self.sep_id, self.context_sentences, self.context_order)
 
     @property
     def onnx_path(self) -> Path:

@@ -16,15 +16,14 @@ class ReqaSet:
     passages: list[str]  # passage id of each sentence
     queries: list[tuple[str, str, list[str]]]  # (query id, question, answer sentence ids)
 
-    def contexts(self) -> list[str]:
-        """The SPARC context of each sentence: the other sentences of its passage, in order (§6.2)."""
-        by_passage: dict[str, list[int]] = {}
-        for i, p in enumerate(self.passages):
-            by_passage.setdefault(p, []).append(i)
-        out = [""] * len(self.ids)
-        for members in by_passage.values():
-            for i in members:
-                out[i] = " ".join(self.texts[j] for j in members if j != i)
+    def paragraphs(self) -> list[list[str]]:
+        """The sentence texts grouped by passage, in corpus order: the encoder's input, as a
+        file's paragraphs are in `index` (each sentence's context comes from its passage, §6.2)."""
+        out: list[list[str]] = []
+        for i, text in enumerate(self.texts):
+            if i == 0 or self.passages[i] != self.passages[i - 1]:
+                out.append([])
+            out[-1].append(text)
         return out
 
 

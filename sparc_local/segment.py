@@ -203,34 +203,14 @@ def segment(blocks: list[Block], max_sentences: int | None = None) -> list[Sente
     return out
 
 
-def _window(i: int, n: int, window: int) -> range:
-    """Indices of the `window` nearest neighbours of i among 0..n-1, shifted at the edges."""
-    if n - 1 <= window:
-        return range(n)
-    lo = i - window // 2
-    hi = i + (window - window // 2)
-    if lo < 0:
-        hi, lo = hi - lo, 0
-    if hi > n - 1:
-        lo, hi = lo - (hi - (n - 1)), n - 1
-    return range(max(lo, 0), hi + 1)
-
-
-def contexts(sentences: list[Sentence], window: int = 6) -> list[str]:
-    """SPARC's context for each sentence: the other sentences of its paragraph (paper §6.2).
-
-    Bounded to the `window` nearest sentences so a huge paragraph does not blow up the input.
-    """
-    groups: dict[int, list[int]] = {}
-    for idx, s in enumerate(sentences):
-        groups.setdefault(s.block, []).append(idx)
-    out = [""] * len(sentences)
-    for members in groups.values():
-        members.sort(key=lambda k: sentences[k].position)
-        n = len(members)
-        for i, idx in enumerate(members):
-            if window <= 0:
-                continue
-            others = [sentences[members[j]].text for j in _window(i, n, window) if j != i]
-            out[idx] = " ".join(others)
+def paragraphs(sentences: list[Sentence]) -> list[list[str]]:
+    """The sentence texts grouped by paragraph (block), in document order: the encoder's input
+    (inputs.paragraph_inputs draws each sentence's SPARC context from its own paragraph)."""
+    out: list[list[str]] = []
+    block = None
+    for s in sentences:
+        if s.block != block or not out:
+            out.append([])
+            block = s.block
+        out[-1].append(s.text)
     return out

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -24,6 +25,22 @@ class SparseVectors:
     def row(self, i: int) -> tuple[np.ndarray, np.ndarray]:
         a, b = int(self.indptr[i]), int(self.indptr[i + 1])
         return self.token_ids[a:b], self.weights[a:b]
+
+    def slice(self, start: int, stop: int) -> "SparseVectors":
+        """Rows start..stop-1 as their own batch (views, no copy)."""
+        a, b = int(self.indptr[start]), int(self.indptr[stop])
+        return SparseVectors(self.indptr[start:stop + 1] - a, self.token_ids[a:b], self.weights[a:b])
+
+    @classmethod
+    def concat(cls, parts: Sequence["SparseVectors"]) -> "SparseVectors":
+        """The rows of every part, in order."""
+        if len(parts) == 1:
+            return parts[0]
+        if not parts:
+            return cls.from_rows([])
+        ends = np.cumsum([int(v.indptr[-1]) for v in parts[:-1]])
+        indptr = np.concatenate([parts[0].indptr] + [v.indptr[1:] + e for v, e in zip(parts[1:], ends)])
+        return cls(indptr, np.concatenate([v.token_ids for v in parts]), np.concatenate([v.weights for v in parts]))
 
     @classmethod
     def from_rows(cls, rows: list[tuple[np.ndarray, np.ndarray]]) -> "SparseVectors":

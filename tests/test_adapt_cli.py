@@ -267,15 +267,16 @@ def test_adapt_without_head_is_a_clear_error(docs: Path, sparc_home: Path, tmp_p
     assert len(r.output.splitlines()) == 2
 
 
-@pytest.mark.parametrize("layout", ["distilbert"])
-def test_adapt_int8_model(docs: Path, sparc_home: Path, tmp_path: Path, layout: str) -> None:
-    base = make_tiny_adapt_model(tmp_path / "int8", layout=layout, int8=True)
+@pytest.mark.parametrize("quant", ["int8-weights", "int8"])
+def test_adapt_int8_model(docs: Path, sparc_home: Path, tmp_path: Path, quant: str) -> None:
+    layout = "distilbert"
+    base = make_tiny_adapt_model(tmp_path / "int8", layout=layout, quant=quant)
     (sparc_home / "active-model").write_text(str(base.path))
     assert run("index", str(docs), "-q").exit_code == 0
     r = run("adapt", "--steps", "2", "--batch-size", "8", "-q")
     assert r.exit_code == 0, r.output
     new = ModelInfo.load(Path((sparc_home / "active-model").read_text().strip()))
-    assert new.quantization == "int8" and new.layout == layout
+    assert new.quantization == quant and new.layout == layout
     E0, E1 = load_encoder_weights(base)[1]["emb.word"], load_encoder_weights(new)[1]["emb.word"]
     assert E0.shape == E1.shape and not np.array_equal(E0, E1)
     r = run("ask", "green tea", "--json")

@@ -8,8 +8,9 @@ from tests.tiny import make_tiny_model, tiny_weights
 
 torch = pytest.importorskip("torch")
 
-SENTENCES = ["The green tea was built in Paris.", "Steep black tea for 3 minutes.", "Why?", "a " * 80]
-CONTEXTS = ["The tower is by the river. It was built in 1889.", "", "Who knows.", "long context " * 30]
+PARAGRAPHS = [["The green tea was built in Paris.", "The tower is by the river.", "It was built in 1889."],
+              ["Steep black tea for 3 minutes."], ["Why?", "Who knows."], ["a " * 80, "long context " * 30]]
+SENTENCES = [s for p in PARAGRAPHS for s in p]
 
 
 @pytest.mark.parametrize("layout", ["bert", "distilbert"])
@@ -25,18 +26,18 @@ def test_checkpoint_names_round_trip(layout):
 @pytest.mark.parametrize("layout", ["bert", "distilbert"])
 def test_onnx_graph_matches_torch_reference(tmp_path, layout):
     """The exported graph computes SPARC Eq. 4 + TopK exactly as the training model does."""
-    from sparc_local.inputs import pad_batch, pair_inputs
+    from sparc_local.inputs import pad_batch, paragraph_inputs
     from sparc_local.training.model import Encoder as TorchEncoder
     info = make_tiny_model(tmp_path / "m", layout=layout, top_k=20)
     enc = Encoder(info, threads=1, token_budget=64)  # small budget: several length buckets
-    vectors = enc.encode(SENTENCES, CONTEXTS)
+    vectors = enc.encode(PARAGRAPHS)
     assert len(vectors) == len(SENTENCES)
 
     cfg, w = tiny_weights(layout, info.vocab_size)
     ref = TorchEncoder(cfg, w).eval()
     with torch.no_grad():
         ref.sparsity.fill_(0.5)
-        items = pair_inputs(enc.tokenizer, SENTENCES, CONTEXTS, info.max_length, info.cls_id, info.sep_id)
+        items = paragraph_inputs(enc.tokenizer, PARAGRAPHS, info.inputs)
         ids, types, mask = (torch.from_numpy(a) for a in pad_batch(items))
         f = ref.token_scores(ref(ids, types, mask), mask, torch.arange(info.vocab_size)).numpy()
     f[:, list(info.skip_ids)] = 0
@@ -51,18 +52,18 @@ def test_onnx_graph_matches_torch_reference(tmp_path, layout):
 
 def test_segment_ids_matter_for_bert_only(tmp_path):
     bert = Encoder(make_tiny_model(tmp_path / "b", "bert"), threads=1)
-    with_ctx = bert.encode(["tea"], ["green tea"]).row(0)
-    without = bert.encode(["tea"], [""]).row(0)
+    with_ctx = bert.encode([["tea", "green tea"]]).row(0)
+    without = bert.encode([["tea"]]).row(0)
     assert not np.array_equal(with_ctx[1], without[1])
 
 
 def test_int8_export_is_smaller_and_close(tmp_path):
     fp = make_tiny_model(tmp_path / "fp", int8=False)
     q = make_tiny_model(tmp_path / "q", int8=True)
-    assert q.quantization == "int8" and fp.quantization == "fp32"
+    assert q.quantization == "int8-weights" and fp.quantization == "fp32"
     assert q.onnx_path.stat().st_size < fp.onnx_path.stat().st_size
-    a = Encoder(fp, threads=1).encode(SENTENCES[:2], CONTEXTS[:2])
-    b = Encoder(q, threads=1).encode(SENTENCES[:2], CONTEXTS[:2])
+    a = Encoder(fp, threads=1).encode(PARAGRAPHS[:1])
+    b = Encoder(q, threads=1).encode(PARAGRAPHS[:1])
     for i in range(2):
         top_a, top_b = set(a.row(i)[0][:10].tolist()), set(b.row(i)[0][:10].tolist())
         assert len(top_a & top_b) >= 6
@@ -79,7 +80,7 @@ def test_inputs_never_padded_by_the_tokenizer_file(tmp_path):
     """A tokenizer.json with fixed padding (as all-MiniLM-L6-v2's has) must not leak [PAD] into inputs."""
     import json
 
-    from sparc_local.inputs import load_tokenizer, pair_inputs
+    from sparc_local.inputs import InputSpec, load_tokenizer, paragraph_inputs
     from tests.tiny import write_tokenizer
 
     path = write_tokenizer(tmp_path / "tok.json")
@@ -89,7 +90,8 @@ def test_inputs_never_padded_by_the_tokenizer_file(tmp_path):
     raw["truncation"] = {"max_length": 8, "strategy": "LongestFirst", "stride": 0, "direction": "Right"}
     path.write_text(json.dumps(raw))
     tok = load_tokenizer(path)
-    (ids, types), = pair_inputs(tok, ["green tea"], ["the tower was built in paris by the river"], 48, 2, 3)
+    (ids, types), _ = paragraph_inputs(tok, [["green tea", "the tower was built in paris by the river"]],
+                                       InputSpec(48, 2, 3))
     assert 0 not in ids.tolist()  # no [PAD]
     assert types.tolist().count(1) == len(tok.encode("the tower was built in paris by the river",
                                                      add_special_tokens=False).ids) + 1

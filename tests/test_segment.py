@@ -1,4 +1,4 @@
-"""Sentence splitting, offsets, lines and SPARC contexts."""
+"""Sentence splitting, offsets, lines and paragraphs."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from sparc_local.extract import Block, document_text, extract
-from sparc_local.segment import MAX_SENTENCE_CHARS, Sentence, contexts, segment, split_sentences
+from sparc_local.segment import MAX_SENTENCE_CHARS, Sentence, paragraphs, segment, split_sentences
 
 
 def sents(text: str) -> list[str]:
@@ -106,21 +106,7 @@ def _para(n: int, block: int = 0) -> list[Sentence]:
     return [Sentence(f"S{i}.", 0, 0, None, None, block, i) for i in range(n)]
 
 
-def test_contexts_small_paragraph_excludes_self() -> None:
-    ss = _para(3) + _para(1, block=1)
-    assert contexts(ss) == ["S1. S2.", "S0. S2.", "S0. S1.", ""]
-
-
-def test_contexts_window() -> None:
-    ss = _para(10)
-    ctx = contexts(ss, window=6)
-    assert ctx[0] == "S1. S2. S3. S4. S5. S6."  # shifted right at the start
-    assert ctx[5] == "S2. S3. S4. S6. S7. S8."  # 3 on each side
-    assert ctx[9] == "S3. S4. S5. S6. S7. S8."  # shifted left at the end
-    assert all(len(c.split()) == 6 for c in ctx)
-    assert contexts(ss, window=0) == [""] * 10
-
-
-def test_contexts_follow_position_not_list_order() -> None:
-    ss = list(reversed(_para(3)))
-    assert contexts(ss) == ["S0. S1.", "S0. S2.", "S1. S2."]
+def test_paragraphs_group_sentences_by_block() -> None:
+    ss = _para(3) + _para(1, block=1) + _para(2, block=2)
+    assert paragraphs(ss) == [["S0.", "S1.", "S2."], ["S0."], ["S0.", "S1."]]
+    assert paragraphs([]) == []

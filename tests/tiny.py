@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from sparc_local.adapt.model import HEAD_FILE, save_npz
-from sparc_local.export import export_model
+from sparc_local.export import QUANT_FP32, QUANT_WEIGHTS, export_model
 from sparc_local.modelinfo import ModelInfo
 from sparc_local.weights import random_weights
 
@@ -56,20 +56,21 @@ def tiny_weights(layout: str, vocab: int, seed: int = 0):
 
 
 def make_tiny_model(folder: Path, layout: str = "bert", int8: bool = False, top_k: int = 32,
-                    seed: int = 0) -> ModelInfo:
+                    seed: int = 0, quant: str | None = None) -> ModelInfo:
     folder.mkdir(parents=True, exist_ok=True)
     tok = write_tokenizer(folder / "source-tokenizer.json")
     vocab = json.loads(tok.read_text())["model"]["vocab"]
     cfg, w = tiny_weights(layout, len(vocab), seed)
     info = export_model(cfg, w, tok, folder, name=f"tiny-{layout}", source="random (tests)", sparsity_w=0.5,
-                        top_k=top_k, max_length=48, int8=int8)
+                        top_k=top_k, max_length=48, quant=quant or (QUANT_WEIGHTS if int8 else QUANT_FP32))
     tok.unlink()
     return info
 
 
-def make_tiny_adapt_model(folder: Path, layout: str = "bert", int8: bool = False, seed: int = 0) -> ModelInfo:
+def make_tiny_adapt_model(folder: Path, layout: str = "bert", int8: bool = False, seed: int = 0,
+                          quant: str | None = None) -> ModelInfo:
     """The tiny model plus its MLM head (mlm_head.npz), as the head trainer would write it."""
-    info = make_tiny_model(folder, layout=layout, int8=int8, top_k=48, seed=seed)
+    info = make_tiny_model(folder, layout=layout, int8=int8, top_k=48, seed=seed, quant=quant)
     _, w = tiny_weights(layout, len(tiny_vocab()), seed)
     head = {k: w[k].astype(np.float16) for k in w if k.startswith("mlm.")}
     save_npz(folder / HEAD_FILE, head, {"encoder": "model", "encoder_digest": info.extra["digest"]})

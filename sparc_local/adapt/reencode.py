@@ -2,8 +2,8 @@
 
 `adapt` (and `adapt --revert`) change the model, so every sentence must be encoded again. The
 files are not read again (they may have changed or gone since): the sentences, their stored
-paragraphs and the file records are copied from the old database, and the encoder inputs are
-rebuilt exactly as `index` built them (segment.contexts over each paragraph's sentences).
+paragraphs and the file records are copied from the old database, and the encoder gets each
+paragraph's sentences, as `index` gave them (inputs.paragraph_inputs builds both).
 
 The switch copies the finished database into the live one with SQLite's online backup, as one
 write transaction, instead of renaming a file over it. Renaming under open connections is unsafe
@@ -24,8 +24,6 @@ from pathlib import Path
 import numpy as np
 
 from sparc_local.modelinfo import ModelInfo
-from sparc_local.segment import Sentence, contexts
-from sparc_local.sparse import SparseVectors
 from sparc_local.store import FileUpdate, Index, SentenceRow
 
 BATCH_SENTENCES = 512  # sentences encoded and written per transaction, as `index` does
@@ -46,31 +44,20 @@ def _by_file(index: Index) -> dict[int, list[int]]:
     return out
 
 
-def encoder_contexts(rows: list[dict], window: int) -> list[str]:
-    """The context each sentence was encoded with: its paragraph's other sentences (windowed).
+def stored_paragraphs(rows: list[dict]) -> list[list[str]]:
+    """A file's sentence texts grouped by paragraph, as `index` handed them to the encoder.
 
     A file's sentences are stored in document order; a new paragraph starts where the stored
     paragraph text changes or the offset inside it does not grow.
     """
-    sents, block, prev_ctx, prev_off = [], -1, None, -1
-    position = 0
+    out: list[list[str]] = []
+    prev_ctx, prev_off = None, -1
     for r in rows:
-        if r["context"] != prev_ctx or r["offset_in_context"] <= prev_off:
-            block += 1
-            position = 0
-        sents.append(Sentence(r["text"], r["char_start"] or 0, r["char_end"] or 0, r["page"], r["line"],
-                              block, position))
-        position += 1
+        if not out or r["context"] != prev_ctx or r["offset_in_context"] <= prev_off:
+            out.append([])
+        out[-1].append(r["text"])
         prev_ctx, prev_off = r["context"], r["offset_in_context"]
-    return contexts(sents, window)
-
-
-def _index_window() -> int:
-    import inspect
-
-    from sparc_local.indexer import run_index
-
-    return int(inspect.signature(run_index).parameters["window"].default)
+    return out
 
 
 def remove_database(path: Path) -> None:
@@ -86,7 +73,6 @@ def reencode(src: Index, dst_path: Path, info: ModelInfo, encoder_factory: Calla
     `on_progress(done, total)` counts sentences. Returns the number of sentences encoded.
     """
     remove_database(dst_path)
-    window = _index_window()
     files = src.all_files()
     sentence_ids = _by_file(src)
     total = sum(len(v) for v in sentence_ids.values())
@@ -102,22 +88,21 @@ def reencode(src: Index, dst_path: Path, info: ModelInfo, encoder_factory: Calla
 
         def flush() -> None:
             nonlocal done
-            texts = [r["text"] for _, rows in pending for r in rows]
-            ctxs = [c for _, rows in pending for c in encoder_contexts(rows, window)]
-            vectors = encoder.encode(texts, ctxs) if texts else None  # type: ignore[union-attr]
+            paras = [para for _, rows in pending for para in stored_paragraphs(rows)]
+            vectors = encoder.encode(paras) if paras else None  # type: ignore[union-attr]
             updates, offset = [], 0
             for rec, rows in pending:
                 if rec.status != "ok":
                     updates.append(FileUpdate(rec.path, rec.size, rec.mtime, rec.hash, error=rec.error or "error"))
                     continue
                 n = len(rows)
-                sub = SparseVectors.from_rows([vectors.row(i) for i in range(offset, offset + n)]) if n else None
+                sub = vectors.slice(offset, offset + n) if n else None
                 offset += n
                 updates.append(FileUpdate(rec.path, rec.size, rec.mtime, rec.hash, [
                     SentenceRow(r["text"], r["context"], r["offset_in_context"], r["page"], r["line"],
                                 r["char_start"], r["char_end"]) for r in rows], sub))
             dst.write_files(updates, merge=False)
-            done += len(texts)
+            done += offset
             if on_progress:
                 on_progress(done, total)
             pending.clear()

@@ -32,10 +32,11 @@ class Example:
 
 @dataclass
 class Pool:
-    """All training sentences with their contexts, indexed globally across sets."""
+    """All training sentences, indexed globally across sets, and their passages (the paragraphs
+    the input builder draws contexts from; concatenated, they are `texts`)."""
 
     texts: list[str]
-    contexts: list[str]
+    paragraphs: list[list[str]]
     train: list[Example]
     valid: list[Example]
 
@@ -77,14 +78,14 @@ def _examples(ds: ReqaSet, offset: int, keep_passage, rng: random.Random,
 def build_pool(data_dir: Path, seed: int = 13) -> Pool:
     rng = random.Random(seed)
     texts: list[str] = []
-    contexts: list[str] = []
+    paragraphs: list[list[str]] = []
     train: list[Example] = []
     valid: list[Example] = []
     for name in TRAIN_SETS:
         ds = load(data_dir / name)
         offset = len(texts)
         texts += ds.texts
-        contexts += ds.contexts()
+        paragraphs += ds.paragraphs()
         if name == "du2017-train":
             keep = lambda p: _article(p) not in DU_DUPLICATE_ARTICLES  # noqa: E731
         else:
@@ -94,7 +95,7 @@ def build_pool(data_dir: Path, seed: int = 13) -> Pool:
                 valid.append(ex)
             else:
                 train.append(ex)
-    return Pool(texts, contexts, train, valid)
+    return Pool(texts, paragraphs, train, valid)
 
 
 def sample_batch(pool: Pool, examples: list[Example], rng: random.Random) -> tuple[list[str], list[int], list[set[int]]]:

@@ -24,7 +24,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from sparc_local.inputs import load_tokenizer, pad_batch, pair_inputs
+from sparc_local.inputs import (CONTEXT_ORDERS, SCHEME_PAIR, SCHEME_WINDOW, InputSpec, load_tokenizer, pad_batch,
+                                paragraph_inputs, span_index, window_inputs)
 from sparc_local.query import query_token_ids, skip_token_ids
 from sparc_local.training.data import Pool, build_pool, sample_batch
 from sparc_local.training.model import Encoder
@@ -61,8 +62,16 @@ class Trainer:
         with torch.no_grad():
             self.model.sparsity.fill_(args.w_init)
         self.pool = self._pool()
-        self.inputs = pair_inputs(self.tokenizer, self.pool.texts, self.pool.contexts, args.max_length,
-                                  self.cls_id, self.sep_id)
+        self.spec = InputSpec(args.max_length, self.cls_id, self.sep_id, args.context_sentences, args.context_order,
+                              args.scheme)
+        if args.scheme == SCHEME_WINDOW:
+            self.windows = window_inputs(self.tokenizer, self.pool.paragraphs, self.spec)
+            # sentence -> its window, and each window's first sentence (spans follow sentence order)
+            sizes = [len(w.spans) for w in self.windows]
+            self.first = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+            self.window_of = np.repeat(np.arange(len(self.windows)), sizes)
+        else:
+            self.inputs = paragraph_inputs(self.tokenizer, self.pool.paragraphs, self.spec)
         enc_params = [p for n, p in self.model.named_parameters() if p.requires_grad and n != "sparsity"]
         self.opt = torch.optim.Adam([
             {"params": enc_params, "lr": args.lr},
@@ -114,27 +123,67 @@ class Trainer:
         rng = random.Random(self.args.seed * 10_000_000 + self.step)
         return [self.pool.train[i] for i in order[k * b:(k + 1) * b]], rng
 
-    def _scores(self, questions: list[str], cand: list[int]) -> torch.Tensor:
-        """g(q, s) for every question against every candidate: Σ_{v∈q} f(v, s) (SPARC Eq. 2)."""
+    def _question_tokens(self, questions: list[str]) -> tuple[torch.Tensor, np.ndarray]:
+        """The union of the questions' tokens and a (questions, union) 0/1 matrix."""
         qtok = [query_token_ids(self.tokenizer, q, self.skip) for q in questions]
         union = np.unique(np.concatenate(qtok))
         qmask = torch.zeros(len(questions), len(union))
         for i, t in enumerate(qtok):
             qmask[i, np.searchsorted(union, t)] = 1.0
+        return qmask, union
+
+    def _sentence_scores(self, cand: list[int], union: np.ndarray, hard: bool = False) -> tuple[torch.Tensor, list[int]]:
+        """f(v, s) for the union's tokens, for the candidates -> (f (C, U), the candidate sentences).
+
+        The window scheme encodes every sentence of the candidates' windows, so a window's
+        other sentences join the candidates as extra negatives at no cost.
+        """
+        tokens = torch.from_numpy(union.astype(np.int64))
+        if self.args.scheme == SCHEME_WINDOW:
+            wins = sorted({int(self.window_of[c]) for c in cand})
+            windows = [self.windows[w] for w in wins]
+            ids, _, mask = (torch.from_numpy(a) for a in pad_batch([(w.ids, np.zeros_like(w.ids)) for w in windows]))
+            index = torch.from_numpy(span_index(windows, ids.shape[1]))
+            hidden = self.model(ids, torch.zeros_like(ids), mask)
+            f = self.model.span_scores(hidden, index, tokens)
+            if self.args.topk:
+                f = f * self._keep(f, hard, lambda sample: self.model.span_threshold(
+                    hidden, index, sample, self.args.topk, len(self.kept_vocab)))
+            sents = [int(self.first[w]) + j for w in wins for j in range(len(self.windows[w].spans))]
+            return f, sents
         ids, types, mask = (torch.from_numpy(a) for a in pad_batch([self.inputs[c] for c in cand]))
         hidden = self.model(ids, types, mask)
-        f = self.model.token_scores(hidden, mask, torch.from_numpy(union.astype(np.int64)))
+        f = self.model.token_scores(hidden, mask, tokens)
         if self.args.topk:
-            f = f * self._keep(hidden, mask, f, hard=False)
-        return qmask @ f.T
+            f = f * self._keep(f, hard, lambda sample: self.model.topk_threshold(
+                hidden, mask, sample, self.args.topk, len(self.kept_vocab)))
+        return f, list(cand)
 
-    def _keep(self, hidden: torch.Tensor, mask: torch.Tensor, f: torch.Tensor, hard: bool) -> torch.Tensor:
+    def _loss(self, questions: list[str], cand: list[int], answer_sets: list[set[int]]) -> torch.Tensor:
+        """Cross-entropy of g(q, s) = Σ_{v∈q} f(v, s) (SPARC Eq. 2) over the batch's candidates.
+
+        With several answers among the candidates, their probabilities are summed.
+        """
+        qmask, union = self._question_tokens(questions)
+        f, sents = self._sentence_scores(cand, union)
+        g = qmask @ f.T
+        is_answer = torch.tensor([[s in answer_sets[i] for s in sents] for i in range(len(questions))])
+        if self.args.scheme != SCHEME_WINDOW:
+            # the pair scheme's candidate i is question i's positive; other answers are masked out
+            own = torch.zeros_like(is_answer)
+            own[torch.arange(len(questions)), torch.arange(len(questions))] = True
+            g = g.masked_fill(is_answer & ~own, float("-inf"))
+            is_answer = own
+        pos = g.masked_fill(~is_answer, float("-inf")).logsumexp(1)
+        return (g.logsumexp(1) - pos).mean()
+
+    def _keep(self, f: torch.Tensor, hard: bool, threshold) -> torch.Tensor:
         """Which of f's weights survive the index's top-K cut: a sigmoid around each sentence's
         estimated K-th value while training (so a token just below the cut still gets a gradient
         to climb it), a hard step for validation."""
         a = self.args
         sample = torch.from_numpy(self.rng.choice(self.kept_vocab, a.topk_sample, replace=False))
-        thr = self.model.topk_threshold(hidden, mask, sample, a.topk, len(self.kept_vocab))[:, None]
+        thr = threshold(sample)[:, None]
         if hard:
             return (f >= thr).to(f.dtype)
         return torch.sigmoid((f - thr) / a.topk_temp)
@@ -146,12 +195,7 @@ class Trainer:
         while self.step < a.steps:
             examples, rng = self._batch_examples()
             questions, cand, answer_sets = sample_batch(self.pool, examples, rng)
-            g = self._scores(questions, cand)
-            # another question's candidate that is also an answer to this one is not a negative
-            bad = torch.tensor([[c in answer_sets[i] and j != i for j, c in enumerate(cand)]
-                                for i in range(len(questions))])
-            g = g.masked_fill(bad, float("-inf"))
-            loss = torch.nn.functional.cross_entropy(g, torch.arange(len(questions)))
+            loss = self._loss(questions, cand, answer_sets)
             scale = self._lr_scale()
             for group, lr in zip(self.opt.param_groups, self.base_lrs):
                 group["lr"] = lr * scale
@@ -184,19 +228,18 @@ class Trainer:
         valid = self.pool.valid
         sents = sorted({s for ex in valid for s in ex.answers + ex.passage_negs})
         qtok = [query_token_ids(self.tokenizer, ex.question, self.skip) for ex in valid]
-        union = torch.from_numpy(np.unique(np.concatenate(qtok)).astype(np.int64))
-        fs = []
+        union = np.unique(np.concatenate(qtok))
+        fs, got = [], []
         for i in range(0, len(sents), 32):
-            ids, types, mask = (torch.from_numpy(x) for x in pad_batch([self.inputs[c] for c in sents[i:i + 32]]))
-            hidden = self.model(ids, types, mask)
-            f = self.model.token_scores(hidden, mask, union)
-            if self.args.topk:
-                f = f * self._keep(hidden, mask, f, hard=True)
+            f, done = self._sentence_scores(sents[i:i + 32], union, hard=True)
             fs.append(f)
-        f = torch.cat(fs)  # (S, U)
+            got += done
+        # the window scheme may encode a window twice (its sentences straddle two slices): keep one
+        keep = {s: j for j, s in enumerate(got)}
+        f = torch.cat(fs)[[keep[s] for s in sents]]
         mrr = 0.0
         for ex, t in zip(valid, qtok):
-            cols = np.searchsorted(union.numpy(), t)
+            cols = np.searchsorted(union, t)
             g = f[:, cols].sum(1)
             order = torch.argsort(g, descending=True)[:10].tolist()
             ranks = [r for r, j in enumerate(order) if sents[j] in set(ex.answers)]
@@ -224,6 +267,10 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--steps", type=int, default=4000)
     p.add_argument("--batch", type=int, default=16)
     p.add_argument("--max-length", type=int, default=128)
+    p.add_argument("--context-sentences", type=int, default=6, help="see inputs.InputSpec; export with the same")
+    p.add_argument("--context-order", choices=CONTEXT_ORDERS, default="document")
+    p.add_argument("--scheme", choices=[SCHEME_PAIR, SCHEME_WINDOW], default=SCHEME_PAIR,
+                   help="pair: [CLS] sentence [SEP] context [SEP] per sentence; window: one pass per paragraph window")
     p.add_argument("--lr", type=float, default=3e-5)
     p.add_argument("--w-lr", type=float, default=5e-3)
     p.add_argument("--w-init", type=float, default=0.0)

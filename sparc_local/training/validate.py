@@ -23,11 +23,23 @@ from sparc_local.query import query_token_ids
 from sparc_local.search import score
 
 
+def _held_out_paragraphs(pool, sents: list[int]) -> list[list[str]]:
+    """The paragraphs that hold exactly the held-out sentences (whole passages, in order)."""
+    out, start, want = [], 0, set(sents)
+    for para in pool.paragraphs:
+        ids = range(start, start + len(para))
+        start += len(para)
+        if ids[0] in want:
+            assert all(i in want for i in ids), "held-out sentences must be whole passages"
+            out.append(para)
+    return out
+
+
 def validate(info: ModelInfo, pool, ks: list[int], threads: int | None = None) -> dict[int, dict]:
     valid = pool.valid
     sents = sorted({s for ex in valid for s in ex.answers + ex.passage_negs})
     enc = Encoder(info, threads=threads)
-    vectors = enc.encode([pool.texts[i] for i in sents], [pool.contexts[i] for i in sents], top_k=max(ks))
+    vectors = enc.encode(_held_out_paragraphs(pool, sents), top_k=max(ks))
     out = {}
     for k in ks:
         v = truncate(vectors, k)
@@ -55,8 +67,7 @@ def validate(info: ModelInfo, pool, ks: list[int], threads: int | None = None) -
 def full_nnz(info: ModelInfo, pool, threads: int | None = None) -> int:
     """Median number of vocabulary tokens with f(v,s) > 0 before TopK, on the held-out sentences."""
     sents = sorted({s for ex in pool.valid for s in ex.answers + ex.passage_negs})
-    vectors = Encoder(info, threads=threads).encode([pool.texts[i] for i in sents],
-                                                   [pool.contexts[i] for i in sents], top_k=info.vocab_size)
+    vectors = Encoder(info, threads=threads).encode(_held_out_paragraphs(pool, sents), top_k=info.vocab_size)
     return int(np.median(np.diff(vectors.indptr)))
 
 
