@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 
 from sparc_local.cli import app
 from sparc_local.modelinfo import ACTIVE_POINTER, CONFIG_FILE, ModelInfo, shipped_model_dir
+from sparc_local.paths import db_path
 from sparc_local.store import SCHEMA_VERSION, Index
 
 pytestmark = pytest.mark.usefixtures("active_tiny")
@@ -44,32 +45,32 @@ def fails(args: list[str], message: str, remedy: str) -> None:
     assert (result.exit_code, result.stdout, result.stderr) == (1, "", f"Error: {message}\n{remedy}\n")
 
 
-def _indexed(docs: Path, sparc_home: Path) -> Path:
+def _indexed(docs: Path) -> Path:
     assert runner.invoke(app, ["index", str(docs), "-q"]).exit_code == 0
-    return sparc_home / "index.db"
+    return db_path()
 
 
 # ------------------------------------------------------------------------------------ the index
 
 
 @pytest.mark.parametrize("args", COMMANDS, ids=lambda a: a[0])
-def test_index_of_random_bytes(sparc_home: Path, args: list[str]):
-    db = sparc_home / "index.db"
+def test_index_of_random_bytes(args: list[str]):
+    db = db_path()
     db.write_bytes(random.Random(0).randbytes(8192))
     fails(args, f"the index {db} is damaged (file is not a database)", CORRUPT_REMEDY)
 
 
 @pytest.mark.parametrize("args", COMMANDS, ids=lambda a: a[0])
-def test_truncated_index(docs: Path, sparc_home: Path, args: list[str]):
-    db = _indexed(docs, sparc_home)
+def test_truncated_index(docs: Path, args: list[str]):
+    db = _indexed(docs)
     data = db.read_bytes()
     db.write_bytes(data[: len(data) // 2])
     fails(args, f"the index {db} is damaged (database disk image is malformed)", CORRUPT_REMEDY)
 
 
-def test_damage_found_by_a_query(docs: Path, sparc_home: Path):
+def test_damage_found_by_a_query(docs: Path):
     """The database opens, and SQLite finds the damage only when `ask` reads the posting lists."""
-    db = _indexed(docs, sparc_home)
+    db = _indexed(docs)
     with sqlite3.connect(db) as con:
         page = con.execute("PRAGMA page_size").fetchone()[0]
         root = con.execute("SELECT rootpage FROM sqlite_master WHERE name = 'postings'").fetchone()[0]
@@ -82,8 +83,8 @@ def test_damage_found_by_a_query(docs: Path, sparc_home: Path):
 
 
 @pytest.mark.parametrize("args", COMMANDS, ids=lambda a: a[0])
-def test_schema_newer_than_the_code(sparc_home: Path, args: list[str]):
-    db = sparc_home / "index.db"
+def test_schema_newer_than_the_code(args: list[str]):
+    db = db_path()
     Index(db).close()
     con = sqlite3.connect(db)
     con.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
@@ -93,10 +94,10 @@ def test_schema_newer_than_the_code(sparc_home: Path, args: list[str]):
           "Upgrade sparc-local, or move the index away and run `sparc-local index FOLDER` to build it again.")
 
 
-def test_index_that_is_a_folder(sparc_home: Path):
-    (sparc_home / "index.db").mkdir()
-    fails(["index", "-q"], f"cannot open the index {sparc_home / 'index.db'} (Is a directory)",
-          "Make it a file you can read and write (chmod 600).")
+def test_index_that_is_a_folder():
+    db_path().mkdir()
+    fails(["index", "-q"], f"cannot open the index {db_path()} (Is a directory)",
+          "Make it a file you can read and write (chmod 600), or move it away.")
 
 
 # ------------------------------------------------------------------------------------ the data folder
@@ -146,7 +147,7 @@ def test_model_folder_without_config(tmp_path: Path):
 @pytest.mark.parametrize("args", [["ask", "green tea"], ["index", "-q"]], ids=lambda a: a[0])
 def test_config_with_bad_json(tmp_path: Path, sparc_home: Path, tiny_model_dir: Path, docs: Path,
                               args: list[str]):
-    _indexed(docs, sparc_home)
+    _indexed(docs)
     model = _model_copy(tiny_model_dir, tmp_path / "m", sparc_home)
     (model / CONFIG_FILE).write_text("{bad")
     fails(args, f"{model / CONFIG_FILE} is damaged (Expecting property name enclosed in double quotes: "
@@ -176,7 +177,7 @@ MODEL_FILES = [
 @pytest.mark.parametrize("attr, garbage, says, args", MODEL_FILES, ids=["tokenizer", "onnx"])
 def test_model_file_missing_or_damaged(tmp_path: Path, sparc_home: Path, tiny_model_dir: Path, docs: Path,
                                        damage: str, attr: str, garbage: bytes, says: str, args: list[str]):
-    _indexed(docs, sparc_home)
+    _indexed(docs)
     model = _model_copy(tiny_model_dir, tmp_path / "m", sparc_home)
     file = getattr(ModelInfo.load(model), attr)
     if damage == "missing":
@@ -205,8 +206,8 @@ def test_damaged_adapted_model_is_reverted(sparc_home: Path, tiny_model_dir: Pat
 
 
 @pytest.mark.parametrize("question", ["?!", "... ;-)", "🙂"])
-def test_question_without_a_usable_token(docs: Path, sparc_home: Path, question: str):
-    _indexed(docs, sparc_home)
+def test_question_without_a_usable_token(docs: Path, question: str):
+    _indexed(docs)
     fails(["ask", question], f'the question "{question}" has no word to search for',
           "Ask with words: punctuation, symbols and characters the model does not know are ignored.")
 
@@ -219,12 +220,24 @@ def test_empty_question_is_a_usage_error(question: str):
                              "Error: Invalid value for 'QUESTION': the question is empty\n")
 
 
+# ------------------------------------------------------------------------------------ the service file
+
+
+def test_service_folder_under_a_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    from sparc_local import service
+
+    (tmp_path / "file").write_text("not a folder")
+    monkeypatch.setenv(service.ENV_DIR, str(tmp_path / "file" / "units"))
+    fails(["service", "install"], f"cannot write {service.service_path()} (Not a directory)",
+          f"Check the permissions of {tmp_path / 'file' / 'units'}, or set {service.ENV_DIR} to another folder.")
+
+
 # ------------------------------------------------------------------------------------ the real entry point
 
 
-def test_entry_point_prints_no_traceback(sparc_home: Path):
+def test_entry_point_prints_no_traceback():
     """`python -m sparc_local` goes through the same handler: stderr holds the two lines, nothing else."""
-    db = sparc_home / "index.db"
+    db = db_path()
     db.write_bytes(random.Random(0).randbytes(8192))
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
     proc = subprocess.run([sys.executable, "-m", "sparc_local", "ask", "green tea"], capture_output=True, text=True,
