@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from sparc_local.errors import NoQueryTokens
 from sparc_local.inputs import load_tokenizer
 from sparc_local.modelinfo import ModelInfo
 from sparc_local.query import query_token_ids
@@ -52,7 +53,9 @@ class Asker:
             explain: bool = False) -> list[Answer]:
         tokens = self.tokens(question)
         if len(tokens) == 0:
-            return []
+            raise NoQueryTokens(f'the question "{question}" has no word to search for',
+                                "Ask with words: punctuation, symbols and characters the model does not know "
+                                "are ignored.")
         filtered = bool(path_glob or ext)
         ids, scores = self.index.search(tokens, n=None if filtered else k)
         answers: list[Answer] = []

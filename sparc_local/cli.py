@@ -1,7 +1,8 @@
-"""The `sparc-local` command line. Parses, prints, and turns library errors into user errors.
+"""The `sparc-local` command line. Parses, calls the library, prints.
 
 Exit codes: 0 success (files that could not be read are reported and listed by `status`),
-1 error (message on stderr, starting with "Error:"), 2 usage error.
+1 error (message on stderr, starting with "Error:"), 2 usage error. Every error a user can fix
+derives from ``errors.SparcError``; ``_App.invoke`` prints them, and nothing else does.
 """
 
 from __future__ import annotations
@@ -13,27 +14,31 @@ from pathlib import Path
 from typing import Optional
 
 import typer
+from typer.core import TyperGroup
 
 from sparc_local import __version__
+from sparc_local.errors import ModelError, SparcError
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
+
+class _App(TyperGroup):
+    """The one place a SparcError becomes `Error: <message>`, its remedy, and exit code 1."""
+
+    def invoke(self, ctx: typer.Context) -> object:
+        try:
+            return super().invoke(ctx)
+        except SparcError as err:
+            typer.echo(f"Error: {err}", err=True)
+            if err.remedy:
+                typer.echo(err.remedy, err=True)
+            raise typer.Exit(1) from None
+
+
+app = typer.Typer(cls=_App, add_completion=False, no_args_is_help=True, rich_markup_mode=None,
                   help="Private question answering over your own files. Nothing leaves this machine.")
 
 
-class UserError(Exception):
-    """A problem the user can fix; printed as 'Error: <message>' with a remedy, exit 1."""
-
-    def __init__(self, message: str, remedy: str = "") -> None:
-        super().__init__(message)
-        self.remedy = remedy
-
-
-def _fail(err: Exception, remedy: str = "") -> None:
-    typer.echo(f"Error: {err}", err=True)
-    remedy = remedy or getattr(err, "remedy", "")
-    if remedy:
-        typer.echo(remedy, err=True)
-    raise typer.Exit(1)
+class UserError(SparcError):
+    """A problem with what the command was given (a path, a missing index)."""
 
 
 def _version(value: bool) -> None:
@@ -67,10 +72,7 @@ def _open_index(must_exist: bool = True):
 def _model():
     from sparc_local.modelinfo import active_model
 
-    try:
-        return active_model()
-    except FileNotFoundError as err:
-        raise UserError(str(err), "Reinstall sparc-local, or run `sparc-local adapt --revert`.") from err
+    return active_model()
 
 
 @app.command()
@@ -88,46 +90,48 @@ def index(
 ) -> None:
     """Index folders (or refresh the index): only new and changed files are read again."""
     from sparc_local.extract import path_key
-    from sparc_local.indexer import DiskFull, run_index
-    from sparc_local.lock import LockHeld, WriterLock
+    from sparc_local.indexer import run_index
+    from sparc_local.lock import WriterLock
     from sparc_local.progress import IndexProgress
 
-    try:
-        info = _model()
-        with WriterLock("sparc-local index").acquire(wait), _open_index(must_exist=False) as idx:
-            roots = [str(p) for p in paths_] if paths_ else idx.roots()
-            if not roots:
-                raise UserError("no folder to index", "Run `sparc-local index FOLDER`.")
-            for root in roots:
-                if not Path(root).expanduser().exists():
-                    raise UserError(f"{path_key(root)}: no such file or folder", "Check the path and try again.")
-            console = _console()
+    info = _model()
+    with WriterLock("sparc-local index").acquire(wait), _open_index(must_exist=False) as idx:
+        roots = [str(p) for p in paths_] if paths_ else idx.roots()
+        if not roots:
+            raise UserError("no folder to index", "Run `sparc-local index FOLDER`.")
+        for root in roots:
+            if not Path(root).expanduser().exists():
+                raise UserError(f"{path_key(root)}: no such file or folder", "Check the path and try again.")
+        console = _console()
 
-            def encoder():
-                from sparc_local.encode import Encoder
+        def encoder():
+            from sparc_local.encode import Encoder
 
-                return Encoder(info, threads=threads or None)
+            return Encoder(info, threads=threads or None)
 
-            with IndexProgress(console, enabled=not quiet and console.is_terminal) as progress:
-                report = run_index(idx, roots, info, encoder, exclude=exclude, include_hidden=hidden,
-                                   max_sentences=max_sentences,
-                                   on_error=lambda p, r: console.print(f"skipped {p}: {r}", markup=False),
-                                   on_capped=lambda p, n: console.print(
-                                       f"cut {p}: indexed its first {n} sentences (see --max-sentences)",
-                                       markup=False),
-                                   on_progress=progress.advance)
-    except (UserError, LockHeld) as err:
-        _fail(err)
-    except DiskFull as err:
-        _fail(err, "Free some disk space and run `sparc-local index` again: the files indexed so far are kept.")
+        with IndexProgress(console, enabled=not quiet and console.is_terminal) as progress:
+            report = run_index(idx, roots, info, encoder, exclude=exclude, include_hidden=hidden,
+                               max_sentences=max_sentences,
+                               on_error=lambda p, r: console.print(f"skipped {p}: {r}", markup=False),
+                               on_capped=lambda p, n: console.print(
+                                   f"cut {p}: indexed its first {n} sentences (see --max-sentences)",
+                                   markup=False),
+                               on_progress=progress.advance)
     if not quiet:
         typer.echo(f"Indexed {report.indexed} files ({report.sentences} sentences), {report.unchanged} unchanged, "
                    f"{report.removed} removed, {len(report.errors)} skipped in {report.seconds:.1f}s.")
 
 
+def _not_empty(value: str) -> str:
+    if not value.strip():
+        raise typer.BadParameter("the question is empty")
+    return value
+
+
 @app.command()
 def ask(
-    question: str = typer.Argument(..., metavar="QUESTION", help="A question in natural language."),
+    question: str = typer.Argument(..., metavar="QUESTION", callback=_not_empty,
+                                   help="A question in natural language."),
     top_k: int = typer.Option(10, "--top-k", "-k", min=1, help="Number of answers."),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON array."),
     path: Optional[str] = typer.Option(None, "--path", metavar="GLOB", help="Only files whose path matches."),
@@ -137,13 +141,10 @@ def ask(
     """Answer a question with the best matching sentences from your files."""
     from sparc_local.ask import Asker
 
-    try:
-        info = _model()
-        with _open_index() as idx:
-            answers = Asker(idx, info).ask(question, k=top_k, path_glob=path, ext=type_, explain=explain)
-            stale = idx.get_meta("model") not in (None, info.id)
-    except UserError as err:
-        _fail(err)
+    info = _model()
+    with _open_index() as idx:
+        answers = Asker(idx, info).ask(question, k=top_k, path_glob=path, ext=type_, explain=explain)
+        stale = idx.get_meta("model") not in (None, info.id)
     if as_json:
         typer.echo(json.dumps([a.to_json() for a in answers], ensure_ascii=False, indent=1))
         return
@@ -177,7 +178,7 @@ def status(as_json: bool = typer.Option(False, "--json", help="Print a JSON obje
     out["watch"] = read_status()
     try:
         out["active_model"] = _model().id
-    except UserError:
+    except ModelError:
         out["active_model"] = None
     if as_json:
         typer.echo(json.dumps(out, ensure_ascii=False, indent=1))
@@ -192,13 +193,10 @@ def forget(path: Path = typer.Argument(..., metavar="PATH", help="A file or fold
     """Remove a file or folder and all its sentences, and scrub their text from the database file."""
     from sparc_local.indexer import forget as forget_path
 
-    from sparc_local.lock import LockHeld, WriterLock
+    from sparc_local.lock import WriterLock
 
-    try:
-        with WriterLock("sparc-local forget").acquire(10.0), _open_index() as idx:
-            removed = forget_path(idx, str(path))
-    except (UserError, LockHeld) as err:
-        _fail(err)
+    with WriterLock("sparc-local forget").acquire(10.0), _open_index() as idx:
+        removed = forget_path(idx, str(path))
     typer.echo(f"Forgot {removed} files under {path.expanduser().absolute()}; "
                f"`sparc-local index {path}` brings them back.")
 
@@ -213,20 +211,16 @@ def eval_(
     threads: int = typer.Option(0, "--threads", "-t", help="Encoder threads (0: all cores)."),
 ) -> None:
     """Measure retrieval quality (MRR, recall) of SPARC and BM25 on a ReQA dataset."""
+    from sparc_local import reqa
     from sparc_local.evaluate import evaluate
     from sparc_local.modelinfo import ModelInfo
     from sparc_local.progress import bar
 
-    try:
-        info = ModelInfo.load(model) if model else _model()
-        from sparc_local import reqa
-
-        n = len(reqa.load(dataset).ids)
-        with bar(_console(as_json), "encoding", n) as advance:
-            result = evaluate(dataset, info, depth=k, top_k=top_k or None, threads=threads or None,
-                              progress=advance)
-    except (UserError, FileNotFoundError) as err:
-        _fail(err, "Give a folder holding corpus.jsonl.gz and queries.jsonl.gz.")
+    info = ModelInfo.load(model) if model else _model()
+    n = len(reqa.load(dataset).ids)
+    with bar(_console(as_json), "encoding", n) as advance:
+        result = evaluate(dataset, info, depth=k, top_k=top_k or None, threads=threads or None,
+                          progress=advance)
     if as_json:
         typer.echo(json.dumps(result))
         return
@@ -252,15 +246,16 @@ def adapt(
     Trains on this machine (numpy, nothing leaves it) into a new model version; the old index and
     model stay in use until the re-encoded index is complete. Interrupted, it resumes on rerun.
     """
-    from sparc_local.adapt.run import AdaptError, AdaptOptions
+    from sparc_local.adapt.run import AdaptOptions
     from sparc_local.adapt.run import adapt as run_adapt
     from sparc_local.adapt.run import revert as run_revert
-    from sparc_local.lock import LockHeld, WriterLock
+    from sparc_local.lock import WriterLock
     from sparc_local.render import AdaptProgress, print_adapt
 
     console = _console()
     try:
-        _model()
+        if not revert:  # revert also mends a damaged adapted model
+            _model()
         with WriterLock("sparc-local adapt").acquire(wait):
             if revert:
                 from sparc_local import paths
@@ -274,11 +269,9 @@ def adapt(
                 with _open_index() as idx, \
                         AdaptProgress(console, enabled=not quiet and console.is_terminal) as progress:
                     done = run_adapt(idx, opts, on_progress=progress.update)
-    except (UserError, LockHeld, AdaptError) as err:
-        _fail(err)
     except KeyboardInterrupt:
-        _fail(UserError("interrupted; the index and the active model are unchanged",
-                        "Run the same `sparc-local adapt` again to resume from its last checkpoint."))
+        raise UserError("interrupted; the index and the active model are unchanged",
+                        "Run the same `sparc-local adapt` again to resume from its last checkpoint.") from None
     if not quiet:
         print_adapt(done, revert=revert)
 
@@ -320,34 +313,30 @@ def watch(
 ) -> None:
     """Keep the index up to date as files change (catch up first; Ctrl-C or --stop ends it)."""
     from sparc_local import daemon
-    from sparc_local.lock import LockHeld
 
-    try:
-        if stop:
-            pid = daemon.stop()
-            typer.echo(f"Stopped the watcher (pid {pid})." if pid else "No watcher is running.")
-            return
-        info = _model()
-        with _open_index(must_exist=False) as idx:
-            roots = [str(p.expanduser().absolute()) for p in paths_] if paths_ else idx.roots()
-        if not roots:
-            raise UserError("no folder to watch", "Run `sparc-local watch FOLDER`.")
-        for root in (roots if paths_ else []):
-            if not Path(root).exists():
-                raise UserError(f"{root}: no such file or folder", "Check the path and try again.")
-        opts = dict(quiet_period=quiet_period, max_delay=max_delay, exclude=exclude, include_hidden=hidden,
-                    polling=poll)
-        if daemon_:
-            pid = daemon.spawn(daemon.watch_args(roots if paths_ else [], threads=threads, wait=wait, **opts))
-            typer.echo(f"Watching {', '.join(roots)} in the background (pid {pid}); log: {daemon.log_path()}\n"
-                       "Stop it with `sparc-local watch --stop`.")
-            return
-        console = _console()
-        with (console.status("starting") if console.is_terminal else contextlib.nullcontext()) as live:
-            daemon.run(roots, info, threads=threads, wait=wait,
-                       on_tick=(lambda st: live.update(daemon.describe(st))) if live else None, **opts)
-    except (UserError, LockHeld, daemon.DaemonError) as err:
-        _fail(err)
+    if stop:
+        pid = daemon.stop()
+        typer.echo(f"Stopped the watcher (pid {pid})." if pid else "No watcher is running.")
+        return
+    info = _model()
+    with _open_index(must_exist=False) as idx:
+        roots = [str(p.expanduser().absolute()) for p in paths_] if paths_ else idx.roots()
+    if not roots:
+        raise UserError("no folder to watch", "Run `sparc-local watch FOLDER`.")
+    for root in (roots if paths_ else []):
+        if not Path(root).exists():
+            raise UserError(f"{root}: no such file or folder", "Check the path and try again.")
+    opts = dict(quiet_period=quiet_period, max_delay=max_delay, exclude=exclude, include_hidden=hidden,
+                polling=poll)
+    if daemon_:
+        pid = daemon.spawn(daemon.watch_args(roots if paths_ else [], threads=threads, wait=wait, **opts))
+        typer.echo(f"Watching {', '.join(roots)} in the background (pid {pid}); log: {daemon.log_path()}\n"
+                   "Stop it with `sparc-local watch --stop`.")
+        return
+    console = _console()
+    with (console.status("starting") if console.is_terminal else contextlib.nullcontext()) as live:
+        daemon.run(roots, info, threads=threads, wait=wait,
+                   on_tick=(lambda st: live.update(daemon.describe(st))) if live else None, **opts)
 
 
 class ServiceAction(str, Enum):
@@ -360,12 +349,9 @@ def service(action: ServiceAction = typer.Argument(..., help="install or uninsta
     """Run `watch` at login as a systemd user service (Linux) or a launchd agent (macOS)."""
     from sparc_local import service as svc
 
-    try:
-        if action is ServiceAction.install:
-            done = svc.install()
-            typer.echo(f"Wrote {done.path}\nEnable it with: {done.enable}")
-            return
-        done = svc.uninstall()
-    except (OSError, svc.ServiceEnabled) as err:
-        _fail(err, getattr(err, "remedy", ""))
+    if action is ServiceAction.install:
+        done = svc.install()
+        typer.echo(f"Wrote {done.path}\nEnable it with: {done.enable}")
+        return
+    done = svc.uninstall()
     typer.echo(f"Removed {done.path}\nThen run: {done.enable}" if done else "No service was installed.")

@@ -28,18 +28,15 @@ from collections.abc import Callable
 from logging.handlers import RotatingFileHandler
 from pathlib import Path
 
+from sparc_local.errors import SparcError
 from sparc_local.lock import WriterLock, pid_alive
 
 log = logging.getLogger("sparc_local.watch")
 COMMAND = "sparc-local watch"
 
 
-class DaemonError(Exception):
+class DaemonError(SparcError):
     """The background watcher could not be started or stopped; str() says why."""
-
-    def __init__(self, message: str, remedy: str = "") -> None:
-        super().__init__(message)
-        self.remedy = remedy
 
 
 def _file(name: str) -> Path:

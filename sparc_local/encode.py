@@ -10,8 +10,9 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from sparc_local.errors import ModelDamaged, ModelMissing
 from sparc_local.inputs import load_tokenizer, pad_batch, paragraph_inputs
-from sparc_local.modelinfo import ModelInfo
+from sparc_local.modelinfo import ModelInfo, model_remedy
 from sparc_local.sparse import SparseVectors
 
 
@@ -32,7 +33,13 @@ class Encoder:
             opts.intra_op_num_threads = threads
             opts.inter_op_num_threads = 1
         self.threads = threads or 0
-        self.session = ort.InferenceSession(str(info.onnx_path), opts, providers=["CPUExecutionProvider"])
+        if not info.onnx_path.is_file():
+            raise ModelMissing(f"{info.onnx_path} is missing", model_remedy(info.path))
+        try:
+            self.session = ort.InferenceSession(str(info.onnx_path), opts, providers=["CPUExecutionProvider"])
+        except Exception as err:  # onnxruntime's own types (InvalidProtobuf, Fail, ...) derive from Exception only
+            raise ModelDamaged(f"{info.onnx_path} is damaged: onnxruntime cannot load it ({type(err).__name__})",
+                               model_remedy(info.path)) from err
         # the vocab projection holds batch·length·|V| floats: cap tokens per run, not sentences
         self.token_budget = token_budget
 

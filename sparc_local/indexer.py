@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 
+from sparc_local.errors import SparcError
 from sparc_local.extract import MAX_CHARS, VANISHED, ExtractError, extract, iter_files, path_key
 from sparc_local.modelinfo import ModelInfo
 from sparc_local.segment import MAX_SENTENCE_CHARS, paragraphs, segment
@@ -32,7 +33,7 @@ ENCODE_CHUNK = 4096  # sentences encoded at once
 MAX_SENTENCES = 100_000  # per file: a 1 GB log must not take the index over (`index --max-sentences`)
 
 
-class DiskFull(Exception):
+class DiskFull(SparcError):
     """The disk holding the index filled up; every batch committed before it is intact."""
 
 
@@ -138,7 +139,9 @@ def run_index(index: Index, roots: list[str], model: ModelInfo, encoder_factory:
                           compact=compact)
     except (sqlite3.OperationalError, OSError) as err:
         if _is_disk_full(err):
-            raise DiskFull(f"the disk holding the index is full ({index.path.parent})") from err
+            raise DiskFull(f"the disk holding the index is full ({index.path.parent})",
+                           "Free some disk space and run `sparc-local index` again: "
+                           "the files indexed so far are kept.") from err
         raise
 
 

@@ -59,7 +59,16 @@ def load_tokenizer(path: str | Path):
     """
     from tokenizers import Tokenizer
 
-    tokenizer = Tokenizer.from_file(str(path))
+    from sparc_local.errors import ModelDamaged, ModelMissing
+    from sparc_local.modelinfo import model_remedy
+
+    path = Path(path)
+    if not path.is_file():
+        raise ModelMissing(f"{path} is missing", model_remedy(path.parent))
+    try:
+        tokenizer = Tokenizer.from_file(str(path))
+    except Exception as err:  # the Rust binding raises plain Exception
+        raise ModelDamaged(f"{path} is damaged ({err})", model_remedy(path.parent)) from err
     tokenizer.no_padding()
     tokenizer.no_truncation()
     return tokenizer

@@ -23,6 +23,8 @@ import sys
 import time
 from pathlib import Path
 
+from sparc_local.errors import SparcError
+
 try:
     import fcntl
 except ImportError:  # pragma: no cover - Windows is not a target
@@ -73,7 +75,7 @@ def holder(path: Path | None = None) -> dict | None:
     return rec
 
 
-class LockHeld(Exception):
+class LockHeld(SparcError):
     """Another process writes the index; str() names it, ``remedy`` says what to do."""
 
     def __init__(self, record: dict | None) -> None:
@@ -86,12 +88,12 @@ class LockHeld(Exception):
         if self.record.get("started_at"):
             who.append("since " + time.strftime("%H:%M", time.localtime(self.record["started_at"])))
         detail = f" ({', '.join(who)})" if who else ""
-        super().__init__(f"another sparc-local process is writing the index{detail}")
         if "watch" in str(self.record.get("command", "")):
-            self.remedy = ("The watcher keeps the index up to date by itself. To change what it indexes, "
-                           "stop it with `sparc-local watch --stop`, run your command, then start it again.")
+            remedy = ("The watcher keeps the index up to date by itself. To change what it indexes, "
+                      "stop it with `sparc-local watch --stop`, run your command, then start it again.")
         else:
-            self.remedy = "Wait for it to finish (or pass --wait SECONDS), then try again."
+            remedy = "Wait for it to finish (or pass --wait SECONDS), then try again."
+        super().__init__(f"another sparc-local process is writing the index{detail}", remedy)
 
 
 class WriterLock:

@@ -8,10 +8,15 @@ from pathlib import Path
 
 import numpy as np
 
+from sparc_local.errors import ModelDamaged, ModelMissing
 from sparc_local.inputs import InputSpec
 
 CONFIG_FILE = "sparc.json"
 SHIPPED_MODEL = "sparc-minilm-l6"
+ONNX_FILE = "model.onnx"
+TOKENIZER_FILE = "tokenizer.json"
+ACTIVE_POINTER = "active-model"  # a file in the data dir naming the adapted model in use
+_REINSTALL = "Reinstall sparc-local."
 
 
 @dataclass(frozen=True)
@@ -49,11 +54,11 @@ class ModelInfo:
 
     @property
     def onnx_path(self) -> Path:
-        return self.path / "model.onnx"
+        return self.path / ONNX_FILE
 
     @property
     def tokenizer_path(self) -> Path:
-        return self.path / "tokenizer.json"
+        return self.path / TOKENIZER_FILE
 
     def skip_array(self) -> np.ndarray:
         return np.asarray(self.skip_ids, dtype=np.int32)
@@ -66,30 +71,57 @@ class ModelInfo:
 
     @classmethod
     def load(cls, folder: Path) -> "ModelInfo":
+        """Raises ModelMissing without sparc.json, ModelDamaged when it cannot be read."""
         folder = Path(folder)
         cfg_file = folder / CONFIG_FILE
         if not cfg_file.is_file():
-            raise FileNotFoundError(f"{folder} is not a sparc-local model folder (no {CONFIG_FILE})")
-        d = json.loads(cfg_file.read_text())
-        d["skip_ids"] = tuple(d["skip_ids"])
-        known = {k: d[k] for k in cls.__dataclass_fields__ if k in d and k != "path"}
-        return cls(path=folder, **known)
+            raise ModelMissing(f"{folder} is not a sparc-local model folder (no {CONFIG_FILE})", model_remedy(folder))
+        try:
+            d = json.loads(cfg_file.read_text())
+            d["skip_ids"] = tuple(d["skip_ids"])
+            known = {k: d[k] for k in cls.__dataclass_fields__ if k in d and k != "path"}
+            return cls(path=folder, **known)
+        except (OSError, ValueError, KeyError, TypeError) as err:
+            reason = (err.strerror if isinstance(err, OSError) else f"no {err}" if isinstance(err, KeyError)
+                      else str(err))
+            raise ModelDamaged(f"{cfg_file} is damaged ({reason})", model_remedy(folder)) from err
+
+
+def _shipped_candidates() -> tuple[Path, Path]:
+    """Where the shipped model lives: exported_models/ is installed as sparc_local/models."""
+    here = Path(__file__).resolve().parent
+    return here / "models" / SHIPPED_MODEL, here.parent / "exported_models" / SHIPPED_MODEL
 
 
 def shipped_model_dir() -> Path:
-    """The model that ships with the package (exported_models/ is installed as sparc_local/models)."""
-    here = Path(__file__).resolve().parent
-    for candidate in (here / "models" / SHIPPED_MODEL, here.parent / "exported_models" / SHIPPED_MODEL):
+    """The model that ships with the package; ModelMissing if the installation lost it."""
+    for candidate in _shipped_candidates():
         if (candidate / CONFIG_FILE).is_file():
             return candidate
-    raise FileNotFoundError(f"the shipped model {SHIPPED_MODEL} is missing from the installation")
+    raise ModelMissing(f"the shipped model {SHIPPED_MODEL} is missing from the installation", _REINSTALL)
+
+
+def model_remedy(folder: Path) -> str:
+    """What to do about a broken model folder, by where it is: the shipped model comes back with a
+    reinstall, an adapted version with `adapt --revert`, a folder the user gave must be fixed."""
+    from sparc_local.paths import models_dir
+
+    folder = Path(folder).resolve()
+    if folder in {c.resolve() for c in _shipped_candidates()}:
+        return _REINSTALL
+    if folder.is_relative_to(models_dir().resolve()):
+        return "Run `sparc-local adapt --revert` to go back to the model adapt started from."
+    return f"Give a model folder exported by sparc-local ({CONFIG_FILE}, {ONNX_FILE} and {TOKENIZER_FILE})."
 
 
 def active_model() -> ModelInfo:
-    """The model `index` and `ask` use: an adapted version if `adapt` made one, else the shipped one."""
+    """The model `index` and `ask` use: an adapted version if `adapt` made one, else the shipped one.
+
+    A pointer to a folder that is gone falls back to the shipped model; a damaged folder raises.
+    """
     from sparc_local.paths import user_dir
 
-    pointer = user_dir() / "active-model"
+    pointer = user_dir() / ACTIVE_POINTER
     if pointer.is_file():
         folder = Path(pointer.read_text().strip())
         if (folder / CONFIG_FILE).is_file():

@@ -5,13 +5,16 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from sparc_local.errors import DataDirUnusable
+
 ENV_HOME = "SPARC_LOCAL_HOME"
 
 
 def user_dir(create: bool = True) -> Path:
     """The data dir: $SPARC_LOCAL_HOME, else the platform's app-data dir.
 
-    Created 0700 because it holds private text extracted from the user's files.
+    Created 0700 because it holds private text extracted from the user's files. Raises
+    DataDirUnusable when it is a file, cannot be created, or is not readable and writable by us.
     """
     env = os.environ.get(ENV_HOME)
     if env:
@@ -21,7 +24,16 @@ def user_dir(create: bool = True) -> Path:
 
         path = Path(user_data_dir("sparc-local", appauthor=False))
     if create:
-        path.mkdir(parents=True, exist_ok=True, mode=0o700)
+        remedy = f"Make it a folder you can read and write, or set {ENV_HOME} to another folder."
+        try:
+            path.mkdir(parents=True, exist_ok=True, mode=0o700)
+        except FileExistsError:
+            raise DataDirUnusable(f"the data folder {path} is a file, not a folder", remedy) from None
+        except OSError as err:
+            raise DataDirUnusable(f"cannot create the data folder {path} ({err.strerror})", remedy) from err
+        # one syscall: without it, a folder without permissions fails later in sqlite or the lock
+        if not os.access(path, os.R_OK | os.W_OK | os.X_OK):
+            raise DataDirUnusable(f"the data folder {path} is not readable and writable by you", remedy)
     return path
 
 

@@ -7,6 +7,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from sparc_local.errors import DatasetMissing
+
 
 @dataclass(frozen=True)
 class ReqaSet:
@@ -35,7 +37,8 @@ def _jsonl(path: Path) -> list[dict]:
 def load(folder: Path) -> ReqaSet:
     folder = Path(folder)
     if not (folder / "corpus.jsonl.gz").is_file():
-        raise FileNotFoundError(f"{folder} is not a ReQA dataset folder (no corpus.jsonl.gz)")
+        raise DatasetMissing(f"{folder} is not a ReQA dataset folder (no corpus.jsonl.gz)",
+                             "Give a folder holding corpus.jsonl.gz and queries.jsonl.gz.")
     rows = sorted(_jsonl(folder / "corpus.jsonl.gz"), key=lambda r: (r["passage"], r["position"]))
     queries = [(q["id"], q["question"], list(q["answers"])) for q in _jsonl(folder / "queries.jsonl.gz")]
     return ReqaSet(

@@ -11,23 +11,27 @@ they never touch the real ~/.config).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import plistlib
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+from sparc_local.errors import SparcError
 
 ENV_DIR = "SPARC_LOCAL_SERVICE_DIR"
 UNIT = "sparc-local-watch"
 LABEL = "io.github.sparc-local.watch"
 
 
-class ServiceEnabled(Exception):
-    """Removing the unit file of an enabled unit would leave systemd pointing at nothing."""
+class ServiceError(SparcError):
+    """The unit / agent file cannot be written or removed here."""
 
-    def __init__(self, message: str, remedy: str) -> None:
-        super().__init__(message)
-        self.remedy = remedy
+
+class ServiceEnabled(ServiceError):
+    """Removing the unit file of an enabled unit would leave systemd pointing at nothing."""
 
 
 @dataclass(frozen=True)
@@ -42,7 +46,7 @@ def _kind(platform: str) -> str:
         return "systemd"
     if platform == "darwin":
         return "launchd"
-    raise OSError(f"no service support on {platform}: run `sparc-local watch --daemon` at login instead")
+    raise ServiceError(f"no service support on {platform}", "Run `sparc-local watch --daemon` at login instead.")
 
 
 def service_path(platform: str = sys.platform, directory: str | os.PathLike | None = None) -> Path:
@@ -105,16 +109,27 @@ def plist_bytes(python: str = sys.executable) -> bytes:
     return plistlib.dumps(agent)
 
 
+@contextlib.contextmanager
+def _file_errors(path: Path, action: str) -> Iterator[None]:
+    """A folder the user cannot write to is theirs to fix: name the file instead of a traceback."""
+    try:
+        yield
+    except OSError as err:
+        raise ServiceError(f"cannot {action} {path} ({err.strerror or err})",
+                           f"Check the permissions of {path.parent}, or set {ENV_DIR} to another folder.") from err
+
+
 def install(platform: str = sys.platform, directory: str | os.PathLike | None = None,
             python: str = sys.executable) -> ServiceFile:
     """Write the unit / agent file (replacing an older one); return it with the enable command."""
     path = service_path(platform, directory)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if _kind(platform) == "systemd":
-        path.write_text(unit_text(python))
-        return ServiceFile(path, f"systemctl --user daemon-reload && systemctl --user enable --now {UNIT}",
-                           "systemd")
-    path.write_bytes(plist_bytes(python))
+    with _file_errors(path, "write"):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if _kind(platform) == "systemd":
+            path.write_text(unit_text(python))
+            return ServiceFile(path, f"systemctl --user daemon-reload && systemctl --user enable --now {UNIT}",
+                               "systemd")
+        path.write_bytes(plist_bytes(python))
     return ServiceFile(path, f"launchctl bootstrap gui/$(id -u) {path}", "launchd")
 
 
@@ -127,7 +142,9 @@ def uninstall(platform: str = sys.platform, directory: str | os.PathLike | None 
         disable = f"systemctl --user disable --now {UNIT}"
         if (path.parent / "default.target.wants" / path.name).exists():
             raise ServiceEnabled(f"{UNIT} is enabled", f"Run `{disable}` first, then uninstall again.")
-        path.unlink()
+        with _file_errors(path, "remove"):
+            path.unlink()
         return ServiceFile(path, "systemctl --user daemon-reload", "systemd")
-    path.unlink()
+    with _file_errors(path, "remove"):
+        path.unlink()
     return ServiceFile(path, f"launchctl bootout gui/$(id -u)/{LABEL}", "launchd")

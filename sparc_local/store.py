@@ -41,10 +41,12 @@ import numpy as np
 
 from . import postings as codec
 from . import search as _search
+from .errors import DataDirUnusable, IndexCorrupt, SchemaTooNew, SparcError
 from .segments import _CHUNK, MERGE_FACTOR, Segments, _chunks, _level, _qmarks
 from .sparse import SparseVectors
 
 BUSY_TIMEOUT_MS = 5000
+_CORRUPT_CODES = (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB)  # primary codes: "malformed", "not a database"
 MMAP_BYTES = 2 << 30  # address space only; pages come from the OS page cache (SQLite caps it near 2 GB)
 
 MIGRATIONS: list[tuple[int, str]] = [
@@ -205,6 +207,20 @@ class Index(Segments):
 
             path = db_path()
         self.path = Path(path)
+        self._conn: sqlite3.Connection | None = None
+        self._scale: float | None = None
+        self._state: tuple | None = None  # search's cached (key, tombstones, id bound), see _read_state
+        self._work: np.ndarray | None = None  # search's accumulator, see search.work_buffer
+        try:
+            self._connect(busy_timeout_ms)
+        except BaseException as err:
+            self.close()
+            user = self._user_error(err)
+            if user is None:
+                raise
+            raise user from err
+
+    def _connect(self, busy_timeout_ms: int) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         _secure_file(self.path)
         self._conn = sqlite3.connect(self.path, isolation_level=None, timeout=busy_timeout_ms / 1000)
@@ -228,9 +244,19 @@ class Index(Segments):
                 if side.stat().st_mode & 0o077:
                     os.chmod(side, 0o600)
         self._migrate()
-        self._scale: float | None = None
-        self._state: tuple | None = None  # search's cached (key, tombstones, id bound), see _read_state
-        self._work: np.ndarray | None = None  # search's accumulator, see search.work_buffer
+
+    def _user_error(self, err: BaseException) -> SparcError | None:
+        """The user-facing form of an error opening or reading the database, None if it is not one."""
+        if isinstance(err, sqlite3.DatabaseError) and err.sqlite_errorcode & 0xFF in _CORRUPT_CODES:
+            return IndexCorrupt(f"the index {self.path} is damaged ({err})",
+                                "Move it away, then run `sparc-local index FOLDER` to build it again "
+                                "(your files are not touched).")
+        if isinstance(err, (PermissionError, IsADirectoryError)) or (
+                isinstance(err, sqlite3.OperationalError) and err.sqlite_errorcode & 0xFF == sqlite3.SQLITE_CANTOPEN):
+            reason = err.strerror if isinstance(err, OSError) else str(err)
+            return DataDirUnusable(f"cannot open the index {self.path} ({reason})",
+                                   "Make it a file you can read and write (chmod 600), or move it away.")
+        return None
 
     # ------------------------------------------------------------------ plumbing
 
@@ -242,8 +268,11 @@ class Index(Segments):
     def __enter__(self) -> "Index":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, exc_type, exc, tb) -> None:
         self.close()
+        # damage is often found only when a query reaches the broken page
+        if isinstance(exc, sqlite3.DatabaseError) and (user := self._user_error(exc)) is not None:
+            raise user from exc
 
     @property
     def conn(self) -> sqlite3.Connection:
@@ -268,10 +297,10 @@ class Index(Segments):
                     continue
                 raise
         if self.schema_version() > SCHEMA_VERSION:
-            raise RuntimeError(
-                f"{self.path} has schema version {self.schema_version()}, newer than this "
-                f"sparc-local understands ({SCHEMA_VERSION}); upgrade sparc-local"
-            )
+            raise SchemaTooNew(
+                f"the index {self.path} was written by a newer sparc-local (schema version "
+                f"{self.schema_version()}; this one reads up to {SCHEMA_VERSION})",
+                "Upgrade sparc-local, or move the index away and run `sparc-local index FOLDER` to build it again.")
 
     @contextlib.contextmanager
     def write_transaction(self) -> Iterator[sqlite3.Connection]:

@@ -15,6 +15,7 @@ import pytest
 from sparc_local import postings as P
 from sparc_local import search as S
 from sparc_local import segments
+from sparc_local.errors import SchemaTooNew
 from sparc_local.sparse import SparseVectors
 from sparc_local.store import MIGRATIONS, SCHEMA_VERSION, FileUpdate, Index, SentenceRow
 
@@ -71,7 +72,7 @@ def test_newer_schema_refused(db):
     con = sqlite3.connect(db)
     con.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
     con.close()
-    with pytest.raises(RuntimeError, match="newer"):
+    with pytest.raises(SchemaTooNew, match="newer"):
         Index(db)
 
 

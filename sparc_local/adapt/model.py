@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
+from sparc_local.errors import ModelError
 from sparc_local.modelinfo import CONFIG_FILE, ModelInfo
 from sparc_local.weights import ArchConfig, Weights
 
@@ -33,12 +34,8 @@ _LINEARS = ("q", "k", "v", "o", "ff1", "ff2")
 _INIT = re.compile(r"^(?P<prefix>.+?)_(?P<n>\d+)(?:_(?P<part>quantized|scale|zero_point))?$")
 
 
-class ModelFolderError(ValueError):
+class ModelFolderError(ModelError):
     """A model folder adapt cannot use; `remedy` says what to do."""
-
-    def __init__(self, message: str, remedy: str = "") -> None:
-        super().__init__(message)
-        self.remedy = remedy
 
 
 def arch_config(info: ModelInfo) -> ArchConfig:

@@ -30,11 +30,12 @@ import numpy as np
 
 from sparc_local import paths
 from sparc_local.adapt.train import TokenBatch, adapt_embeddings, pad_sequences
+from sparc_local.errors import ModelError, ModelMissing, SparcError
 from sparc_local.inputs import load_tokenizer
+from sparc_local.modelinfo import ACTIVE_POINTER as POINTER
 from sparc_local.modelinfo import ModelInfo, active_model, shipped_model_dir
 from sparc_local.store import Index
 
-POINTER = "active-model"
 NEW_DB_SUFFIX = ".adapting"
 POOL_BATCHES = 16  # batches drawn together and grouped by length: little padding, still random
 _CKPT_FORMAT = 1
@@ -42,12 +43,8 @@ _CKPT_FORMAT = 1
 Progress = Callable[[str, int, int, "float | None"], None]  # (phase, done, total, loss)
 
 
-class AdaptError(Exception):
+class AdaptError(SparcError):
     """A problem the user can fix; `remedy` says how."""
-
-    def __init__(self, message: str, remedy: str = "") -> None:
-        super().__init__(message)
-        self.remedy = remedy
 
 
 @dataclass(frozen=True)
@@ -87,7 +84,7 @@ def is_adapted(info: ModelInfo) -> bool:
 def _is_shipped(info: ModelInfo) -> bool:
     try:
         return info.path.resolve() == shipped_model_dir().resolve()
-    except FileNotFoundError:
+    except ModelMissing:
         return False
 
 
@@ -98,7 +95,7 @@ def base_model(info: ModelInfo) -> ModelInfo:
         return info
     try:
         return ModelInfo.load(shipped_model_dir() if src.get("shipped") else Path(src["path"]))
-    except FileNotFoundError as err:
+    except ModelMissing as err:
         raise AdaptError(f"the model {info.name} was adapted from {src.get('path')}, which is gone",
                          "Reinstall sparc-local, or point the active model elsewhere.") from err
 
@@ -121,7 +118,7 @@ def _cleanup_models(keep: ModelInfo | None) -> None:
             continue
         try:
             adapted = is_adapted(ModelInfo.load(folder))
-        except (FileNotFoundError, ValueError, KeyError, TypeError):
+        except ModelError:
             adapted = folder.name.startswith(".") and folder.name.endswith(".tmp")
         if adapted:
             shutil.rmtree(folder, ignore_errors=True)
@@ -216,14 +213,11 @@ def train_adapted_model(index: Index, opts: AdaptOptions = AdaptOptions(), *, mo
 
     Resumes from the run's checkpoint, which stays until `adapt` has switched to the new model.
     """
-    from sparc_local.adapt.model import ModelFolderError, load_adapt_weights, write_adapted_model
+    from sparc_local.adapt.model import load_adapt_weights, write_adapted_model
 
     base = base_model(model or active_model())
     ids = _corpus_ids(index, opts.min_sentences)
-    try:
-        cfg, w, head_meta = load_adapt_weights(base)
-    except ModelFolderError as err:
-        raise AdaptError(str(err), err.remedy) from err
+    cfg, w, head_meta = load_adapt_weights(base)
     tokenizer = load_tokenizer(base.tokenizer_path)
     mask_id = tokenizer.token_to_id("[MASK]")
     if mask_id is None:
@@ -288,10 +282,15 @@ def revert(index: Index | None, *, threads: int | None = None,
 
     Returns (base model, sentences re-encoded), or None if there was nothing to revert.
     """
-    active = active_model()
-    base = base_model(active)
+    try:
+        active: ModelInfo | None = active_model()
+    except ModelError:
+        if not (paths.user_dir() / POINTER).is_file():
+            raise
+        active = None  # a damaged adapted version: what it was adapted from is unknown, take the shipped one
+    base = base_model(active) if active else ModelInfo.load(shipped_model_dir())
     stale_index = index is not None and index.get_meta("model") not in (None, base.id)
-    if not is_adapted(active) and not stale_index:
+    if active is not None and not is_adapted(active) and not stale_index:
         return None
     n = _switch(index, base, threads, on_progress) if stale_index else 0
     set_active_model(base)
