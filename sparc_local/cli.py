@@ -36,6 +36,10 @@ def _fail(err: Exception, remedy: str = "") -> None:
     raise typer.Exit(1)
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 def _version(value: bool) -> None:
     if value:
         typer.echo(f"sparc-local {__version__}")
@@ -190,17 +194,21 @@ def status(as_json: bool = typer.Option(False, "--json", help="Print a JSON obje
 @app.command()
 def forget(path: Path = typer.Argument(..., metavar="PATH", help="A file or folder to remove from the index.")) -> None:
     """Remove a file or folder and all its sentences, and scrub their text from the database file."""
+    from sparc_local.indexer import NotIndexed
     from sparc_local.indexer import forget as forget_path
-
     from sparc_local.lock import LockHeld, WriterLock
 
     try:
         with WriterLock("sparc-local forget").acquire(10.0), _open_index() as idx:
-            removed = forget_path(idx, str(path))
-    except (UserError, LockHeld) as err:
+            done = forget_path(idx, str(path))
+    except (UserError, LockHeld, NotIndexed) as err:
         _fail(err)
-    typer.echo(f"Forgot {removed} files under {path.expanduser().absolute()}; "
-               f"`sparc-local index {path}` brings them back.")
+    unreadable = f" and {_count(done.unreadable, 'unreadable file')}" if done.unreadable else ""
+    typer.echo(f"Forgot {_count(done.files, 'file')}{unreadable} under {done.path}; "
+               f"`sparc-local index {path}` brings it back.")
+    if not done.scrubbed:
+        typer.echo("Note: another program was reading the index, so the forgotten text stays in unused space of "
+                   "the database file until the next `sparc-local index` or `forget`.", err=True)
 
 
 @app.command("eval")
