@@ -41,6 +41,10 @@ class UserError(SparcError):
     """A problem with what the command was given (a path, a missing index)."""
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 def _version(value: bool) -> None:
     if value:
         typer.echo(f"sparc-local {__version__}")
@@ -192,13 +196,16 @@ def status(as_json: bool = typer.Option(False, "--json", help="Print a JSON obje
 def forget(path: Path = typer.Argument(..., metavar="PATH", help="A file or folder to remove from the index.")) -> None:
     """Remove a file or folder and all its sentences, and scrub their text from the database file."""
     from sparc_local.indexer import forget as forget_path
-
     from sparc_local.lock import WriterLock
 
     with WriterLock("sparc-local forget").acquire(10.0), _open_index() as idx:
-        removed = forget_path(idx, str(path))
-    typer.echo(f"Forgot {removed} files under {path.expanduser().absolute()}; "
-               f"`sparc-local index {path}` brings them back.")
+        done = forget_path(idx, str(path))
+    unreadable = f" and {_count(done.unreadable, 'unreadable file')}" if done.unreadable else ""
+    typer.echo(f"Forgot {_count(done.files, 'file')}{unreadable} under {done.path}; "
+               f"`sparc-local index {path}` brings it back.")
+    if not done.scrubbed:
+        typer.echo("Note: another program was reading the index, so the forgotten text stays in unused space of "
+                   "the database file until the next `sparc-local index` or `forget`.", err=True)
 
 
 @app.command("eval")

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import errno
 import hashlib
-import json
-import os
 import sqlite3
 import stat
 import time
@@ -26,7 +24,7 @@ from sparc_local.extract import MAX_CHARS, VANISHED, ExtractError, extract, iter
 from sparc_local.modelinfo import ModelInfo
 from sparc_local.segment import MAX_SENTENCE_CHARS, paragraphs, segment
 from sparc_local.sparse import SparseVectors
-from sparc_local.store import FileUpdate, Index, SentenceRow
+from sparc_local.store import FileUpdate, Index, SentenceRow, is_under
 
 
 ENCODE_CHUNK = 4096  # sentences encoded at once
@@ -96,22 +94,46 @@ def _read(path: Path, size: int, mtime: float, digest: str, max_sentences: int) 
 
 
 def _under(path: str, roots: Iterable[str]) -> bool:
-    return any(path == r or path.startswith(r.rstrip(os.sep) + os.sep) for r in roots)
+    return any(is_under(path, r) for r in roots)
 
 
-def forgotten(index: Index) -> list[str]:
-    return json.loads(index.get_meta("forgotten") or "[]")
+class NotIndexed(SparcError):
+    """`forget` was given a path the index holds nothing of; nothing was changed."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(f"{path} is not in the index", "`sparc-local status` lists the indexed folders.")
 
 
-def forget(index: Index, path: str) -> int:
+@dataclass(frozen=True)
+class ForgetReport:
+    path: str  # as the index stores it
+    files: int  # indexed files removed
+    unreadable: int  # files recorded as unreadable, removed too
+    scrubbed: bool  # False: a reader kept the old pages; the next `index` run scrubs them
+
+
+def forget(index: Index, path: str) -> ForgetReport:
     """Remove a file or folder and all its sentences, scrub them from the database file, and keep
-    them out of later runs (until the path is given to `index` again). Returns files removed."""
+    them out of every later write (until the path is given to `index` again).
+
+    Atomic: removing the files and roots below the path, recording it as forgotten and purging
+    the removed text rows (``Index.purge_deleted``) are ONE transaction, so a kill -9 leaves
+    either nothing forgotten or all of it, never a forgotten folder that a later run re-adds.
+    VACUUM cannot run inside a transaction, so ``Index.finish_scrub`` follows the commit; a kill
+    before it ends leaves the removed text only in free pages and old WAL frames, which no query
+    reads, and the scrub stays marked pending until the next `forget` or full `index` run (or
+    watcher catch-up) finishes it.
+    Raises NotIndexed if nothing is indexed at or below the path.
+    """
     key = path_key(Path(path).expanduser().absolute())
-    removed = index.remove_under(key)
-    index.remove_roots([key])
-    index.set_meta("forgotten", json.dumps(sorted(set(forgotten(index)) | {key})))
-    index.scrub()
-    return removed
+    with index.write_transaction():
+        files, unreadable = index.count_under(key)
+        if not index.remove_roots_under(key) and not files and not unreadable:
+            raise NotIndexed(key)
+        index.remove_under(key)
+        index.add_forgotten(key)
+        index.purge_deleted()
+    return ForgetReport(key, files, unreadable, index.finish_scrub())
 
 
 def run_index(index: Index, roots: list[str], model: ModelInfo, encoder_factory: Callable[[], object], *,
@@ -124,8 +146,11 @@ def run_index(index: Index, roots: list[str], model: ModelInfo, encoder_factory:
     """Index (or refresh) the given roots. Reports per-file problems through on_error and goes on.
 
     `encoder_factory` is called only if something needs encoding, so a no-op refresh never loads
-    the model. The watcher passes a subset of files inside known roots with remember_roots=False
-    (they are not new roots) and prune=False (it removes deleted files itself, and the vanished
+    the model. With remember_roots the roots are paths the user named: they are remembered
+    (``Index.add_roots``) and a forgotten one is indexed again; files at or below any other
+    forgotten path are skipped (``Index.write_files`` refuses them too). The watcher passes a
+    subset of files inside known roots with remember_roots=False (they are not new roots, and
+    an event names no path for the user) and prune=False (it removes deleted files itself, and the vanished
     scan costs O(indexed files x given paths)) and compact=False (``Index.compact`` is for the end
     of a full run; the watcher compacts when idle, not after every burst of events). A file
     with more than max_sentences sentences is indexed up to there and reported to
@@ -135,8 +160,8 @@ def run_index(index: Index, roots: list[str], model: ModelInfo, encoder_factory:
     try:
         return _run_index(index, roots, model, encoder_factory, exclude=exclude, include_hidden=include_hidden,
                           max_sentences=max_sentences, batch_sentences=batch_sentences,
-                          on_error=on_error, on_progress=on_progress, on_capped=on_capped, prune=prune,
-                          compact=compact)
+                          on_error=on_error, on_progress=on_progress, on_capped=on_capped,
+                          remember_roots=remember_roots, prune=prune, compact=compact)
     except (sqlite3.OperationalError, OSError) as err:
         if _is_disk_full(err):
             raise DiskFull(f"the disk holding the index is full ({index.path.parent})",
@@ -149,19 +174,20 @@ def _run_index(index: Index, roots: list[str], model: ModelInfo, encoder_factory
                exclude: Iterable[str], include_hidden: bool, max_sentences: int,
                batch_sentences: int, on_error: Callable[[str, str], None] | None,
                on_progress: Callable[[int, int], None] | None, on_capped: Callable[[str, int], None] | None,
-               prune: bool, compact: bool) -> IndexReport:
+               remember_roots: bool, prune: bool, compact: bool) -> IndexReport:
     t0 = time.perf_counter()
     report = IndexReport()
     walk_roots = [Path(r).expanduser().absolute() for r in roots]
     roots = [path_key(r) for r in walk_roots]
-    index.add_roots(roots)
-    # a path forgotten earlier stays out, unless it is itself given to `index` again
-    ignored = [f for f in forgotten(index) if f not in roots]
-    if len(ignored) != len(forgotten(index)):
-        index.set_meta("forgotten", json.dumps(ignored))
-    force = index.get_meta("model") not in (None, model.id)  # a new model re-encodes everything
-    if index.get_meta("model") is None:
-        index.set_meta("model", model.id)
+    if remember_roots:
+        index.finish_scrub()  # a `forget` killed before its scrub ended
+    with index.write_transaction():
+        if remember_roots:
+            index.add_roots(roots)
+        ignored = index.forgotten()
+        force = index.get_meta("model") not in (None, model.id)  # a new model re-encodes everything
+        if index.get_meta("model") is None:
+            index.set_meta("model", model.id)
     encoder = None
     pending: list[_Pending] = []
 
@@ -205,7 +231,7 @@ def _run_index(index: Index, roots: list[str], model: ModelInfo, encoder_factory
     seen: set[str] = set()
     for path in iter_files(walk_roots, exclude, include_hidden, on_error=lambda p, r: error(str(p), r)):
         key = path_key(path.absolute())
-        if ignored and _under(key, ignored):
+        if ignored and index.is_forgotten(key, ignored):
             continue
         report.scanned += 1
         seen.add(key)

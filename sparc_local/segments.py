@@ -22,6 +22,7 @@ MAX_DELETED_RATIO = 0.3  # a segment with more tombstoned sentences than this is
 FULL_MERGE_SHARE = 4  # compact(): one segment once those beside the biggest hold 1/4 of the live sentences
 MERGE_CHUNK_BYTES = 4 << 20  # blob bytes decoded at once while merging (~1.6M postings)
 _CHUNK = 900  # max bound parameters per IN (...) list
+SCRUB_PENDING = "scrub_pending"  # meta key: deleted text may still lie in free pages or the WAL
 
 
 def _chunks(seq: Sequence, n: int = _CHUNK) -> Iterator[Sequence]:
@@ -127,8 +128,15 @@ class Segments:
             if len(merge) < 2:
                 return False
             self._merge(c, merge)
-        self._conn.executescript("PRAGMA incremental_vacuum;")  # the old segments' pages, as merge_all
+        self._reclaim()  # the old segments' pages, as merge_all
         return True
+
+    def _reclaim(self) -> None:
+        """Return free pages to the filesystem.  executescript steps the pragma to completion
+        (execute() frees only one page) but COMMITs an open transaction first, so inside a
+        caller's transaction it is left to the caller (`forget` VACUUMs after its commit)."""
+        if not self._conn.in_transaction:
+            self._conn.executescript("PRAGMA incremental_vacuum;")
 
     def merge_all(self, *, reclaim: bool = True) -> None:
         """Optimize: merge every segment into one and purge all tombstones, in one transaction.
@@ -139,19 +147,39 @@ class Segments:
             if len(ids) > 1 or (ids and n_dead):
                 self._merge(c, ids)
         if reclaim:
-            # executescript steps the pragma to completion (execute() frees only one page)
-            self._conn.executescript("PRAGMA incremental_vacuum;")
+            self._reclaim()
 
-    def scrub(self) -> None:
-        """Make deleted text unrecoverable from the database files (for `forget`).
+    def purge_deleted(self) -> None:
+        """Step 1 of scrubbing deleted text (for `forget`): delete every tombstoned row by a full
+        merge, and record that the files still need step 2 (``finish_scrub``).  A transaction
+        (nests in the caller's), so it commits together with the deletion it purges."""
+        with self.write_transaction() as c:
+            c.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, '1')", (SCRUB_PENDING,))
+            self.merge_all(reclaim=False)
 
-        Tombstoned rows are purged by a full merge; VACUUM rewrites the file without free pages
-        that may still hold old text, and a TRUNCATE checkpoint empties the WAL, which holds old
-        page images too.
+    def finish_scrub(self) -> bool:
+        """Step 2, outside any transaction (VACUUM cannot run in one): make text deleted by step 1
+        unrecoverable from the database files.  VACUUM rewrites the file without the free pages
+        that may still hold it; a TRUNCATE checkpoint empties the WAL, which holds old page
+        images too.  Only then is the pending mark cleared, so a kill anywhere in between leaves
+        it set and the next call does the work again (VACUUM is idempotent).  Returns whether the
+        files are clean; False when a reader kept the database or its WAL busy (the mark stays).
         """
-        self.merge_all(reclaim=False)
-        self._conn.execute("VACUUM")
-        self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        c = self._conn
+        if c.execute("SELECT 1 FROM meta WHERE key = ?", (SCRUB_PENDING,)).fetchone() is None:
+            return True
+        try:
+            c.execute("VACUUM")
+            if c.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]:  # busy: a reader holds old frames
+                return False
+        except sqlite3.OperationalError as err:
+            if "locked" in str(err) or "busy" in str(err):
+                return False
+            raise
+        with self.write_transaction() as c:
+            c.execute("DELETE FROM meta WHERE key = ?", (SCRUB_PENDING,))
+        c.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # the WAL now holds only that meta page
+        return True
 
     def _merge(self, c: sqlite3.Connection, seg_ids: list[int]) -> int | None:
         """Rewrite ``seg_ids`` as one segment without tombstoned sentences (inside a txn)."""

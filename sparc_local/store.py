@@ -13,8 +13,12 @@ Layout (Lucene-style):
   of the index into one, since a query pays per segment.  ``merge_all`` merges everything into
   one segment.  Sentence ids never change.  These live in ``segments.py`` (a mixin of ``Index``).
 * Every mutation is one ``BEGIN IMMEDIATE ... COMMIT`` transaction, so a crash leaves each
-  batch either fully applied or not at all.  WAL + busy_timeout let readers run while a
-  writer works.
+  batch either fully applied or not at all.  Write transactions nest (SAVEPOINTs), so a user
+  action made of several mutations (`forget`) commits once.  WAL + busy_timeout let readers
+  run while a writer works.
+* A path `forget` removed is recorded (meta ``FORGOTTEN``) and ``write_files`` never writes a
+  file at or under it, whoever the writer is, until the user names the path again
+  (``add_roots``).
 
 A query reads only the rows of its own tokens: ``WHERE token_id IN (...)`` is a SEARCH of the
 unique index postings(token_id, segment_id), then one rowid lookup per (token, segment) row.
@@ -30,6 +34,7 @@ Keep module-level imports light: this is on the ``ask`` path.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import sqlite3
 import time
@@ -47,6 +52,7 @@ from .sparse import SparseVectors
 
 BUSY_TIMEOUT_MS = 5000
 _CORRUPT_CODES = (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB)  # primary codes: "malformed", "not a database"
+FORGOTTEN = "forgotten"  # meta key: JSON list of the paths `forget` removed
 MMAP_BYTES = 2 << 30  # address space only; pages come from the OS page cache (SQLite caps it near 2 GB)
 
 MIGRATIONS: list[tuple[int, str]] = [
@@ -186,6 +192,35 @@ class FileRecord:
 _FILE_COLS = "id, path, size, mtime, hash, status, error, n_sentences, indexed_at"
 
 
+def is_under(path: str, prefix: str) -> bool:
+    """Whether ``path`` is ``prefix`` or lies below it, by whole components (/a/bc is not under /a/b)."""
+    return path == prefix or path.startswith(prefix.rstrip(os.sep) + os.sep)
+
+
+def _covered(path: str, roots: Iterable[str]) -> bool:
+    """Whether a walk of another root reaches ``path``: it lies below that root and no name on the
+    way is hidden (a walk skips those, and `--hidden` is not remembered with the root)."""
+    for root in roots:
+        if path != root and is_under(path, root):
+            if not any(part.startswith(".") for part in path[len(root.rstrip(os.sep)) + 1:].split(os.sep)):
+                return True
+    return False
+
+
+def _under_sql(prefix: str) -> tuple[str, list[str]]:
+    """A WHERE clause (and its arguments) matching ``path`` at or below ``prefix``, as ``is_under``
+    does, that SEARCHes a unique index on path instead of scanning."""
+    seps = {"/", os.sep}
+    base = prefix.rstrip("".join(seps)) or prefix
+    conds, args = ["path = ?"], [base]
+    for sep in seps:
+        lo = base + sep if not base.endswith(sep) else base
+        # every string starting with lo sorts in [lo, lo[:-1] + chr(ord(sep) + 1))
+        conds.append("(path >= ? AND path < ?)")
+        args += [lo, lo[:-1] + chr(ord(lo[-1]) + 1)]
+    return " OR ".join(conds), args
+
+
 def _secure_file(path: Path) -> None:
     """Create ``path`` 0600 if missing; tighten it to 0600 if it is wider."""
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
@@ -208,6 +243,7 @@ class Index(Segments):
             path = db_path()
         self.path = Path(path)
         self._conn: sqlite3.Connection | None = None
+        self._depth = 0  # open write_transaction levels: 0 = none, 1 = BEGIN IMMEDIATE, more = SAVEPOINTs
         self._scale: float | None = None
         self._state: tuple | None = None  # search's cached (key, tombstones, id bound), see _read_state
         self._work: np.ndarray | None = None  # search's accumulator, see search.work_buffer
@@ -304,16 +340,37 @@ class Index(Segments):
 
     @contextlib.contextmanager
     def write_transaction(self) -> Iterator[sqlite3.Connection]:
-        """BEGIN IMMEDIATE ... COMMIT; ROLLBACK on any exception."""
+        """One atomic write: BEGIN IMMEDIATE ... COMMIT, ROLLBACK on any exception.
+
+        Nested inside another write_transaction it is a SAVEPOINT instead: released into the
+        outer transaction, or rolled back to (alone) on an exception, as sqlite-utils'
+        ``Database.atomic()`` does.  So a user action built from several store calls commits
+        once.  IMMEDIATE takes the write lock up front: a deferred transaction that reads and
+        then writes fails at once (SQLITE_BUSY_SNAPSHOT) when another writer committed meanwhile.
+        """
         c = self._conn
-        c.execute("BEGIN IMMEDIATE")
+        depth = self._depth
+        name = f"write_{depth}"
+        c.execute("BEGIN IMMEDIATE" if depth == 0 else f"SAVEPOINT {name}")
+        self._depth = depth + 1
         try:
             yield c
         except BaseException:
-            if c.in_transaction:  # some errors (e.g. SQLITE_FULL) already rolled back
+            if c.in_transaction:  # some errors (e.g. SQLITE_FULL) already rolled everything back
+                if depth == 0:
+                    c.execute("ROLLBACK")
+                else:
+                    c.execute(f"ROLLBACK TO {name}")
+                    c.execute(f"RELEASE {name}")
+            raise
+        finally:
+            self._depth = depth
+        try:
+            c.execute("COMMIT" if depth == 0 else f"RELEASE {name}")
+        except BaseException:
+            if depth == 0 and c.in_transaction:
                 c.execute("ROLLBACK")
             raise
-        c.execute("COMMIT")
 
     @contextlib.contextmanager
     def read_transaction(self) -> Iterator[sqlite3.Connection]:
@@ -381,16 +438,60 @@ class Index(Segments):
 
     # ------------------------------------------------------------------ roots
 
-    def roots(self) -> list[str]:
+    def _stored_roots(self) -> list[str]:
         return [r[0] for r in self._conn.execute("SELECT path FROM roots ORDER BY path")]
 
+    def roots(self) -> list[str]:
+        """The paths the user named to index, except those a walk of another root reaches."""
+        stored = self._stored_roots()
+        return [r for r in stored if not _covered(r, stored)]
+
     def add_roots(self, paths: Iterable[str | os.PathLike]) -> None:
+        """Remember paths the user named, and lift `forget` from exactly these paths.
+
+        Roots are what the user named, and a path another root's walk reaches is not one: a file
+        indexed on its own under a root (e.g. brought back after `forget`) would otherwise stay
+        a root after it is deleted, and a plain `index` would stop on it.  Roots a new root
+        covers are dropped for the same reason.
+        """
+        named = list(dict.fromkeys(str(p) for p in paths))
         with self.write_transaction() as c:
-            c.executemany("INSERT OR IGNORE INTO roots(path) VALUES (?)", [(str(p),) for p in paths])
+            forgotten = self.forgotten()
+            if set(named) & set(forgotten):
+                self._set_forgotten([f for f in forgotten if f not in named])
+            stored = self._stored_roots()
+            every = set(stored) | set(named)
+            c.executemany("INSERT OR IGNORE INTO roots(path) VALUES (?)",
+                          [(p,) for p in named if not _covered(p, every)])
+            c.executemany("DELETE FROM roots WHERE path = ?", [(r,) for r in stored if _covered(r, every)])
 
     def remove_roots(self, paths: Iterable[str | os.PathLike]) -> None:
         with self.write_transaction() as c:
             c.executemany("DELETE FROM roots WHERE path = ?", [(str(p),) for p in paths])
+
+    def remove_roots_under(self, prefix: str | os.PathLike) -> int:
+        """Drop the roots at or below ``prefix``; returns how many."""
+        where, args = _under_sql(str(prefix))
+        with self.write_transaction() as c:
+            return c.execute(f"DELETE FROM roots WHERE {where}", args).rowcount
+
+    # ------------------------------------------------------------------ forgotten paths
+
+    def forgotten(self) -> list[str]:
+        """The paths `forget` removed: no file at or under one is written until it is named again."""
+        return json.loads(self.get_meta(FORGOTTEN) or "[]")
+
+    def _set_forgotten(self, paths: Iterable[str]) -> None:
+        self._conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)",
+                           (FORGOTTEN, json.dumps(sorted(set(paths)))))
+
+    def add_forgotten(self, prefix: str | os.PathLike) -> None:
+        with self.write_transaction():
+            self._set_forgotten([*self.forgotten(), str(prefix)])
+
+    def is_forgotten(self, path: str, forgotten: Sequence[str] | None = None) -> bool:
+        """Whether ``path`` is at or below a forgotten path (pass ``forgotten()`` to test many)."""
+        return any(is_under(path, f) for f in (self.forgotten() if forgotten is None else forgotten))
 
     # ------------------------------------------------------------------ files
 
@@ -425,6 +526,11 @@ class Index(Segments):
         now = time.time()
         segment_id = None
         with self.write_transaction() as c:
+            # the one check every writer (index, watch, adapt) passes: forgotten stays forgotten
+            forgotten = self.forgotten()
+            batch = [u for u in batch if not (forgotten and self.is_forgotten(str(u.path), forgotten))]
+            if not batch:
+                return None
             scale = self._scale_in_txn(c)
             n_new = sum(len(u.sentences) for u in batch if u.error is None)
             if n_new:
@@ -544,19 +650,17 @@ class Index(Segments):
                 c.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('last_update', ?)", (repr(time.time()),))
         return removed
 
+    def count_under(self, prefix: str | os.PathLike) -> tuple[int, int]:
+        """(files indexed, files recorded as unreadable) at or below ``prefix``."""
+        where, args = _under_sql(str(prefix))
+        row = self._conn.execute(f"SELECT coalesce(sum(status = 'ok'), 0), coalesce(sum(status = 'error'), 0)"
+                                 f" FROM files WHERE {where}", args).fetchone()
+        return row[0], row[1]
+
     def remove_under(self, prefix: str | os.PathLike) -> int:
-        """Forget ``prefix`` itself and every file below it (path-component aware:
+        """Remove ``prefix`` itself and every file below it (path-component aware:
         removing /a/b does not touch /a/bc). Returns the number of files removed."""
-        prefix = str(prefix)
-        seps = {"/", os.sep}
-        base = prefix.rstrip("".join(seps)) or prefix
-        conds, args = ["path = ?"], [base]
-        for sep in seps:
-            lo = base + sep if not base.endswith(sep) else base
-            # every string starting with lo sorts in [lo, lo[:-1] + chr(ord(sep) + 1))
-            conds.append("(path >= ? AND path < ?)")
-            args += [lo, lo[:-1] + chr(ord(lo[-1]) + 1)]
-        where = " OR ".join(conds)
+        where, args = _under_sql(str(prefix))
         with self.write_transaction() as c:
             ids = [r[0] for r in c.execute(f"SELECT id FROM files WHERE {where}", args)]
             for fid in ids:
@@ -672,7 +776,8 @@ class Index(Segments):
     def stats(self) -> dict:
         c = self._conn
         with self.read_transaction():
-            n_files = c.execute("SELECT count(*) FROM files").fetchone()[0]
+            # files indexed; those that could not be read are counted apart, in ``errors``
+            n_files = c.execute("SELECT count(*) FROM files WHERE status = 'ok'").fetchone()[0]
             n_sent = c.execute("SELECT count(*) FROM sentences").fetchone()[0]
             n_dead, dead_post = c.execute(
                 "SELECT count(*), coalesce(sum(s.n_postings), 0) FROM tombstones t CROSS"

@@ -33,6 +33,7 @@ from pathlib import Path
 
 from sparc_local.extract import SUPPORTED, ExtractError, iter_files, path_key
 from sparc_local.modelinfo import ModelInfo
+from sparc_local.store import is_under as _under
 
 log = logging.getLogger("sparc_local.watch")
 _SKIP_EVENTS = frozenset({"opened", "closed_no_write"})
@@ -40,10 +41,6 @@ _SKIP_EVENTS = frozenset({"opened", "closed_no_write"})
 
 class _Stopped(Exception):
     """Raised from run_index's progress callback to stop between two committed batches."""
-
-
-def _under(path: str, prefix: str) -> bool:
-    return path == prefix or path.startswith(prefix.rstrip(os.sep) + os.sep)
 
 
 def _identity(path: str) -> tuple[int, int] | None:

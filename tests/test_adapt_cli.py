@@ -175,6 +175,21 @@ def test_adapt_end_to_end_then_revert(docs: Path, sparc_home: Path, tiny_adapt_d
     assert r.exit_code == 0 and "nothing to revert" in r.output
 
 
+def test_forgotten_file_stays_forgotten_after_adapt(docs: Path, sparc_home: Path) -> None:
+    """adapt's re-encode builds a new database: the forgotten paths go with it, so a later
+    `index` still keeps the file out."""
+    private = docs / "private.txt"
+    private.write_text("The school piano key is under the green book.\n")
+    assert run("index", str(docs), "-q").exit_code == 0
+    assert run("forget", str(private)).exit_code == 0
+    files = _status()["files"]
+    assert run("adapt", "--steps", "2", "-q").exit_code == 0
+    assert run("index", "-q").exit_code == 0
+    assert _status()["files"] == files
+    with Index(sparc_home / "index.db") as idx:
+        assert idx.forgotten() == [str(private)] and idx.file(str(private)) is None
+
+
 def test_interrupted_adapt_changes_nothing_and_resumes(docs: Path, sparc_home: Path, tiny_adapt_dir: Path) -> None:
     assert run("index", str(docs), "-q").exit_code == 0
     db = sparc_home / "index.db"

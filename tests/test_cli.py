@@ -116,12 +116,37 @@ def test_touch_without_change_is_not_reencoded(docs: Path):
 def test_status_json(docs: Path):
     run("index", str(docs), "-q")
     st = json.loads(run("status", "--json").output)
-    assert st["files"] == 3 and st["sentences"] == 6
+    assert st["files"] == 2 and st["sentences"] == 6  # bad.pdf is not indexed: it is counted in errors
     assert st["postings"] > 0 and st["db_bytes"] > 0
     assert st["model"].startswith("tiny-bert@")
     assert st["errors"] == [{"path": str(docs / "bad.pdf"), "reason": st["errors"][0]["reason"]}]
     human = run("status").output
-    assert "Files:        3" in human and "Errors:       1" in human
+    assert "Files:        2" in human and "Errors:       1" in human
+
+
+def test_forget_says_what_it_removed(docs: Path):
+    """Exact messages: an unknown path is an error that changes nothing; counts are of indexed
+    files, unreadable ones apart, in the singular for one; the suggested command brings the file
+    back without making it a root."""
+    run("index", str(docs), "-q")
+    result = run("forget", str(docs / "nothere.txt"))
+    assert result.exit_code == 1
+    assert result.output == f"Error: {docs / 'nothere.txt'} is not in the index\n`sparc-local status` lists the indexed folders.\n"
+    result = run("forget", str(docs / "city.txt"))
+    assert result.exit_code == 0
+    assert result.output == (f"Forgot 1 file under {docs / 'city.txt'}; "
+                             f"`sparc-local index {docs / 'city.txt'}` brings it back.\n")
+    again = run("forget", str(docs / "city.txt"))
+    assert again.exit_code == 1 and again.output.startswith(f"Error: {docs / 'city.txt'} is not in the index\n")
+    assert run("index", str(docs / "city.txt"), "-q").exit_code == 0
+    st = json.loads(run("status", "--json").output)
+    assert st["roots"] == [str(docs)] and st["files"] == 2
+    result = run("forget", str(docs))
+    assert result.exit_code == 0
+    assert result.output == (f"Forgot 2 files and 1 unreadable file under {docs}; "
+                             f"`sparc-local index {docs}` brings it back.\n")
+    st = json.loads(run("status", "--json").output)
+    assert (st["roots"], st["files"], st["sentences"], st["errors"]) == ([], 0, 0, [])
 
 
 def test_database_is_private(docs: Path, sparc_home: Path):

@@ -124,6 +124,117 @@ def test_kill_during_index_and_merge(tmp_path: Path, tiny_model_dir: Path, seed:
           f"segments at kill: {segments_at_kill}")
 
 
+# `forget` with fault injection: the connection kills its own process (kill -9) just before its
+# n-th SQL statement (n = 0: never), and prints each statement's first words as it runs it
+FORGET_SCRIPT = """
+import os, signal, sys
+from sparc_local.indexer import forget
+from sparc_local.store import Index
+
+class KillBefore:
+    def __init__(self, conn, n):
+        self._conn, self._n, self._count = conn, n, 0
+    def _step(self, sql):
+        self._count += 1
+        if self._count == self._n:
+            os.kill(os.getpid(), signal.SIGKILL)
+        print(" ".join(sql.split()[:3]), flush=True)
+    def execute(self, sql, *args):
+        self._step(sql)
+        return self._conn.execute(sql, *args)
+    def executemany(self, sql, *args):
+        self._step(sql)
+        return self._conn.executemany(sql, *args)
+    def executescript(self, sql):
+        self._step(sql)
+        return self._conn.executescript(sql)
+    def __getattr__(self, name):
+        return getattr(self._conn, name)
+
+idx = Index(sys.argv[1])
+idx._conn = KillBefore(idx._conn, int(sys.argv[3]))
+forget(idx, sys.argv[2])
+idx.close()
+"""
+SECRET = "Zanzibar vault passphrase"
+
+
+def _db_bytes(db: Path) -> bytes:
+    return b"".join(p.read_bytes() for p in (db, Path(f"{db}-wal")) if p.exists())
+
+
+def test_kill_during_forget(tmp_path: Path, tiny_model_dir: Path):
+    """`forget` of an indexed folder, killed just before each of its SQL statements in turn: the
+    index is consistent and holds either the folder, untouched, or nothing of it (no root, no
+    file, no text row) and remembers it as forgotten, never a mix that the next `index` would
+    re-add. The user's next command (a plain `index`, or `forget` again if nothing was
+    forgotten) leaves the folder forgotten and its text gone from the database files."""
+    import shutil
+
+    from sparc_local.encode import Encoder
+    from sparc_local.indexer import forget, run_index
+    from sparc_local.modelinfo import ModelInfo
+    from sparc_local.store import is_under
+
+    docs, private = tmp_path / "docs", tmp_path / "private"
+    docs.mkdir()
+    private.mkdir()
+    _corpus(docs)
+    for i in range(3):
+        (private / f"p{i}.txt").write_text(f"The {SECRET} number {i} is in the green book. Keep it safe.\n")
+    info = ModelInfo.load(tiny_model_dir)
+    encoder = lambda: Encoder(info, threads=1)  # noqa: E731
+    base = tmp_path / "base.db"
+    with Index(base) as idx:
+        run_index(idx, [str(docs), str(private)], info, encoder)
+        roots = idx.roots()
+        assert roots == [str(docs), str(private)]
+    before = _content(base)
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+
+    def run(db: Path, kill_at: int) -> subprocess.CompletedProcess:
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{db}{suffix}").unlink(missing_ok=True)
+        shutil.copyfile(base, db)
+        return subprocess.run([sys.executable, "-c", FORGET_SCRIPT, str(db), str(private), str(kill_at)],
+                              env=env, capture_output=True, text=True, timeout=120)
+
+    db = tmp_path / "trial.db"
+    dry = run(db, 0)
+    assert dry.returncode == 0, dry.stderr
+    statements = dry.stdout.splitlines()
+    assert SECRET.encode() not in _db_bytes(db)
+    outcomes = []
+    for n in range(1, len(statements) + 1):
+        proc = run(db, n)
+        assert proc.returncode == -signal.SIGKILL, (statements[n - 1], proc.stderr)
+        _check_consistent(db)
+        with Index(db) as idx:
+            gone = str(private) in idx.forgotten()
+            if gone:  # all of it: no root, no file, no text row
+                assert idx.roots() == [str(docs)]
+                assert not [f for f in idx.all_files() if is_under(f.path, str(private))]
+                assert idx.conn.execute("SELECT count(*) FROM sentences WHERE text LIKE ?",
+                                        (f"%{SECRET}%",)).fetchone()[0] == 0
+                assert idx.conn.execute("SELECT count(*) FROM paragraphs WHERE text LIKE ?",
+                                        (f"%{SECRET}%",)).fetchone()[0] == 0
+            else:  # none of it
+                assert idx.roots() == roots and idx.forgotten() == []
+        if not gone:
+            assert _content(db) == before, statements[n - 1]
+        with Index(db) as idx:  # the user's next command
+            run_index(idx, idx.roots(), info, encoder)
+            if not gone:
+                forget(idx, str(private))
+            assert idx.roots() == [str(docs)] and str(private) in idx.forgotten()
+            assert not [f for f in idx.all_files() if is_under(f.path, str(private))]
+        _check_consistent(db)
+        assert SECRET.encode() not in _db_bytes(db), f"text left after a kill before {statements[n - 1]!r}"
+        outcomes.append(gone)
+    assert not all(outcomes) and any(outcomes)  # kills landed before and after the commit
+    print(f"\n{len(statements)} kills, one before each statement of forget: {statements}")
+
+
 MERGE_SCRIPT = """
 import sys, time
 from pathlib import Path

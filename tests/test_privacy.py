@@ -12,6 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from sparc_local.cli import app
+from sparc_local.segments import SCRUB_PENDING
 
 runner = CliRunner()
 SECRET = "Zanzibar treasury passphrase"
@@ -97,8 +98,8 @@ def test_forget_scrubs_text_from_database_file(docs: Path, sparc_home: Path):
 
     result = runner.invoke(app, ["forget", str(docs / "private")])
     assert result.exit_code == 0
-    assert result.output == (f"Forgot 1 files under {docs / 'private'}; "
-                             f"`sparc-local index {docs / 'private'}` brings them back.\n")
+    assert result.output == (f"Forgot 1 file under {docs / 'private'}; "
+                             f"`sparc-local index {docs / 'private'}` brings it back.\n")
     for f in sparc_home.iterdir():
         if f.name.startswith("index.db"):
             assert SECRET.encode() not in f.read_bytes(), f"secret text still in {f.name}"
@@ -110,6 +111,41 @@ def test_forget_scrubs_text_from_database_file(docs: Path, sparc_home: Path):
     assert json.loads(runner.invoke(app, ["status", "--json"]).output)["files"] == 1
     assert runner.invoke(app, ["index", str(docs / "private"), "-q"]).exit_code == 0
     assert json.loads(runner.invoke(app, ["status", "--json"]).output)["files"] == 2
+
+
+def test_forget_while_a_reader_holds_the_wal_scrubs_at_the_next_index(docs: Path, sparc_home: Path):
+    """A reader (an `ask` in progress) holding old WAL frames keeps the scrub from emptying the
+    WAL: `forget` says so, the text is out of every table at once, and the next `index` run
+    finishes the scrub (waits ~5 s: the busy timeout of the WAL checkpoint)."""
+    import contextlib
+    import sqlite3
+
+    def raw() -> bytes:
+        return b"".join(f.read_bytes() for f in sparc_home.iterdir() if f.name.startswith("index.db"))
+
+    assert runner.invoke(app, ["index", str(docs), "-q"]).exit_code == 0
+    db = sparc_home / "index.db"
+    reader = sqlite3.connect(db, isolation_level=None)
+    try:
+        reader.execute("BEGIN")
+        reader.execute("SELECT count(*) FROM sentences").fetchone()  # a snapshot from before the forget
+        result = runner.invoke(app, ["forget", str(docs / "private")])
+        assert result.exit_code == 0
+        assert result.output == (
+            f"Forgot 1 file under {docs / 'private'}; `sparc-local index {docs / 'private'}` brings it back.\n"
+            "Note: another program was reading the index, so the forgotten text stays in unused space of the "
+            "database file until the next `sparc-local index` or `forget`.\n")
+        assert SECRET.encode() in raw()  # in the old frames the reader still needs
+        with contextlib.closing(sqlite3.connect(db)) as check:
+            assert check.execute("SELECT count(*) FROM sentences WHERE text LIKE ?",
+                                 (f"%{SECRET}%",)).fetchone()[0] == 0
+            assert check.execute("SELECT value FROM meta WHERE key = ?", (SCRUB_PENDING,)).fetchone() == ("1",)
+        reader.execute("COMMIT")
+        assert runner.invoke(app, ["index", "-q"]).exit_code == 0
+        assert reader.execute("SELECT value FROM meta WHERE key = ?", (SCRUB_PENDING,)).fetchone() is None
+        assert SECRET.encode() not in raw()
+    finally:
+        reader.close()
 
 
 def test_data_dir_and_database_modes(docs: Path, sparc_home: Path):

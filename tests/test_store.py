@@ -463,6 +463,92 @@ def test_roots_meta_and_weight_scale(db):
         assert ix.weight_scale == pytest.approx(8.0 / 255)
 
 
+def test_write_transactions_nest_as_savepoints(db):
+    """An inner write_transaction is a SAVEPOINT: its failure undoes only itself, and nothing
+    of the outer one is visible to another connection before the outer COMMIT."""
+    rng = np.random.default_rng(12)
+    with Index(db) as ix, Index(db, busy_timeout_ms=200) as reader:
+        with ix.write_transaction():
+            ix.add_roots(["/a"])  # nested: a savepoint
+            with pytest.raises(Boom):
+                with ix.write_transaction() as c:
+                    c.execute("INSERT INTO roots(path) VALUES ('/b')")
+                    raise Boom
+            ix.write_files([_update(rng, "/a/x.txt", 3)])  # nested, and its merge check too
+            assert ix.roots() == ["/a"] and ix.conn.in_transaction
+            assert reader.roots() == [] and reader.all_files() == []  # not committed yet
+        assert not ix.conn.in_transaction
+        assert reader.roots() == ["/a"] and [f.path for f in reader.all_files()] == ["/a/x.txt"]
+        # an exception that leaves the outer block undoes every savepoint released into it
+        with pytest.raises(Boom):
+            with ix.write_transaction():
+                ix.remove_under("/a")
+                ix.remove_roots(["/a"])
+                raise Boom
+        assert not ix.conn.in_transaction
+        assert reader.roots() == ["/a"] and [f.path for f in reader.all_files()] == ["/a/x.txt"]
+        assert ix.verify() == []
+        # a merge inside a caller's transaction does not commit it (its reclaim step would)
+        with ix.write_transaction():
+            ix.write_files([_update(rng, "/a/y.txt", 3)], merge=False)
+            ix.merge_all()
+            assert ix.conn.in_transaction and reader.stats()["segments"] == 1
+        assert reader.stats()["segments"] == 1 and reader.stats()["files"] == 2
+
+
+def test_roots_are_the_paths_the_user_named(db):
+    """A path a root's walk reaches is never a root of its own; a hidden one is (a walk skips it)."""
+    with Index(db) as ix:
+        ix.add_roots(["/d/sub", "/e"])
+        ix.add_roots(["/d", "/d/a.txt", "/d/.notes/b.txt", "/e/f/g.md"])
+        assert ix.roots() == ["/d", "/d/.notes/b.txt", "/e"]  # /d/sub went: /d covers it now
+        assert [r[0] for r in ix.conn.execute("SELECT path FROM roots ORDER BY path")] == ix.roots()
+        # a database where a file under a root was stored as a root: not listed
+        ix.conn.execute("INSERT INTO roots(path) VALUES ('/e/old.txt')")
+        assert ix.roots() == ["/d", "/d/.notes/b.txt", "/e"]
+        assert ix.remove_roots_under("/e") == 2 and ix.roots() == ["/d", "/d/.notes/b.txt"]
+
+
+def test_forgotten_paths_are_never_written(db):
+    """The rule for every writer lives in write_files: nothing at or under a forgotten path is
+    written, until the path is named again (add_roots)."""
+    rng = np.random.default_rng(13)
+    with Index(db) as ix:
+        ix.add_forgotten("/d/private")
+        ix.add_forgotten("/d/pin.txt")
+        assert ix.forgotten() == ["/d/pin.txt", "/d/private"]
+        assert ix.write_files([_update(rng, "/d/private/a.txt", 2), _update(rng, "/d/pin.txt", 2)]) is None
+        ix.write_files([_update(rng, "/d/private/b.txt", 2), _update(rng, "/d/private.txt", 2)])
+        assert [f.path for f in ix.all_files()] == ["/d/private.txt"]
+        ix.add_roots(["/d", "/d/private/b.txt"])  # names a file inside a forgotten folder: not enough
+        assert ix.forgotten() == ["/d/pin.txt", "/d/private"]
+        ix.add_roots(["/d/pin.txt"])
+        assert ix.forgotten() == ["/d/private"] and ix.roots() == ["/d"]
+        ix.write_files([_update(rng, "/d/pin.txt", 2)])
+        assert [f.path for f in ix.all_files()] == ["/d/pin.txt", "/d/private.txt"]
+
+
+def test_scrub_waits_for_readers_and_stays_pending(db):
+    """finish_scrub clears its mark only once the WAL is emptied; a reader holding old frames
+    leaves it pending, and a later call completes it."""
+    rng = np.random.default_rng(14)
+    with Index(db, busy_timeout_ms=100) as ix, Index(db) as reader:
+        ix.write_files([_update(rng, "/d/a.txt", 3, "secret"), _update(rng, "/d/b.txt", 3)])
+        assert ix.finish_scrub() is True  # nothing pending
+        with ix.write_transaction():
+            ix.remove_under("/d/a.txt")
+            ix.purge_deleted()
+        assert ix.get_meta(segments.SCRUB_PENDING) == "1" and ix.stats()["tombstones"] == 0
+        with reader.read_transaction():
+            reader.roots()
+            assert ix.finish_scrub() is False
+        assert ix.get_meta(segments.SCRUB_PENDING) == "1"
+        assert ix.finish_scrub() is True and ix.get_meta(segments.SCRUB_PENDING) is None
+    for suffix in ("", "-wal"):
+        data = db.with_name(db.name + suffix).read_bytes() if db.with_name(db.name + suffix).exists() else b""
+        assert b"secret sentence" not in data
+
+
 def test_tiny_weights_dropped_and_counts_exact(db):
     with Index(db) as ix:
         v = SparseVectors.from_rows(

@@ -99,6 +99,45 @@ def test_catch_up_create_edit_delete(root: Path, start):
     assert w.status()["last_error"] is None and w.status()["queue"] == 0
 
 
+def test_forgotten_file_stays_forgotten_when_edited(root: Path, start):
+    """forget, then watch, then edit the file: neither the catch-up nor the live event brings it
+    back; only `sparc-local index PATH` does (and it stays no root of its own)."""
+    private = root / "private.txt"
+    private.write_text("The bank PIN is in the green book.\n")
+    assert runner.invoke(app, ["index", str(root), "-q"]).exit_code == 0
+    assert runner.invoke(app, ["forget", str(private)]).exit_code == 0
+    w = start([root])
+    with Index() as idx:
+        assert indexed(idx) == {str(root / "tea.md")}
+    private.write_text("The bank PIN is four nine two one, in the green book.\n")
+    (root / "city.txt").write_text("Paris is the capital of France.\n")  # its batch applies the edit too
+    until(lambda i: str(root / "city.txt") in indexed(i), "the batch holding the edit")
+    with Index() as idx:
+        assert indexed(idx) == {str(root / "tea.md"), str(root / "city.txt")}
+        assert idx.conn.execute("SELECT count(*) FROM sentences WHERE text LIKE '%bank PIN%'").fetchone()[0] == 0
+    assert w.status()["last_error"] is None
+    w.stop(timeout=DEADLINE)
+    assert runner.invoke(app, ["index", str(private), "-q"]).exit_code == 0
+    with Index() as idx:
+        assert str(private) in indexed(idx) and idx.roots() == [str(root)]
+
+
+def test_watched_files_never_become_roots(root: Path, start):
+    """A file the watcher indexes is no root: once deleted, `status` does not list it and a
+    plain `index` does not stop on it."""
+    w = start([root])
+    (root / "b.txt").write_text("Bees make honey in the hive.\n")
+    until(lambda i: str(root / "b.txt") in indexed(i), "create")
+    (root / "b.txt").unlink()
+    until(lambda i: str(root / "b.txt") not in indexed(i), "delete")
+    w.stop(timeout=DEADLINE)
+    with Index() as idx:
+        assert idx.conn.execute("SELECT path FROM roots").fetchall() == [(str(root),)]
+    assert json.loads(runner.invoke(app, ["status", "--json"]).output)["roots"] == [str(root)]
+    result = runner.invoke(app, ["index", "-q"])
+    assert (result.exit_code, result.output) == (0, "")
+
+
 def test_model_is_unloaded_when_idle(root: Path, start):
     w = start([root], encoder_idle=0.5)
     (root / "city.txt").write_text("Paris is the capital of France.\n")
