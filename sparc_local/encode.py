@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from sparc_local.errors import ModelDamaged, ModelMissing
-from sparc_local.inputs import load_tokenizer, pad_batch, paragraph_inputs
+from sparc_local.inputs import SCHEME_WINDOW, load_tokenizer, pad_batch, paragraph_inputs, span_index, window_inputs
 from sparc_local.modelinfo import ModelInfo, model_remedy
 from sparc_local.sparse import SparseVectors
 
@@ -50,25 +50,58 @@ class Encoder:
         Inputs are sorted by length and cut into batches of similar length, so little is padding.
         """
         info = self.info
-        items = paragraph_inputs(self.tokenizer, paragraphs, info.inputs)
         k = np.array([min(top_k or info.top_k, info.vocab_size)], np.int64)
-        order = np.argsort([len(ids) for ids, _ in items], kind="stable")
+        if info.scheme == SCHEME_WINDOW:
+            return self._encode_windows(paragraphs, k, progress)
+        items = paragraph_inputs(self.tokenizer, paragraphs, info.inputs)
         rows: list[tuple[np.ndarray, np.ndarray] | None] = [None] * len(items)
-        start = 0
-        while start < len(order):
-            length = len(items[order[start]][0])
-            end = start + 1
-            # grow the batch while the longest member times the count stays in budget
-            while end < len(order) and len(items[order[end]][0]) * (end - start + 1) <= max(self.token_budget, length):
-                end += 1
-            batch = [items[i] for i in order[start:end]]
-            ids, types, mask = pad_batch(batch)
+        for batch in self._batches([len(ids) for ids, _ in items]):
+            ids, types, mask = pad_batch([items[i] for i in batch])
             feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types, "top_k": k}
             weights, token_ids = self.session.run(["weights", "token_ids"], feeds)
-            for row, i in enumerate(order[start:end]):
-                keep = weights[row] > 0
-                rows[i] = (token_ids[row][keep].astype(np.int32), weights[row][keep].astype(np.float32))
+            for row, i in enumerate(batch):
+                rows[i] = _kept(weights[row], token_ids[row])
             if progress:
-                progress(end - start)
-            start = end
+                progress(len(batch))
         return SparseVectors.from_rows(rows)  # type: ignore[arg-type]
+
+    def _encode_windows(self, paragraphs: Sequence[Sequence[str]], k: np.ndarray,
+                        progress: Callable[[int], None] | None) -> SparseVectors:
+        """Model v2: one forward pass per paragraph window, a vector per sentence span."""
+        windows = window_inputs(self.tokenizer, paragraphs, self.info.inputs)
+        first = np.concatenate([[0], np.cumsum([len(w.spans) for w in windows])]).astype(np.int64)
+        rows: list[tuple[np.ndarray, np.ndarray] | None] = [None] * int(first[-1])
+        for batch in self._batches([len(w.ids) for w in windows]):
+            group = [windows[i] for i in batch]
+            ids, _, mask = pad_batch([(w.ids, w.ids) for w in group])
+            feeds = {"input_ids": ids, "attention_mask": mask, "span_index": span_index(group, ids.shape[1]),
+                     "top_k": k}
+            weights, token_ids = self.session.run(["weights", "token_ids"], feeds)
+            n = 0
+            for i, w in zip(batch, group):
+                for j in range(len(w.spans)):
+                    rows[first[i] + j] = _kept(weights[n], token_ids[n])
+                    n += 1
+            if progress:
+                progress(n)
+        return SparseVectors.from_rows(rows)  # type: ignore[arg-type]
+
+    def _batches(self, lengths: list[int]) -> list[list[int]]:
+        """Input indices sorted by length, cut into batches of similar length, so little is padding;
+        a batch grows while its longest member times its count stays in the token budget."""
+        order = np.argsort(lengths, kind="stable").tolist()
+        out, start = [], 0
+        while start < len(order):
+            end = start + 1
+            while end < len(order) and lengths[order[end]] * (end - start + 1) <= max(self.token_budget,
+                                                                                      lengths[order[start]]):
+                end += 1
+            out.append(order[start:end])
+            start = end
+        return out
+
+
+def _kept(weights: np.ndarray, token_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """One row's (token ids, weights) with the zero weights dropped."""
+    keep = weights > 0
+    return token_ids[keep].astype(np.int32), weights[keep].astype(np.float32)

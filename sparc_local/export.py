@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
+from sparc_local.inputs import SCHEME_PAIR, SCHEME_WINDOW
 from sparc_local.modelinfo import CONFIG_FILE, ModelInfo
 from sparc_local.query import skip_token_ids
 from sparc_local.weights import ArchConfig, Weights
@@ -46,7 +47,7 @@ def quantize_rows(emb: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _graph(cfg: ArchConfig, w: Weights, sparsity_w: float, int8_embeddings: bool, skip: np.ndarray,
-           pool: str = "all", int8_weights: bool = False):
+           pool: str = "all", int8_weights: bool = False, scheme: str = SCHEME_PAIR):
     from onnx import TensorProto, helper, numpy_helper
 
     nodes, inits = [], []
@@ -100,7 +101,9 @@ def _graph(cfg: ArchConfig, w: Weights, sparsity_w: float, int8_embeddings: bool
     positions = op("Range", [const(np.array(0, np.int64)), seq_len, const(np.array(1, np.int64))])
     x = op("Add", [x, op("Gather", [const(w["emb.pos"], "emb_pos"), positions])])
     if cfg.type_vocab:
-        x = op("Add", [x, op("Gather", [const(w["emb.type"], "emb_type"), types])])
+        # the window scheme has one segment: every token takes segment 0
+        segment = const(np.array(0, np.int64)) if scheme == SCHEME_WINDOW else types
+        x = op("Add", [x, op("Gather", [const(w["emb.type"], "emb_type"), segment])])
     x = layer_norm(x, "emb.ln")
 
     maskf = op("Cast", [mask], to=TensorProto.FLOAT)
@@ -125,6 +128,36 @@ def _graph(cfg: ArchConfig, w: Weights, sparsity_w: float, int8_embeddings: bool
                         const(np.array(0.5, np.float32))])
         x = layer_norm(op("Add", [x, linear(ff, f"l{i}.ff2")]), f"l{i}.ln2")
 
+    scale = const(np.array(math.exp(sparsity_w), np.float32))
+    one = const(np.array(1.0, np.float32))
+    if scheme == SCHEME_WINDOW:
+        # Model v2: each sentence's f(v,s) = log(ReLU(max_{i∈s} H_i·e_v)·exp(w) + 1) (SPARC Eq. 4)
+        # over its own token positions only (span_index, from inputs.span_index); padding points
+        # at an appended zero row, exact under the ReLU. Rows of E that can never match a
+        # question (special, [unused], punctuation) are not projected at all.
+        keep_ids = np.setdiff1d(np.arange(cfg.vocab_size), skip).astype(np.int64)
+        flat = op("Concat", [op("Reshape", [x, const(np.array([-1, cfg.hidden], np.int64))]),
+                             const(np.zeros((1, cfg.hidden), np.float32))], axis=0)
+        per_span = op("Reshape", [op("Gather", [flat, "span_index"]), const(np.array([-1, cfg.hidden], np.int64))])
+        keep = const(keep_ids, "query_vocab")
+        logits = op("Gemm", [per_span, op("Gather", [E, keep])], transB=1)  # (N·T, V')
+        spans = op("Gather", [op("Shape", ["span_index"]), const(np.array([0], np.int64))])
+        logits = op("Reshape", [logits, op("Concat", [spans, const(np.array([-1, len(keep_ids)], np.int64))], axis=0)])
+        pooled = op("ReduceMax", [logits], axes=[1], keepdims=0)
+        f = op("Log", [op("Add", [op("Mul", [op("Relu", [pooled]), scale]), one])])
+        values, indices = op("TopK", [f, "top_k"], n_out=2, axis=-1, largest=1, sorted=1)
+        nodes.append(helper.make_node("Identity", [values], ["weights"]))
+        nodes.append(helper.make_node("Gather", [keep, indices], ["token_ids"]))
+        inputs = [helper.make_tensor_value_info(n, TensorProto.INT64, ["batch", "length"]) for n in (ids, mask)]
+        inputs.append(helper.make_tensor_value_info("span_index", TensorProto.INT64, ["spans", "span_length"]))
+        inputs.append(helper.make_tensor_value_info("top_k", TensorProto.INT64, [1]))
+        outputs = [helper.make_tensor_value_info("weights", TensorProto.FLOAT, ["spans", "k"]),
+                   helper.make_tensor_value_info("token_ids", TensorProto.INT64, ["spans", "k"])]
+        graph = helper.make_graph(nodes, "sparc_document_encoder", inputs, outputs, inits)
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="sparc-local")
+        model.ir_version = 8
+        return model
+
     # f(v,s) = log(ReLU(max_i H(s)_i·e_v)·exp(w) + 1), SPARC Eq. 4. Padding rows of H are zeroed,
     # which is exact under the ReLU: ReLU(max(x, 0)) == ReLU(max(x)).
     pool_mask = maskf
@@ -139,8 +172,7 @@ def _graph(cfg: ArchConfig, w: Weights, sparsity_w: float, int8_embeddings: bool
     batch = op("Gather", [op("Shape", [ids]), const(np.array([0], np.int64))])
     logits = op("Reshape", [logits, op("Concat", [batch, const(np.array([-1, cfg.vocab_size], np.int64))], axis=0)])
     pooled = op("ReduceMax", [logits], axes=[1], keepdims=0)
-    f = op("Log", [op("Add", [op("Mul", [op("Relu", [pooled]), const(np.array(math.exp(sparsity_w), np.float32))]),
-                              const(np.array(1.0, np.float32))])])
+    f = op("Log", [op("Add", [op("Mul", [op("Relu", [pooled]), scale]), one])])
     # tokens that are never query terms (specials, punctuation) would only waste top-K slots
     keep = np.ones(cfg.vocab_size, np.float32)
     keep[skip[skip < cfg.vocab_size]] = 0.0
@@ -171,8 +203,9 @@ def export_model(cfg: ArchConfig, w: Weights, tokenizer_json: Path, out_dir: Pat
     int8 = quant != QUANT_FP32
     vocab = json.loads(Path(tokenizer_json).read_text())["model"]["vocab"]
     skip = skip_token_ids(vocab)
+    scheme = (inputs or {}).get("scheme", SCHEME_PAIR)
     model = _graph(cfg, w, sparsity_w, int8_embeddings=int8, skip=skip, pool=pool,
-                   int8_weights=quant == QUANT_WEIGHTS)
+                   int8_weights=quant == QUANT_WEIGHTS, scheme=scheme)
     onnx.checker.check_model(model)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -226,6 +259,7 @@ def main(argv: list[str] | None = None) -> None:
                    help="max-pool over all input tokens (the paper) or the sentence's own")
     p.add_argument("--context-sentences", type=int, default=6, help="as the model was trained (inputs.InputSpec)")
     p.add_argument("--context-order", default="document")
+    p.add_argument("--scheme", choices=[SCHEME_PAIR, SCHEME_WINDOW], default=SCHEME_PAIR)
     p.add_argument("--per-tensor", action="store_true", help="one int8 scale per weight matrix")
     args = p.parse_args(argv)
     src = Path(args.weights)
@@ -239,7 +273,8 @@ def main(argv: list[str] | None = None) -> None:
     info = export_model(cfg, w, tok, Path(args.out_dir), name=args.name, source=args.source or str(src),
                         sparsity_w=sparsity, top_k=args.top_k, max_length=args.max_length, quant=args.quant,
                         per_channel=not args.per_tensor, pool=args.pool,
-                        inputs={"context_sentences": args.context_sentences, "context_order": args.context_order})
+                        inputs={"context_sentences": args.context_sentences, "context_order": args.context_order,
+                                "scheme": args.scheme})
     print(f"exported {info.name} ({info.quantization}, K={info.top_k}) to {info.path}")
 
 

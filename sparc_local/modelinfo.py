@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from sparc_local.errors import ModelDamaged, ModelMissing
-from sparc_local.inputs import InputSpec
+from sparc_local.inputs import SCHEME_PAIR, InputSpec
 
 CONFIG_FILE = "sparc.json"
 SHIPPED_MODEL = "sparc-minilm-l6"
@@ -40,6 +40,7 @@ class ModelInfo:
     has_segments: bool = True  # DistilBERT has no segment embeddings
     context_sentences: int = 6  # a sentence's context: its nearest paragraph neighbours (inputs.InputSpec)
     context_order: str = "document"
+    scheme: str = SCHEME_PAIR  # SCHEME_WINDOW: model v2, one pass per paragraph window
     extra: dict = field(default_factory=dict)
 
     @property
@@ -50,7 +51,8 @@ class ModelInfo:
     @property
     def inputs(self) -> InputSpec:
         """How inputs.paragraph_inputs builds this model's encoder inputs."""
-        return InputSpec(self.max_length, self.cls_id, self.sep_id, self.context_sentences, self.context_order)
+        return InputSpec(self.max_length, self.cls_id, self.sep_id, self.context_sentences, self.context_order,
+                         self.scheme)
 
     @property
     def onnx_path(self) -> Path:

@@ -50,6 +50,35 @@ def test_onnx_graph_matches_torch_reference(tmp_path, layout):
         assert not set(tok.tolist()) & set(info.skip_ids)
 
 
+@pytest.mark.parametrize("layout", ["bert", "distilbert"])
+def test_window_graph_matches_torch_reference(tmp_path, layout):
+    """Model v2: one pass per paragraph window, each sentence pooled over its own tokens only,
+    exactly as the training model computes it; several windows per long paragraph."""
+    from sparc_local.inputs import SCHEME_WINDOW, pad_batch, span_index, window_inputs
+    from sparc_local.training.model import Encoder as TorchEncoder
+
+    info = make_tiny_model(tmp_path / "m", layout=layout, top_k=20, scheme=SCHEME_WINDOW)
+    enc = Encoder(info, threads=1, token_budget=64)
+    vectors = enc.encode(PARAGRAPHS)
+    assert len(vectors) == len(SENTENCES)
+    windows = window_inputs(enc.tokenizer, PARAGRAPHS, info.inputs)
+    assert len(windows) > len(PARAGRAPHS)  # the last paragraph needs more than one window
+    cfg, w = tiny_weights(layout, info.vocab_size)
+    ref = TorchEncoder(cfg, w).eval()
+    with torch.no_grad():
+        ref.sparsity.fill_(0.5)
+        ids, _, mask = (torch.from_numpy(a) for a in pad_batch([(x.ids, x.ids) for x in windows]))
+        index = torch.from_numpy(span_index(windows, ids.shape[1]))
+        f = ref.span_scores(ref(ids, torch.zeros_like(ids), mask), index, torch.arange(info.vocab_size)).numpy()
+    f[:, list(info.skip_ids)] = 0
+    for i in range(len(SENTENCES)):
+        tok, wt = vectors.row(i)
+        assert len(tok) <= 20 and np.all(wt > 0) and np.all(np.diff(wt) <= 0)
+        np.testing.assert_allclose(wt, f[i, tok], rtol=1e-4, atol=1e-5)
+        assert wt[-1] >= np.sort(f[i])[::-1][len(tok) - 1] - 1e-5
+        assert not set(tok.tolist()) & set(info.skip_ids)
+
+
 def test_segment_ids_matter_for_bert_only(tmp_path):
     bert = Encoder(make_tiny_model(tmp_path / "b", "bert"), threads=1)
     with_ctx = bert.encode([["tea", "green tea"]]).row(0)

@@ -104,3 +104,21 @@ def test_index_and_eval_give_the_encoder_the_same_inputs(tmp_path, tiny_model_di
     for (a_ids, a_types), (b_ids, b_types) in zip(by_eval, by_index):
         assert a_ids.tolist() == b_ids.tolist() and a_types.tolist() == b_types.tolist()
     assert any(t.any() for _, t in by_eval)  # contexts were built, not empty
+
+
+def test_windows_cover_every_sentence_once_with_context_on_both_sides(tok):
+    from sparc_local.inputs import SCHEME_WINDOW, window_inputs
+
+    para = [" ".join(WORDS[i:i + 3]) for i in range(8)]  # 8 sentences of 3 tokens
+    short = window_inputs(tok, [para[:3]], InputSpec(16, 2, 3, scheme=SCHEME_WINDOW))
+    assert len(short) == 1 and short[0].spans == ((1, 4), (4, 7), (7, 10)) and len(short[0].ids) == 11
+    windows = window_inputs(tok, [para], InputSpec(16, 2, 3, scheme=SCHEME_WINDOW))
+    spans = [(w, a, b) for w in windows for a, b in w.spans]
+    assert len(spans) == len(para)
+    for sentence, (w, a, b) in zip(para, spans):
+        assert [tok.id_to_token(int(t)) for t in w.ids[a:b]] == sentence.split()
+    for w in windows:
+        assert len(w.ids) <= 16 and w.ids[0] == 2 and w.ids[-1] == 3
+        assert sum(b - a for a, b in w.spans) <= (16 - 2) // 2  # own sentences take at most half
+    middle = windows[len(windows) // 2]
+    assert middle.spans[0][0] > 1 and middle.spans[-1][1] < len(middle.ids) - 1  # context on both sides

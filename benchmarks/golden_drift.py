@@ -1,0 +1,89 @@
+"""How far a model's outputs move between CPUs, and between int8 and float compute (issue #12).
+
+    apt-get install qemu-user   # emulates an AVX2-only CPU (no AVX-512, no VNNI) on any x86 host
+    python benchmarks/golden_drift.py [MODEL_DIR ...] [--cpu Haswell] [--dynamic]
+
+For each model folder (default: the shipped one), the golden paragraphs of
+tests/golden/make_golden.py are encoded natively and under `qemu-x86_64 -cpu Haswell`, so
+onnxruntime picks its AVX2 kernels as on an AVX2-only AMD EPYC. `--dynamic` adds the same
+weights exported with onnxruntime's int8 kernels (export.QUANT_DYNAMIC), natively and emulated.
+Printed per sentence: top-K overlap, largest weight difference, and whether the golden check
+(`compare`) passes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tests.golden.make_golden import compare  # noqa: E402
+
+
+def run(model: Path, cpu: str | None) -> dict:
+    code = ("import json, sys; from tests.golden.make_golden import golden; "
+            "print(json.dumps(golden(__import__('pathlib').Path(sys.argv[1]))))")
+    python = os.path.realpath(sys.executable)
+    site = [p for p in sys.path if p.endswith("site-packages")]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), *site])}
+    cmd = [python, "-c", code, str(model)]
+    if cpu:
+        cmd = [shutil.which("qemu-x86_64") or "qemu-x86_64", "-cpu", cpu, *cmd]
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def drift(a: dict, b: dict) -> str:
+    lines = []
+    for i, (ra, rb) in enumerate(zip(a["rows"], b["rows"])):
+        wa, wb = dict(ra), dict(rb)
+        common = set(wa) & set(wb)
+        dw = max(abs(wa[t] - wb[t]) for t in common)
+        lines.append(f"  sentence {i}: top-K overlap {len(common)}/{len(wa)}, max |dw| {dw:.5f}")
+    problems = compare(a, b)
+    lines.append(f"  golden check: {'passes' if not problems else f'{len(problems)} problems, e.g. {problems[0]}'}")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    from sparc_local.modelinfo import ModelInfo, shipped_model_dir
+
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("models", nargs="*", type=Path)
+    p.add_argument("--cpu", default="Haswell", help="qemu CPU model to emulate")
+    p.add_argument("--dynamic", action="store_true", help="also the same weights through onnxruntime's int8 kernels")
+    args = p.parse_args()
+    models = args.models or [shipped_model_dir()]
+    with tempfile.TemporaryDirectory() as tmp:
+        if args.dynamic:
+            from sparc_local.adapt.model import load_encoder_weights
+            from sparc_local.export import QUANT_DYNAMIC, export_model
+
+            info = ModelInfo.load(models[0])
+            cfg, w = load_encoder_weights(info)
+            models.append(export_model(cfg, w, info.tokenizer_path, Path(tmp) / "dynamic", name=info.name,
+                                       source="golden_drift", sparsity_w=info.sparsity_w, top_k=info.top_k,
+                                       max_length=info.max_length, quant=QUANT_DYNAMIC).path)
+        native = {}
+        for model in models:
+            info = ModelInfo.load(model)
+            native[model] = run(model, None)
+            emulated = run(model, args.cpu)
+            print(f"{info.id} ({info.quantization}), onnxruntime {native[model]['onnxruntime']}: "
+                  f"native CPU against emulated {args.cpu}", flush=True)
+            print(drift(native[model], emulated), flush=True)
+        if args.dynamic:
+            print(f"{ModelInfo.load(models[0]).quantization} against onnxruntime int8 kernels, native CPU:")
+            print(drift(native[models[0]], native[models[-1]]))
+
+
+if __name__ == "__main__":
+    main()
