@@ -328,7 +328,7 @@ def main() -> None:
     os.sched_setaffinity(0, {cpu})
 
     from sparc_local import reqa
-    from sparc_local.inputs import load_tokenizer
+    from sparc_local.modelinfo import load_tokenizer
     from sparc_local.modelinfo import ModelInfo, shipped_model_dir
     from sparc_local.query import query_token_ids
     from sparc_local.postings import LAYOUT_VERSION

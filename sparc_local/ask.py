@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from sparc_local.errors import NoQueryTokens
-from sparc_local.inputs import load_tokenizer
+from sparc_local.modelinfo import load_tokenizer
 from sparc_local.modelinfo import ModelInfo
 from sparc_local.query import query_token_ids
 from sparc_local.store import Index

@@ -11,8 +11,8 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from sparc_local.errors import ModelDamaged, ModelMissing
-from sparc_local.inputs import SCHEME_WINDOW, load_tokenizer, pad_batch, paragraph_inputs, span_index, window_inputs
-from sparc_local.modelinfo import ModelInfo, model_remedy
+from sparc_local.inputs import SCHEME_WINDOW, pad_batch, paragraph_inputs, span_index, window_inputs
+from sparc_local.modelinfo import ModelInfo, load_tokenizer, model_remedy
 from sparc_local.sparse import SparseVectors
 
 

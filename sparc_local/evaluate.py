@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from sparc_local import paths, reqa
-from sparc_local.inputs import load_tokenizer
+from sparc_local.modelinfo import load_tokenizer
 from sparc_local.modelinfo import ModelInfo
 from sparc_local.sparse import SparseVectors
 

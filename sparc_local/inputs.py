@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
@@ -48,30 +47,6 @@ class InputSpec:
 
 
 CONTEXT_ORDERS = ("document", "nearest")
-
-
-def load_tokenizer(path: str | Path):
-    """The model's tokenizer with its padding and truncation switched off.
-
-    Hugging Face tokenizer.json files often carry fixed padding (all-MiniLM-L6-v2's pads every
-    text to 128 tokens) and truncation; left on, every sentence would come back padded and
-    leave no room for its context. Lengths are decided here, in paragraph_inputs, and nowhere else.
-    """
-    from tokenizers import Tokenizer
-
-    from sparc_local.errors import ModelDamaged, ModelMissing
-    from sparc_local.modelinfo import model_remedy
-
-    path = Path(path)
-    if not path.is_file():
-        raise ModelMissing(f"{path} is missing", model_remedy(path.parent))
-    try:
-        tokenizer = Tokenizer.from_file(str(path))
-    except Exception as err:  # the Rust binding raises plain Exception
-        raise ModelDamaged(f"{path} is damaged ({err})", model_remedy(path.parent)) from err
-    tokenizer.no_padding()
-    tokenizer.no_truncation()
-    return tokenizer
 
 
 def _nearest(i: int, n: int) -> list[int]:

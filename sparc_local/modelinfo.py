@@ -129,3 +129,24 @@ def active_model() -> ModelInfo:
         if (folder / CONFIG_FILE).is_file():
             return ModelInfo.load(folder)
     return ModelInfo.load(shipped_model_dir())
+
+
+def load_tokenizer(path: str | Path):
+    """The model's tokenizer with its padding and truncation switched off.
+
+    Hugging Face tokenizer.json files often carry fixed padding (all-MiniLM-L6-v2's pads every
+    text to 128 tokens) and truncation; left on, every sentence would come back padded and
+    leave no room for its context. Lengths are decided by the input builder (inputs.py), and nowhere else.
+    """
+    from tokenizers import Tokenizer
+
+    path = Path(path)
+    if not path.is_file():
+        raise ModelMissing(f"{path} is missing", model_remedy(path.parent))
+    try:
+        tokenizer = Tokenizer.from_file(str(path))
+    except Exception as err:  # the Rust binding raises plain Exception
+        raise ModelDamaged(f"{path} is damaged ({err})", model_remedy(path.parent)) from err
+    tokenizer.no_padding()
+    tokenizer.no_truncation()
+    return tokenizer

@@ -233,7 +233,7 @@ def test_training_batches_are_unpadded_sentences(docs: Path, sparc_home: Path, t
     assert run("index", str(docs), "-q").exit_code == 0
     from sparc_local.adapt.reencode import live_sentence_ids
     from sparc_local.adapt.run import token_batches
-    from sparc_local.inputs import load_tokenizer
+    from sparc_local.modelinfo import load_tokenizer
 
     with Index(sparc_home / "index.db") as idx:
         ids = live_sentence_ids(idx)

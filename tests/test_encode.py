@@ -109,7 +109,8 @@ def test_inputs_never_padded_by_the_tokenizer_file(tmp_path):
     """A tokenizer.json with fixed padding (as all-MiniLM-L6-v2's has) must not leak [PAD] into inputs."""
     import json
 
-    from sparc_local.inputs import InputSpec, load_tokenizer, paragraph_inputs
+    from sparc_local.inputs import InputSpec, paragraph_inputs
+    from sparc_local.modelinfo import load_tokenizer
     from tests.tiny import write_tokenizer
 
     path = write_tokenizer(tmp_path / "tok.json")

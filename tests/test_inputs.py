@@ -7,7 +7,8 @@ import json
 
 import pytest
 
-from sparc_local.inputs import InputSpec, load_tokenizer, paragraph_inputs
+from sparc_local.inputs import InputSpec, paragraph_inputs
+from sparc_local.modelinfo import load_tokenizer
 from tests.tiny import write_tokenizer
 
 WORDS = "tea green black steep minutes water boil cup tower paris".split()  # one token each

@@ -162,7 +162,7 @@ def train_head(encoder_path: Path, model_dir: Path, run_dir: Path, *, data_dir: 
                batch: int = 32, max_length: int = 64, lr: float = 1e-3, seed: int = 0, eval_every: int = 50,
                n_valid: int = 1024, log: Callable[[str], None] = print) -> dict:
     """Train, checkpointing to run_dir (resumes from it), then write MODEL_DIR/mlm_head.npz."""
-    from sparc_local.inputs import load_tokenizer
+    from sparc_local.modelinfo import load_tokenizer
     from sparc_local.training.model import Encoder
 
     model = ModelInfo.load(model_dir)

@@ -31,7 +31,7 @@ import numpy as np
 from sparc_local import paths
 from sparc_local.adapt.train import TokenBatch, adapt_embeddings, pad_sequences
 from sparc_local.errors import ModelError, ModelMissing, SparcError
-from sparc_local.inputs import load_tokenizer
+from sparc_local.modelinfo import load_tokenizer
 from sparc_local.modelinfo import ACTIVE_POINTER as POINTER
 from sparc_local.modelinfo import ModelInfo, active_model, shipped_model_dir
 from sparc_local.store import Index

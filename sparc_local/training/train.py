@@ -24,8 +24,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from sparc_local.inputs import (CONTEXT_ORDERS, SCHEME_PAIR, SCHEME_WINDOW, InputSpec, load_tokenizer, pad_batch,
-                                paragraph_inputs, span_index, window_inputs)
+from sparc_local.inputs import (CONTEXT_ORDERS, SCHEME_PAIR, SCHEME_WINDOW, InputSpec, pad_batch, paragraph_inputs,
+                                span_index, window_inputs)
+from sparc_local.modelinfo import load_tokenizer
 from sparc_local.query import query_token_ids, skip_token_ids
 from sparc_local.training.data import Pool, build_pool, sample_batch
 from sparc_local.training.model import Encoder
