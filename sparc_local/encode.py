@@ -74,13 +74,14 @@ class Encoder:
         for batch in self._batches([len(w.ids) for w in windows]):
             group = [windows[i] for i in batch]
             ids, _, mask = pad_batch([(w.ids, w.ids) for w in group])
-            feeds = {"input_ids": ids, "attention_mask": mask, "span_index": span_index(group, ids.shape[1]),
-                     "top_k": k}
+            tokens, spans = span_index(group, ids.shape[1])
+            feeds = {"input_ids": ids, "attention_mask": mask, "span_tokens": tokens, "spans": spans, "top_k": k}
             weights, token_ids = self.session.run(["weights", "token_ids"], feeds)
             n = 0
             for i, w in zip(batch, group):
-                for j in range(len(w.spans)):
-                    rows[first[i] + j] = _kept(weights[n], token_ids[n])
+                for j, (a, b) in enumerate(w.spans):
+                    empty = a == b  # nothing to pool (see span_index)
+                    rows[first[i] + j] = _kept(weights[n] * (not empty), token_ids[n])
                     n += 1
             if progress:
                 progress(n)

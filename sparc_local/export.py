@@ -132,27 +132,24 @@ def _graph(cfg: ArchConfig, w: Weights, sparsity_w: float, int8_embeddings: bool
     one = const(np.array(1.0, np.float32))
     if scheme == SCHEME_WINDOW:
         # Model v2: each sentence's f(v,s) = log(ReLU(max_{i∈s} H_i·e_v)·exp(w) + 1) (SPARC Eq. 4)
-        # over its own token positions only (span_index, from inputs.span_index); padding points
-        # at an appended zero row, exact under the ReLU. Rows of E that can never match a
-        # question (special, [unused], punctuation) are not projected at all.
+        # over its own token positions only (inputs.span_index). Only sentence tokens are
+        # projected, and only onto rows of E that can match a question (not special, [unused]
+        # or punctuation tokens).
         keep_ids = np.setdiff1d(np.arange(cfg.vocab_size), skip).astype(np.int64)
-        flat = op("Concat", [op("Reshape", [x, const(np.array([-1, cfg.hidden], np.int64))]),
-                             const(np.zeros((1, cfg.hidden), np.float32))], axis=0)
-        per_span = op("Reshape", [op("Gather", [flat, "span_index"]), const(np.array([-1, cfg.hidden], np.int64))])
+        flat = op("Reshape", [x, const(np.array([-1, cfg.hidden], np.int64))])
         keep = const(keep_ids, "query_vocab")
-        logits = op("Gemm", [per_span, op("Gather", [E, keep])], transB=1)  # (N·T, V')
-        spans = op("Gather", [op("Shape", ["span_index"]), const(np.array([0], np.int64))])
-        logits = op("Reshape", [logits, op("Concat", [spans, const(np.array([-1, len(keep_ids)], np.int64))], axis=0)])
-        pooled = op("ReduceMax", [logits], axes=[1], keepdims=0)
+        logits = op("Gemm", [op("Gather", [flat, "span_tokens"]), op("Gather", [E, keep])], transB=1)  # (M, V')
+        pooled = op("ReduceMax", [op("Gather", [logits, "spans"])], axes=[1], keepdims=0)  # (N, V')
         f = op("Log", [op("Add", [op("Mul", [op("Relu", [pooled]), scale]), one])])
         values, indices = op("TopK", [f, "top_k"], n_out=2, axis=-1, largest=1, sorted=1)
         nodes.append(helper.make_node("Identity", [values], ["weights"]))
         nodes.append(helper.make_node("Gather", [keep, indices], ["token_ids"]))
         inputs = [helper.make_tensor_value_info(n, TensorProto.INT64, ["batch", "length"]) for n in (ids, mask)]
-        inputs.append(helper.make_tensor_value_info("span_index", TensorProto.INT64, ["spans", "span_length"]))
+        inputs.append(helper.make_tensor_value_info("span_tokens", TensorProto.INT64, ["tokens"]))
+        inputs.append(helper.make_tensor_value_info("spans", TensorProto.INT64, ["sentences", "span_length"]))
         inputs.append(helper.make_tensor_value_info("top_k", TensorProto.INT64, [1]))
-        outputs = [helper.make_tensor_value_info("weights", TensorProto.FLOAT, ["spans", "k"]),
-                   helper.make_tensor_value_info("token_ids", TensorProto.INT64, ["spans", "k"])]
+        outputs = [helper.make_tensor_value_info("weights", TensorProto.FLOAT, ["sentences", "k"]),
+                   helper.make_tensor_value_info("token_ids", TensorProto.INT64, ["sentences", "k"])]
         graph = helper.make_graph(nodes, "sparc_document_encoder", inputs, outputs, inits)
         model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="sparc-local")
         model.ir_version = 8

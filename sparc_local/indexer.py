@@ -93,6 +93,21 @@ def _read(path: Path, size: int, mtime: float, digest: str, max_sentences: int) 
     return _Pending(key, size, mtime, digest, rows, paragraphs(sents), capped=capped)
 
 
+def _chunks(paragraphs: list[list[str]], limit: int) -> Iterable[list[list[str]]]:
+    """Consecutive paragraphs, about `limit` sentences at a time (the encoder's memory grows with
+    its input); a paragraph is never split, its sentences are each other's context."""
+    chunk: list[list[str]] = []
+    size = 0
+    for para in paragraphs:
+        if chunk and size + len(para) > limit:
+            yield chunk
+            chunk, size = [], 0
+        chunk.append(para)
+        size += len(para)
+    if chunk:
+        yield chunk
+
+
 def _under(path: str, roots: Iterable[str]) -> bool:
     return any(is_under(path, r) for r in roots)
 
@@ -201,19 +216,12 @@ def _run_index(index: Index, roots: list[str], model: ModelInfo, encoder_factory
         nonlocal encoder
         if not pending:
             return
-        paras = [para for p in pending for para in p.paragraphs]
-        parts, chunk, size = [], [], 0
-        for para in paras + [None]:  # the encoder's memory grows with its input: chunks of paragraphs
-            if para is None or (chunk and size + len(para) > ENCODE_CHUNK):
-                if encoder is None and chunk:
-                    encoder = encoder_factory()
-                    report.threads = getattr(encoder, "threads", 0)
-                if chunk:
-                    parts.append(encoder.encode(chunk))
-                chunk, size = [], 0
-            if para is not None:
-                chunk.append(para)
-                size += len(para)
+        parts = []
+        for chunk in _chunks([para for p in pending for para in p.paragraphs], ENCODE_CHUNK):
+            if encoder is None:
+                encoder = encoder_factory()
+                report.threads = getattr(encoder, "threads", 0)
+            parts.append(encoder.encode(chunk))
         vectors = SparseVectors.concat(parts)
         updates, offset = [], 0
         for p in pending:

@@ -164,16 +164,32 @@ def window_inputs(tokenizer, paragraphs: Sequence[Sequence[str]], spec: InputSpe
     return out
 
 
-def span_index(windows: Sequence[Window], length: int) -> np.ndarray:
-    """(sentences, longest sentence) positions into the batch's flattened (B·length) tokens, one
-    row per span in order; padding points at B·length, a zero row the pooling appends (exact
-    under SPARC's ReLU: ReLU(max(x, 0)) == ReLU(max(x)))."""
-    spans = [(r, a, b) for r, w in enumerate(windows) for a, b in w.spans]
-    width = max([b - a for _, a, b in spans] + [1])
-    out = np.full((len(spans), width), len(windows) * length, np.int64)
-    for i, (r, a, b) in enumerate(spans):
-        out[i, : b - a] = np.arange(r * length + a, r * length + b)
-    return out
+def span_index(windows: Sequence[Window], length: int) -> tuple[np.ndarray, np.ndarray]:
+    """Where each sentence's tokens are in a window batch padded to `length`.
+
+    Returns (tokens, spans): `tokens` (M,) are the positions of every sentence token in the
+    flattened (B·length) batch, so only those are projected onto the vocabulary (context-only,
+    [CLS] and [SEP] positions are not); `spans` (N, longest sentence) index into `tokens`, one
+    row per sentence in order, padded with the sentence's own first token: the max over a
+    repeated position is unchanged. An empty sentence has no token to pool; its row is garbage
+    (it points at token 0), and the encoder gives it no weights.
+    """
+    tokens: list[np.ndarray] = []
+    rows: list[tuple[int, int]] = []
+    m = 0
+    for r, w in enumerate(windows):
+        for a, b in w.spans:
+            tokens.append(np.arange(r * length + a, r * length + b))
+            rows.append((m, b - a))
+            m += b - a
+    width = max([n for _, n in rows] + [1])
+    spans = np.zeros((len(rows), width), np.int64)
+    for i, (start, n) in enumerate(rows):
+        if n:
+            spans[i] = start
+            spans[i, :n] = np.arange(start, start + n)
+    flat = np.concatenate(tokens) if tokens else np.zeros(0, np.int64)
+    return flat.astype(np.int64), spans
 
 
 def pad_batch(items: Sequence[EncoderInput]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

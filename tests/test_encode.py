@@ -68,8 +68,8 @@ def test_window_graph_matches_torch_reference(tmp_path, layout):
     with torch.no_grad():
         ref.sparsity.fill_(0.5)
         ids, _, mask = (torch.from_numpy(a) for a in pad_batch([(x.ids, x.ids) for x in windows]))
-        index = torch.from_numpy(span_index(windows, ids.shape[1]))
-        f = ref.span_scores(ref(ids, torch.zeros_like(ids), mask), index, torch.arange(info.vocab_size)).numpy()
+        at, spans = (torch.from_numpy(a) for a in span_index(windows, ids.shape[1]))
+        f = ref.span_scores(ref(ids, torch.zeros_like(ids), mask), at, spans, torch.arange(info.vocab_size)).numpy()
     f[:, list(info.skip_ids)] = 0
     for i in range(len(SENTENCES)):
         tok, wt = vectors.row(i)

@@ -71,22 +71,22 @@ class Encoder(nn.Module):
         dots = torch.einsum("bld,vd->blv", hidden * mask.unsqueeze(-1).to(hidden.dtype), e)
         return torch.log1p(F.relu(dots.max(dim=1).values) * torch.exp(self.sparsity))
 
-    def span_scores(self, hidden: torch.Tensor, index: torch.Tensor, token_ids: torch.Tensor) -> torch.Tensor:
-        """f(v, s) for each sentence span of a window batch (model v2), shape (N, V_sub).
+    def span_scores(self, hidden: torch.Tensor, tokens: torch.Tensor, spans: torch.Tensor,
+                    token_ids: torch.Tensor) -> torch.Tensor:
+        """f(v, s) for each sentence of a window batch (model v2), shape (N, V_sub).
 
-        The max of SPARC Eq. 4 runs over the sentence's own token positions only (`index`, from
-        inputs.span_index); the rest of the window shapes them through attention.
+        The max of SPARC Eq. 4 runs over the sentence's own token positions only (`tokens` and
+        `spans`, from inputs.span_index); the rest of the window shapes them through attention.
         """
-        b, l, d = hidden.shape
-        flat = torch.cat([hidden.reshape(b * l, d), hidden.new_zeros(1, d)])
-        dots = torch.einsum("ntd,vd->ntv", flat[index], self.word[token_ids])
+        h = hidden.reshape(-1, hidden.shape[-1])[tokens]  # (M, d): sentence tokens only
+        dots = (h @ self.word[token_ids].T)[spans]  # (N, T, V_sub)
         return torch.log1p(F.relu(dots.max(dim=1).values) * torch.exp(self.sparsity))
 
     @torch.no_grad()
-    def span_threshold(self, hidden: torch.Tensor, index: torch.Tensor, sample: torch.Tensor, k: int,
-                       vocab: int) -> torch.Tensor:
-        """Each span's estimated K-th largest f over the vocabulary (see topk_threshold)."""
-        f = self.span_scores(hidden, index, sample)
+    def span_threshold(self, hidden: torch.Tensor, tokens: torch.Tensor, spans: torch.Tensor,
+                       sample: torch.Tensor, k: int, vocab: int) -> torch.Tensor:
+        """Each sentence's estimated K-th largest f over the vocabulary (see topk_threshold)."""
+        f = self.span_scores(hidden, tokens, spans, sample)
         rank = max(1, min(f.shape[1], round(k * sample.numel() / vocab)))
         return f.topk(rank, dim=1).values[:, -1]
 

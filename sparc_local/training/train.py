@@ -144,12 +144,12 @@ class Trainer:
             wins = sorted({int(self.window_of[c]) for c in cand})
             windows = [self.windows[w] for w in wins]
             ids, _, mask = (torch.from_numpy(a) for a in pad_batch([(w.ids, np.zeros_like(w.ids)) for w in windows]))
-            index = torch.from_numpy(span_index(windows, ids.shape[1]))
+            at, spans = (torch.from_numpy(a) for a in span_index(windows, ids.shape[1]))
             hidden = self.model(ids, torch.zeros_like(ids), mask)
-            f = self.model.span_scores(hidden, index, tokens)
+            f = self.model.span_scores(hidden, at, spans, tokens)
             if self.args.topk:
                 f = f * self._keep(f, hard, lambda sample: self.model.span_threshold(
-                    hidden, index, sample, self.args.topk, len(self.kept_vocab)))
+                    hidden, at, spans, sample, self.args.topk, len(self.kept_vocab)))
             sents = [int(self.first[w]) + j for w in wins for j in range(len(self.windows[w].spans))]
             return f, sents
         ids, types, mask = (torch.from_numpy(a) for a in pad_batch([self.inputs[c] for c in cand]))
