@@ -36,6 +36,23 @@ class Answer:
         return d
 
 
+@dataclass(frozen=True)
+class PathFilter:
+    """``ask --path GLOB --type EXT`` as a predicate over every indexed path at once.
+
+    Frozen (hashable by value): the index caches the sentence mask it resolves to under it, so
+    the next question with the same filter pays nothing for it.
+    """
+
+    glob: str | None = None
+    ext: str | None = None
+
+    def __call__(self, paths: list[str]) -> list[bool]:
+        suffix = ("." + self.ext.lstrip(".").lower()) if self.ext else None
+        globbed = set(fnmatch.filter(paths, self.glob)) if self.glob else None  # one compiled pattern
+        return [(suffix is None or p.lower().endswith(suffix)) and (globbed is None or p in globbed) for p in paths]
+
+
 class Asker:
     """Holds the tokenizer so several questions (tests, benchmarks) pay its load once."""
 
@@ -53,25 +70,16 @@ class Asker:
         tokens = self.tokens(question)
         if len(tokens) == 0:
             return []
-        filtered = bool(path_glob or ext)
-        ids, scores = self.index.search(tokens, n=None if filtered else k)
+        file_filter = PathFilter(path_glob, ext) if path_glob or ext else None
+        ids, scores = self.index.search(tokens, n=k, file_filter=file_filter)
+        rows = {row["id"]: row for row in self.index.sentences(ids)}
         answers: list[Answer] = []
-        suffix = ("." + ext.lstrip(".").lower()) if ext else None
-        for start in range(0, len(ids), 256):
-            for row, score in zip(self.index.sentences(ids[start:start + 256]), scores[start:start + 256]):
-                path = row["path"]
-                if path is None or score <= 0:
-                    continue
-                if suffix and not path.lower().endswith(suffix):
-                    continue
-                if path_glob and not fnmatch.fnmatch(path, path_glob):
-                    continue
-                answers.append(Answer(len(answers) + 1, round(float(score), 4), path, row["page"], row["line"],
-                                      row["text"], row["context"], row["offset_in_context"], row["id"]))
-                if len(answers) == k:
-                    break
-            if len(answers) == k or scores[min(start + 256, len(scores)) - 1] <= 0:
-                break
+        for i, score in zip(ids.tolist(), scores.tolist()):
+            row = rows.get(i)
+            if row is None or row["path"] is None:  # removed since the search (a writer committed)
+                continue
+            answers.append(Answer(len(answers) + 1, round(score, 4), row["path"], row["page"], row["line"],
+                                  row["text"], row["context"], row["offset_in_context"], row["id"]))
         if explain and answers:
             per = self.index.explain(tokens, [a.sentence_id for a in answers])
             for answer, contrib in zip(answers, per):
