@@ -5,13 +5,13 @@ This module is the whole `ask` path. It must never import onnxruntime or the enc
 
 from __future__ import annotations
 
-import fnmatch
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
 from sparc_local.inputs import load_tokenizer
 from sparc_local.modelinfo import ModelInfo
+from sparc_local.pathfilter import PathFilter
 from sparc_local.query import query_token_ids
 from sparc_local.store import Index
 
@@ -34,23 +34,6 @@ class Answer:
         for private in ("offset", "contributions", "sentence_id"):
             d.pop(private)
         return d
-
-
-@dataclass(frozen=True)
-class PathFilter:
-    """``ask --path GLOB --type EXT`` as a predicate over every indexed path at once.
-
-    Frozen (hashable by value): the index caches the sentence mask it resolves to under it, so
-    the next question with the same filter pays nothing for it.
-    """
-
-    glob: str | None = None
-    ext: str | None = None
-
-    def __call__(self, paths: list[str]) -> list[bool]:
-        suffix = ("." + self.ext.lstrip(".").lower()) if self.ext else None
-        globbed = set(fnmatch.filter(paths, self.glob)) if self.glob else None  # one compiled pattern
-        return [(suffix is None or p.lower().endswith(suffix)) and (globbed is None or p in globbed) for p in paths]
 
 
 class Asker:

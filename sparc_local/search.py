@@ -269,9 +269,9 @@ def top_k_blobs(
     too many candidates).  Ties are safe: ">=" keeps every sentence that can tie.
 
     A filter (``allow``) is a mask inside scoring, so the pruning above stays exact: postings of
-    sentences it drops are never added (the accumulator is zero there, as nothing can reach
-    ``theta - u >= 1``), and theta is the k-th best of allowed sentences only (the best score
-    overall would be no lower bound of the k-th best allowed one).
+    sentences it drops are never added (the accumulator stays 0 there, below every candidate
+    threshold, which is >= 1), and theta is the k-th best of allowed sentences only (the best
+    scores overall are no lower bound of the k-th best allowed one).
     """
     from . import postings as codec
 
@@ -330,12 +330,25 @@ def _add_blobs(acc: np.ndarray, blobs: list[bytes], parts: list[np.ndarray],
     for tag, group in by_tag.items():
         counts, ids, q = codec.decoder(tag)(group)
         decoded[tag] = (counts, ids)
+        q = q.astype(acc.dtype)
         if allow is not None:
             keep = allow[ids]
-            ids, q = ids[keep], q[keep]
-        np.add.at(acc, ids, q.astype(acc.dtype))
+            if np.count_nonzero(keep) * _SELECT_RATIO < len(ids):
+                ids, q = _allowed(ids, keep), _allowed(q, keep)
+            else:  # most are allowed: add 0 for the others (measured cheaper than selecting)
+                q *= keep
+        np.add.at(acc, ids, q)
         parts.append(ids)
     return decoded
+
+
+_SELECT_RATIO = 4  # select the allowed postings if they are < 1/4 of them, else zero the others (measured)
+
+
+def _allowed(a: np.ndarray, keep: np.ndarray) -> np.ndarray:
+    """``a[keep]`` for a bool ``keep``: numpy's boolean indexing branches per element (measured
+    5x slower at 20% True), positions from ``flatnonzero`` do not."""
+    return a[np.flatnonzero(keep)]
 
 
 _Summed = tuple[int, int, list[bytes]]  # a token's summed blobs: (their bytes, a bound of their weights, blobs)
@@ -371,11 +384,11 @@ def _sample(summed: list[_Summed], dead: np.ndarray, k: int, decoded: dict[int, 
     n_tok = _n_rarest(summed, want)
     ids = _prefix_ids(summed, n_tok, decoded)
     if allow is not None:
-        kept = ids[allow[ids]]
+        kept = _allowed(ids, allow[ids])
         if n_tok < len(summed) and len(kept) < len(ids):
             n_tok = _n_rarest(summed, want * len(ids) / max(len(kept), 1))
             ids = _prefix_ids(summed, n_tok, decoded)
-            kept = ids[allow[ids]]
+            kept = _allowed(ids, allow[ids])
         ids = kept
     return _live(ids, dead), max(n_tok, 1)
 

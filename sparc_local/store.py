@@ -33,7 +33,7 @@ import contextlib
 import os
 import sqlite3
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -41,6 +41,7 @@ import numpy as np
 
 from . import postings as codec
 from . import search as _search
+from .pathfilter import PathFilter
 from .segments import _CHUNK, MERGE_FACTOR, Segments, _chunks, _level, _qmarks
 from .sparse import SparseVectors
 
@@ -182,10 +183,6 @@ class FileRecord:
 
 
 _FILE_COLS = "id, path, size, mtime, hash, status, error, n_sentences, indexed_at"
-
-# A predicate over the index's file paths, all at once (a bool per path), e.g. ``ask.PathFilter``.
-# Hashable by value: the sentence mask it resolves to is cached under it.
-FileFilter = Callable[[list[str]], Iterable[bool]]
 
 
 def _secure_file(path: Path) -> None:
@@ -585,25 +582,23 @@ class Index(Segments):
             self._state = (key, dead, size, {})
         return self._state[1], self._state[2]
 
-    def _filter_mask(self, c: sqlite3.Connection, file_filter: FileFilter) -> np.ndarray | None:
+    def _filter_mask(self, c: sqlite3.Connection, file_filter: PathFilter) -> np.ndarray | None:
         """A bool per sentence id (below ``_read_state``'s bound): True for the live sentences of
         the files whose path ``file_filter`` keeps; None when it keeps none.  Cached with the
         snapshot's tombstones.
 
         Why ranges: ``write_files`` gives a file's sentences consecutive ids, so one grouped row
         per kept file (read from the sentences_file index) marks them; a file whose ids are not
-        consecutive has them listed.
+        consecutive has them listed.  SQLite drops most other files first (``PathFilter.where``).
         """
         masks = self._state[3]
         if file_filter in masks:
             return masks[file_filter]
         size = self._state[2]
-        files = c.execute("SELECT id, path FROM files WHERE n_sentences > 0").fetchall()
-        keep = [fid for (fid, _), k in zip(files, file_filter([p for _, p in files])) if k]
-        ranges: list[tuple[int, int, int, int]] = []
-        for chunk in _chunks(keep):
-            ranges += c.execute(f"SELECT file_id, min(id), max(id), count(*) FROM sentences"
-                                f" WHERE file_id IN ({_qmarks(len(chunk))}) GROUP BY file_id", chunk).fetchall()
+        cond, args = file_filter.where("f.path")
+        rows = c.execute("SELECT f.id, f.path, min(s.id), max(s.id), count(*) FROM files f"
+                         f" JOIN sentences s ON s.file_id = f.id WHERE {cond} GROUP BY f.id", args).fetchall()
+        ranges = [(r[0], *r[2:]) for r, k in zip(rows, file_filter.keeps([r[1] for r in rows])) if k]
         if not ranges:
             masks[file_filter] = None
             return None
@@ -619,7 +614,7 @@ class Index(Segments):
         return mask
 
     def search(self, token_ids: np.ndarray | Sequence[int], n: int | None = 10,
-               stats: dict | None = None, *, file_filter: FileFilter | None = None) -> tuple[np.ndarray, np.ndarray]:
+               stats: dict | None = None, *, file_filter: PathFilter | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Top ``n`` live sentences for a question's token ids -> (sentence_ids, scores f-units).
 
         Exact (identical to summing every posting), see ``search.top_k_blobs``.  ``stats``, if

@@ -578,7 +578,7 @@ def test_filtered_search_equals_exhaustive_over_the_kept_files(db, monkeypatch):
     """``file_filter`` ranks the sentences of the kept files only, exactly as summing every posting
     of theirs would (pruned path forced, several segments, tombstones), including a file whose
     sentence ids are not consecutive; the mask is cached until the database changes."""
-    from sparc_local.ask import PathFilter
+    from sparc_local.pathfilter import PathFilter
 
     monkeypatch.setattr(S, "_PRUNE_MIN", 8)
     monkeypatch.setattr(P, "BITMAP_MIN_N", 8)
@@ -603,7 +603,7 @@ def test_filtered_search_equals_exhaustive_over_the_kept_files(db, monkeypatch):
             with ix.read_transaction() as c:
                 rows = c.execute("SELECT s.id, f.path FROM sentences s JOIN files f ON f.id = s.file_id").fetchall()
                 allow = np.zeros(1 + max(i for i, _ in rows), bool)
-                allow[[i for i, p in rows if flt([p])[0]]] = True
+                allow[[i for i, p in rows if flt.keeps([p])[0]]] = True
                 return S.score(ix.postings(q), k, ix.tombstones(), scale=ix.weight_scale, allow=allow)
 
         filters = [PathFilter(ext="md"), PathFilter(glob="*/a/*"), PathFilter(glob="*/b/*", ext=".TXT"),
