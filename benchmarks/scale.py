@@ -30,11 +30,21 @@ questions); ``Index.search`` latency (top 10, p50/p99, pinned to one core, over 
 the pass with the best p50 is reported and every pass's p50 printed, with the time of a
 fixed reference kernel before it, a gauge of the VM's drifting speed); postings touched;
 and the number of questions whose top 10 differs from exhaustive scoring (must be 0).
+
+Filters (``ask --path``): every question is also timed with each glob of ``FILTERS`` (paths
+are ``/bench/<set>/<passage>/<paragraph>#<copy>``), back to back with its unfiltered search
+(which mode goes first turns from one question to the next).  A filter's mask is resolved once
+per process (the first filtered question on a fresh ``Index`` is timed).  The table gives each
+filter's p50 against the unfiltered p50 of the same round, and the questions whose top 10
+differs from exhaustive scoring restricted to the files it keeps (must be 0).
+``--eval-home`` (default ``$SPARC_BENCH_EVAL_HOME``, else ``EVAL_HOME``) is the
+``SPARC_LOCAL_HOME`` where `sparc-local eval` cached the encoded corpora.
 """
 
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import json
 import os
 import subprocess
@@ -45,10 +55,16 @@ from pathlib import Path
 import numpy as np
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "reqa"
-EVAL_HOME = Path.home() / ".cache" / "sparc-local-train" / "evalhome"
+EVAL_HOME = Path(os.environ.get("SPARC_BENCH_EVAL_HOME") or Path.home() / ".cache" / "sparc-local-train" / "evalhome")
 BUILD = 4  # the build procedure (bumped when it changes: 2 = Index.compact at the end, 3 = it reclaims pages,
 #             4 = compact merges a first run into one segment)
 PARAGRAPH = 5  # sentences per stored paragraph (a NewsQA passage is a whole story)
+# ask --path filters timed against unfiltered search: (label, glob)
+FILTERS = [
+    ("squad-dev files (in blocks)", "/bench/squad-dev/*"),
+    ("passages *[37] (scattered)", "/bench/*/p*[37]/*"),
+    ("passages *42 (scattered)", "/bench/*/p*42/*"),
+]
 
 
 def _parse_size(s: str) -> int:
@@ -60,13 +76,13 @@ def _parse_size(s: str) -> int:
 # --------------------------------------------------------------------------- data
 
 
-def load_real(info) -> list[dict]:
+def load_real(info, eval_home: Path) -> list[dict]:
     """Real passages (paragraphs): [{name, texts, T (n, K) token ids, W (n, K) weights}] for both sets."""
     from sparc_local import evaluate, reqa
 
     K = info.top_k
 
-    os.environ["SPARC_LOCAL_HOME"] = str(EVAL_HOME)  # where `eval` cached the encoded corpora
+    os.environ["SPARC_LOCAL_HOME"] = str(eval_home)  # where `eval` cached the encoded corpora
     out = []
     for name in ("squad-dev", "newsqa-dev"):
         ds = reqa.load(DATA / name)
@@ -171,8 +187,9 @@ def build(db: Path, passages: list[dict], size: int, batch: int, info) -> float:
 # --------------------------------------------------------------------------- measurements
 
 
-def exhaustive(ix, tokens: np.ndarray, k: int = 10) -> tuple[np.ndarray, np.ndarray]:
-    """Reference top k: every posting of every question token summed, no pruning (SPARC Eq. 2)."""
+def exhaustive(ix, tokens: np.ndarray, k: int = 10, allowed: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Reference top k: every posting of every question token summed, no pruning (SPARC Eq. 2);
+    only sentences whose ``allowed[id]`` is True, if given."""
     with ix.read_transaction():
         plist = ix.postings(tokens)
         dead = ix.tombstones()
@@ -183,6 +200,8 @@ def exhaustive(ix, tokens: np.ndarray, k: int = 10) -> tuple[np.ndarray, np.ndar
     uniq, inv = np.unique(ids, return_inverse=True)
     sums = np.bincount(inv, weights=w).astype(np.int64)
     sums[np.isin(uniq, dead)] = 0
+    if allowed is not None:
+        sums[~allowed[uniq]] = 0
     order = np.lexsort((uniq, -sums))[:k]
     order = order[sums[order] > 0]
     return uniq[order], (sums[order] * np.float32(ix.weight_scale)).astype(np.float32)
@@ -248,40 +267,89 @@ def reference_us(reps: int = 30) -> float:
     return float(np.median(ts) * 1e6)
 
 
+def kept_sentences(ix, glob: str) -> np.ndarray:
+    """A bool per sentence id: the live sentences of the files ``glob`` keeps, read independently
+    of ``Index.search``'s mask (the reference for exactness)."""
+    rows = ix.conn.execute("SELECT s.id, f.path FROM sentences s JOIN files f ON f.id = s.file_id").fetchall()
+    keep = np.zeros(1 + max(i for i, _ in rows), bool)
+    keep[[i for i, p in rows if fnmatch.fnmatch(p, glob)]] = True
+    return keep
+
+
 def measure(db: Path, questions: list[str], tokens: list[np.ndarray], check: int, rounds: int, k: int = 10) -> dict:
+    from sparc_local.pathfilter import PathFilter
     from sparc_local.store import Index
 
     ask = ask_process(db, questions[:20])
+    filters = [PathFilter(glob) for _, glob in FILTERS]
+    resolve = []
+    for f in filters:  # the first filtered question of a process resolves the filter's mask
+        with Index(db) as ix:
+            ix.search(tokens[0], k)
+            t0 = time.perf_counter()
+            ix.search(tokens[0], k, file_filter=f)
+            first = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            ix.search(tokens[0], k, file_filter=f)
+            resolve.append((first, time.perf_counter() - t0))
     with Index(db) as ix:
         st = ix.stats()
         n = st["sentences"]
         parts = db_breakdown(ix)
         for t in tokens[:20]:  # warm up
             ix.search(t, k)
+            for f in filters:
+                ix.search(t, k, file_filter=f)
         runs, refs = [], []  # every question timed once per round; rounds expose this VM's drifting speed
+        fruns: list[list[np.ndarray]] = [[] for _ in filters]  # the same, per filter, paired with runs
         for _ in range(rounds):
             refs.append(reference_us())
             lat, touched = [], []
-            for t in tokens:
-                stats: dict = {}
-                t0 = time.perf_counter()
-                ix.search(t, k, stats=stats)
-                lat.append(time.perf_counter() - t0)
-                touched.append(stats.get("postings_scored", 0))
+            flat: list[list[float]] = [[] for _ in filters]
+            for i, t in enumerate(tokens):
+                # the question in every mode back to back; the first mode changes from one question
+                # to the next (the second search of a question finds its blobs in the CPU caches)
+                for mode in np.roll(np.arange(len(filters) + 1), -i).tolist():
+                    if mode == 0:
+                        stats: dict = {}
+                        t0 = time.perf_counter()
+                        ix.search(t, k, stats=stats)
+                        lat.append(time.perf_counter() - t0)
+                        touched.append(stats.get("postings_scored", 0))
+                    else:
+                        t0 = time.perf_counter()
+                        ix.search(t, k, file_filter=filters[mode - 1])
+                        flat[mode - 1].append(time.perf_counter() - t0)
             runs.append(np.array(lat) * 1e3)
+            for fr, fl in zip(fruns, flat):
+                fr.append(np.array(fl) * 1e3)
         mism = 0
         for t in tokens[:check]:
             ids, sc = ix.search(t, k)
             eids, esc = exhaustive(ix, t, k)
             if not (np.array_equal(ids, eids) and np.array_equal(sc, esc)):
                 mism += 1
+        fres = []
+        for (label, glob), f, fr, (first, again) in zip(FILTERS, filters, fruns, resolve):
+            allowed = kept_sentences(ix, glob)
+            fmism = 0
+            for t in tokens[:check]:
+                ids, sc = ix.search(t, k, file_filter=f)
+                eids, esc = exhaustive(ix, t, k, allowed)
+                if not (np.array_equal(ids, eids) and np.array_equal(sc, esc)):
+                    fmism += 1
+            p50s = [float(np.percentile(r, 50)) for r in fr]
+            fres.append(dict(label=label, glob=glob, kept=int(allowed.sum()) / n, p50_rounds=p50s,
+                             p99_rounds=[float(np.percentile(r, 99)) for r in fr],
+                             ratio_rounds=[a / float(np.percentile(u, 50)) for a, u in zip(p50s, runs)],
+                             first_ms=first * 1e3, again_ms=again * 1e3, mismatches=fmism))
     lat_ms = min(runs, key=lambda r: float(np.percentile(r, 50)))  # the round with the best p50
     return dict(sentences=n, segments=st["segments"], postings=st["postings"],
                 posting_bytes=st["posting_bytes"], db_bytes=st["db_bytes"], parts=parts,
                 p50=float(np.percentile(lat_ms, 50)), p99=float(np.percentile(lat_ms, 99)),
                 mean=float(lat_ms.mean()), p50_rounds=[float(np.percentile(r, 50)) for r in runs], reference_us=refs,
                 touched_max=int(max(touched)), touched_mean=float(np.mean(touched)),
-                checked=min(check, len(tokens)), mismatches=mism, ask=ask)
+                checked=min(check, len(tokens)), mismatches=mism, ask=ask, filters=fres)
 
 
 def report(size: int, build_s: float, m: dict) -> str:
@@ -306,7 +374,16 @@ def report(size: int, build_s: float, m: dict) -> str:
         f"reference kernel per round (machine speed; lower is faster) {' '.join(f'{x:.0f}' for x in m['reference_us'])} us",
         f"postings scored per question max/mean {m['touched_max']:,} / {m['touched_mean']:,.0f}",
         f"top-10 != exhaustive                  {m['mismatches']} of {m['checked']} questions",
+        "filtered (ask --path), paired with the unfiltered search of each question; per round:",
     ]
+    for f in m["filters"]:
+        lines += [
+            f"  {f['label']} {f['glob']!r}: keeps {100 * f['kept']:.1f}% of sentences",
+            f"    p50 {' '.join(f'{x:.3f}' for x in f['p50_rounds'])} ms, p99 {' '.join(f'{x:.3f}' for x in f['p99_rounds'])}"
+            f" ms; p50 / unfiltered p50 {' '.join(f'{x:.2f}' for x in f['ratio_rounds'])}",
+            f"    first filtered question of a process (resolves the mask) {f['first_ms']:.1f} ms, the same again"
+            f" {f['again_ms']:.2f} ms; top-10 != exhaustive over its files: {f['mismatches']} of {m['checked']}",
+        ]
     return "\n".join(lines)
 
 
@@ -322,6 +399,8 @@ def main() -> None:
     ap.add_argument("--rebuild", action="store_true")
     ap.add_argument("--build-only", action="store_true", help="build missing indexes, measure nothing")
     ap.add_argument("--json", type=Path, default=None, help="also write the figures here")
+    ap.add_argument("--eval-home", type=Path, default=EVAL_HOME,
+                    help="the SPARC_LOCAL_HOME where `sparc-local eval` cached squad-dev and newsqa-dev")
     args = ap.parse_args()
 
     cpu = args.cpu if args.cpu is not None else max(os.sched_getaffinity(0))
@@ -348,7 +427,7 @@ def main() -> None:
                              f"-k{info.top_k}.db")
         if args.rebuild or not db.exists():
             if passages is None:
-                passages = load_real(info)
+                passages = load_real(info, args.eval_home)
             db.unlink(missing_ok=True)
             build(db, passages, size, args.batch, info)
         if args.build_only:

@@ -5,7 +5,6 @@ This module is the whole `ask` path. It must never import onnxruntime or the enc
 
 from __future__ import annotations
 
-import fnmatch
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -13,6 +12,7 @@ import numpy as np
 from sparc_local.errors import NoQueryTokens
 from sparc_local.modelinfo import load_tokenizer
 from sparc_local.modelinfo import ModelInfo
+from sparc_local.pathfilter import PathFilter
 from sparc_local.query import query_token_ids
 from sparc_local.store import Index
 
@@ -56,25 +56,16 @@ class Asker:
             raise NoQueryTokens(f'the question "{question}" has no word to search for',
                                 "Ask with words: punctuation, symbols and characters the model does not know "
                                 "are ignored.")
-        filtered = bool(path_glob or ext)
-        ids, scores = self.index.search(tokens, n=None if filtered else k)
+        file_filter = PathFilter(path_glob, ext) if path_glob or ext else None
+        ids, scores = self.index.search(tokens, n=k, file_filter=file_filter)
+        rows = {row["id"]: row for row in self.index.sentences(ids)}
         answers: list[Answer] = []
-        suffix = ("." + ext.lstrip(".").lower()) if ext else None
-        for start in range(0, len(ids), 256):
-            for row, score in zip(self.index.sentences(ids[start:start + 256]), scores[start:start + 256]):
-                path = row["path"]
-                if path is None or score <= 0:
-                    continue
-                if suffix and not path.lower().endswith(suffix):
-                    continue
-                if path_glob and not fnmatch.fnmatch(path, path_glob):
-                    continue
-                answers.append(Answer(len(answers) + 1, round(float(score), 4), path, row["page"], row["line"],
-                                      row["text"], row["context"], row["offset_in_context"], row["id"]))
-                if len(answers) == k:
-                    break
-            if len(answers) == k or scores[min(start + 256, len(scores)) - 1] <= 0:
-                break
+        for i, score in zip(ids.tolist(), scores.tolist()):
+            row = rows.get(i)
+            if row is None or row["path"] is None:  # removed since the search (a writer committed)
+                continue
+            answers.append(Answer(len(answers) + 1, round(score, 4), row["path"], row["page"], row["line"],
+                                  row["text"], row["context"], row["offset_in_context"], row["id"]))
         if explain and answers:
             per = self.index.explain(tokens, [a.sentence_id for a in answers])
             for answer, contrib in zip(answers, per):

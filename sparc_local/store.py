@@ -47,6 +47,7 @@ import numpy as np
 from . import postings as codec
 from . import search as _search
 from .errors import DataDirUnusable, IndexCorrupt, SchemaTooNew, SparcError
+from .pathfilter import PathFilter
 from .segments import _CHUNK, MERGE_FACTOR, Segments, _chunks, _level, _qmarks
 from .sparse import SparseVectors
 
@@ -245,7 +246,7 @@ class Index(Segments):
         self._conn: sqlite3.Connection | None = None
         self._depth = 0  # open write_transaction levels: 0 = none, 1 = BEGIN IMMEDIATE, more = SAVEPOINTs
         self._scale: float | None = None
-        self._state: tuple | None = None  # search's cached (key, tombstones, id bound), see _read_state
+        self._state: tuple | None = None  # search's cached (key, tombstones, id bound, filter masks), see _read_state
         self._work: np.ndarray | None = None  # search's accumulator, see search.work_buffer
         try:
             self._connect(busy_timeout_ms)
@@ -699,7 +700,8 @@ class Index(Segments):
 
     def _read_state(self, c: sqlite3.Connection) -> tuple[np.ndarray, int]:
         """(tombstoned ids sorted, 1 + the largest sentence id ever assigned) for the open read
-        transaction's snapshot, cached until the database changes.
+        transaction's snapshot, cached until the database changes (with the masks of
+        ``_filter_mask``, which hold for the same snapshot).
 
         ``PRAGMA data_version`` changes when another connection commits and ``total_changes``
         when this one writes, so the key is exact for the snapshot (both read inside the txn).
@@ -710,20 +712,52 @@ class Index(Segments):
             size = 1 + (c.execute(
                 "SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'sentences'), 0),"
                 " coalesce((SELECT max(id) FROM sentences), 0))").fetchone()[0])
-            self._state = (key, dead, size)
+            self._state = (key, dead, size, {})
         return self._state[1], self._state[2]
 
+    def _filter_mask(self, c: sqlite3.Connection, file_filter: PathFilter) -> np.ndarray | None:
+        """A bool per sentence id (below ``_read_state``'s bound): True for the live sentences of
+        the files whose path ``file_filter`` keeps; None when it keeps none.  Cached with the
+        snapshot's tombstones.
+
+        Why ranges: ``write_files`` gives a file's sentences consecutive ids, so one grouped row
+        per kept file (read from the sentences_file index) marks them; a file whose ids are not
+        consecutive has them listed.  SQLite drops most other files first (``PathFilter.where``).
+        """
+        masks = self._state[3]
+        if file_filter in masks:
+            return masks[file_filter]
+        size = self._state[2]
+        cond, args = file_filter.where("f.path")
+        rows = c.execute("SELECT f.id, f.path, min(s.id), max(s.id), count(*) FROM files f"
+                         f" JOIN sentences s ON s.file_id = f.id WHERE {cond} GROUP BY f.id", args).fetchall()
+        ranges = [(r[0], *r[2:]) for r, k in zip(rows, file_filter.keeps([r[1] for r in rows])) if k]
+        if not ranges:
+            masks[file_filter] = None
+            return None
+        fid, lo, hi, n = np.array(ranges, np.int64).T
+        whole = hi - lo + 1 == n  # the ids in [lo, hi] are all the file's
+        edge = np.zeros(size + 1, np.int8)  # +1 at a range's first id, -1 after its last
+        edge[lo[whole]] += 1
+        edge[hi[whole] + 1] -= 1
+        mask = np.cumsum(edge[:size], dtype=np.int8).astype(bool)  # ranges are disjoint: 0 or 1
+        for f in fid[~whole].tolist():
+            mask[[r[0] for r in c.execute("SELECT id FROM sentences WHERE file_id = ?", (f,))]] = True
+        masks[file_filter] = mask
+        return mask
+
     def search(self, token_ids: np.ndarray | Sequence[int], n: int | None = 10,
-               stats: dict | None = None) -> tuple[np.ndarray, np.ndarray]:
+               stats: dict | None = None, *, file_filter: PathFilter | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Top ``n`` live sentences for a question's token ids -> (sentence_ids, scores f-units).
 
         Exact (identical to summing every posting), see ``search.top_k_blobs``.  ``stats``, if
-        given, receives counters for benchmarks."""
+        given, receives counters for benchmarks.  ``file_filter``: only sentences of the files
+        whose path it keeps are ranked (a mask inside scoring, so pruning stays exact)."""
         # not np.unique: it imports numpy.ma on the ask path
         toks = sorted(set(token_ids.tolist() if isinstance(token_ids, np.ndarray) else map(int, token_ids)))
         rows: list[tuple[int, bytes]] = []
         state = self._state
-        if 0 < len(toks) <= _CHUNK and state is not None:
+        if 0 < len(toks) <= _CHUNK and state is not None and (file_filter is None or file_filter in state[3]):
             # one statement is one snapshot: the blobs and data_version together, with no
             # BEGIN/COMMIT round trips; the cached tombstones hold if the version has not moved
             rows = self._conn.execute(self._BLOBS_VERSION_SQL.format(_qmarks(len(toks))), toks).fetchall()
@@ -735,7 +769,12 @@ class Index(Segments):
                 for chunk in _chunks(toks):
                     rows += c.execute(self._TOKEN_BLOBS_SQL.format(_qmarks(len(chunk))), chunk).fetchall()
                 self._read_state(c)
-        _, dead, size = self._state
+                if file_filter is not None:
+                    self._filter_mask(c, file_filter)
+        _, dead, size, masks = self._state
+        allow = None if file_filter is None else masks[file_filter]
+        if file_filter is not None and allow is None:  # the filter keeps no file
+            return np.zeros(0, np.int64), np.zeros(0, np.float32)
         scale = self.weight_scale
         by_token: dict[int, list[bytes]] = {}
         for tok, blob in rows:
@@ -743,7 +782,7 @@ class Index(Segments):
         # kept between questions: no page faults on a fresh accumulator (zero again on return)
         self._work = _search.work_buffer(size, len(by_token), self._work)
         return _search.top_k_blobs(list(by_token.values()), n, dead, size, scale=scale, stats=stats,
-                                   work=self._work)
+                                   work=self._work, allow=allow)
 
     _TOKEN_BLOBS_SQL = "SELECT token_id, blob FROM postings WHERE token_id IN ({}) ORDER BY token_id"
     _BLOBS_VERSION_SQL = ("SELECT token_id, blob FROM postings WHERE token_id IN ({})"

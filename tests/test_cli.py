@@ -78,6 +78,11 @@ def test_ask_filters_and_explain(docs: Path):
     assert only_txt and all(a["path"].endswith(".txt") for a in only_txt)
     globbed = json.loads(run("ask", "green tea", "--json", "--path", "*/tea.md").output)
     assert globbed and all(a["path"].endswith("tea.md") for a in globbed)
+    # the filter is applied inside the top k, not to the unfiltered top k
+    assert json.loads(run("ask", "green tea", "--json", "-k", "1").output)[0]["path"] == str(docs / "tea.md")
+    assert json.loads(run("ask", "green tea", "--json", "-k", "1", "--type", ".TXT").output) == only_txt[:1]
+    nothing = run("ask", "green tea", "--path", "*.pdf")
+    assert (nothing.exit_code, nothing.output) == (0, "No answer found.\n")
     result = run("ask", "green tea steep", "--explain", "-k", "1")
     lines = result.output.splitlines()
     assert lines[0].startswith(f"1. {docs / 'tea.md'}:3  score ")

@@ -19,9 +19,11 @@ def _csr_from_dense(M: np.ndarray) -> dict[int, tuple[np.ndarray, np.ndarray]]:
     return out
 
 
-def _brute(M: np.ndarray, q: np.ndarray, k: int | None, exclude=()) -> tuple[np.ndarray, np.ndarray]:
+def _brute(M: np.ndarray, q: np.ndarray, k: int | None, exclude=(), allow=None) -> tuple[np.ndarray, np.ndarray]:
     scores = M[:, np.unique(q)].sum(axis=1)
     scores[list(exclude)] = 0
+    if allow is not None:
+        scores[~allow[: len(scores)]] = 0
     ids = np.flatnonzero(scores > 0)
     order = np.lexsort((ids, -scores[ids]))  # score desc, id asc
     ids = ids[order][:k]
@@ -535,3 +537,117 @@ def test_top_k_blobs_weights_at_the_accumulator_limits(monkeypatch, short_bitmap
     with pytest.raises(ValueError):
         S.top_k_blobs([ok, [bad]], 10, None, n, work=work)
     assert not work.any()
+
+
+# --------------------------------------------------------------------------- filters: a mask inside scoring
+
+
+def _random_mask(rng, n: int, size: int, kind: str) -> np.ndarray:
+    """A bool per id below ``size``: dense or sparse at random, in runs like a file's
+    consecutive sentences, or allowing nothing."""
+    if kind == "none":
+        return np.zeros(size, bool)
+    if kind == "runs":  # files of 1-40 sentences, each kept with probability 1/5
+        ends = np.cumsum(rng.integers(1, 41, size))
+        ends = ends[ends < size]
+        keep = rng.random(len(ends) + 1) < 0.2
+        return np.repeat(keep, np.diff(np.concatenate([[0], ends, [size]])))
+    density = {"dense": 0.8, "half": 0.3, "sparse": 0.01, "single": 0.0}[kind]
+    allow = rng.random(size) < density
+    if kind == "single":
+        allow[rng.integers(0, n)] = True
+    return allow
+
+
+_MASKS = ("dense", "half", "runs", "sparse", "single", "none")
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_masked_top_k_equals_brute_force(seed, monkeypatch, short_bitmaps):
+    """A filter's mask inside pruned scoring is exact: the top k of the allowed sentences, as
+    brute force restricted to them ranks them (tombstones too, ties by id), for dense, sparse,
+    file-like and empty masks; and the exhaustive ``score`` agrees."""
+    monkeypatch.setattr(S, "_PRUNE_MIN", 16)  # prune even on these small lists
+    rng = np.random.default_rng(3000 + seed)
+    M, blobs = _random_segments(rng, n_seg=int(rng.integers(1, 5)), seg_size=1500, vocab=40)
+    n, size = len(M), len(M) + 10
+    pruned = 0
+    work = None
+    for trial in range(36):
+        allow = _random_mask(rng, n, size, _MASKS[trial % len(_MASKS)])
+        q = rng.choice(40, int(rng.integers(1, 12)), replace=False)
+        dead = np.sort(rng.choice(n, int(rng.integers(0, 300)), replace=False)) if trial % 4 < 2 else None
+        k = int(rng.choice([1, 3, 10, 50]))
+        token_blobs = [blobs[t] for t in q if t in blobs]
+        work = S.work_buffer(size, len(token_blobs), work)
+        stats: dict = {}
+        ids, sc = S.top_k_blobs(token_blobs, k, dead, size, scale=0.5, stats=stats, work=work, allow=allow)
+        assert not work.any()  # zero again for the next question
+        eids, esc = _brute(M.astype(np.float64), q, k, () if dead is None else dead, allow)
+        np.testing.assert_array_equal(ids, eids)
+        np.testing.assert_array_equal(sc, (esc * 0.5).astype(np.float32))
+        plist = [(int(t), *P.decode(b)) for t in q if t in blobs for b in blobs[t]]
+        rids, rsc = S.score(plist, k, dead, scale=0.5, allow=allow)
+        np.testing.assert_array_equal(rids, eids)
+        np.testing.assert_array_equal(rsc, sc)
+        pruned += stats["pruned_tokens"] > 0
+        if trial % 6 == 0:  # every positive allowed score
+            aids, asc = S.top_k_blobs(token_blobs, None, dead, size, scale=0.5, allow=allow)
+            eids, esc = _brute(M.astype(np.float64), q, None, () if dead is None else dead, allow)
+            np.testing.assert_array_equal(aids, eids)
+            np.testing.assert_array_equal(asc, (esc * 0.5).astype(np.float32))
+    assert pruned  # masks did not turn the pruning off
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("bitmaps", [True, False])
+def test_mask_that_drops_the_best_sentences_keeps_pruning_exact(seed, bitmaps, monkeypatch):
+    """The best sentences overall are the ones the filter drops: a theta taken over every
+    sentence would exceed the allowed sentences' k-th best and prune their answers away.  The
+    rare tokens carry large weights (as in the real model).  With ``bitmaps`` the common tokens
+    are pruned (read at candidates only); without, candidates come from the rarer lists only."""
+    monkeypatch.setattr(S, "_PRUNE_MIN", 16)
+    monkeypatch.setattr(P, "BITMAP_MIN_N", 16 if bitmaps else 1 << 30)
+    monkeypatch.setattr(S, "_GATHER_RATIO", 1)
+    rng = np.random.default_rng(4000 + seed)
+    n, vocab = 6000, 30
+    df = np.where(np.arange(vocab) < 10, 0.3, rng.choice([0.002, 0.01, 0.03], vocab))
+    hi = np.where(np.arange(vocab) < 10, 6, 60)
+    M = ((rng.random((n, vocab)) < df) * rng.integers(1, hi + 1, (n, vocab))).astype(np.uint8)
+    blobs = {t: [P.encode(np.flatnonzero(M[:, t]), M[np.flatnonzero(M[:, t]), t])] for t in range(vocab)
+             if M[:, t].any()}
+    fast = 0
+    for trial in range(30):
+        q = np.concatenate([rng.choice(10, int(rng.integers(1, 6)), replace=False),
+                            rng.choice(np.arange(10, vocab), int(rng.integers(1, 6)), replace=False)])
+        k = int(rng.choice([1, 5, 10]))
+        full, _ = _brute(M.astype(np.float64), q, None)
+        allow = np.ones(n, bool)
+        allow[full[: int(rng.integers(k, 4 * k + 1))]] = False  # the best ones are filtered out
+        allow &= rng.random(n) < rng.choice([1.0, 0.3, 0.05])
+        dead = np.sort(rng.choice(n, int(rng.integers(0, 200)), replace=False))
+        stats: dict = {}
+        ids, sc = S.top_k_blobs([blobs[t] for t in q if t in blobs], k, dead, n, stats=stats, allow=allow)
+        eids, esc = _brute(M.astype(np.float64), q, k, dead, allow)
+        np.testing.assert_array_equal(ids, eids)
+        np.testing.assert_array_equal(sc, esc.astype(np.float32))
+        fast += stats["pruned_tokens"] > 0 if bitmaps else stats["scanned"] < n
+    assert fast >= 5
+
+
+def test_masked_sparse_id_space_path():
+    """Ids far apart (re-indexed many times) take the sort-based path; the mask holds there too."""
+    rng = np.random.default_rng(8)
+    size = 3_000_000
+    lists = [(np.sort(rng.choice(size, 200, replace=False)).astype(np.int64),
+              rng.integers(1, 5, 200).astype(np.uint8)) for _ in range(4)]
+    blobs = [[P.encode(i, w)] for i, w in lists]
+    allow = rng.random(size) < 0.5
+    ids, sc = S.top_k_blobs(blobs, 25, np.zeros(0, np.int64), size, allow=allow)
+    tot: dict[int, int] = {}
+    for i, w in lists:
+        for a, b in zip(i.tolist(), w.tolist()):
+            if allow[a]:
+                tot[a] = tot.get(a, 0) + b
+    ref = sorted(tot.items(), key=lambda kv: (-kv[1], kv[0]))[:25]
+    assert ids.tolist() == [i for i, _ in ref] and sc.tolist() == [v for _, v in ref]

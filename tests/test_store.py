@@ -659,3 +659,54 @@ def test_search_sees_other_connections_changes(db):
         assert reader.search([5], 10)[0].tolist() == [ids[0] + 1]  # tombstoned at once
         reader.remove_files(["/b.txt"])  # this connection's own write
         assert len(reader.search([5], 10)[0]) == 0
+
+
+def test_filtered_search_equals_exhaustive_over_the_kept_files(db, monkeypatch):
+    """``file_filter`` ranks the sentences of the kept files only, exactly as summing every posting
+    of theirs would (pruned path forced, several segments, tombstones), including a file whose
+    sentence ids are not consecutive; the mask is cached until the database changes."""
+    from sparc_local.pathfilter import PathFilter
+
+    monkeypatch.setattr(S, "_PRUNE_MIN", 8)
+    monkeypatch.setattr(P, "BITMAP_MIN_N", 8)
+    rng = np.random.default_rng(21)
+    names = [f"/d/{'ab'[f % 2]}/f{f}.{['txt', 'md', 'MD'][f % 3]}" for f in range(12)]
+    with Index(db) as ix, Index(db) as writer:
+        for name in names:
+            rows, vecs = [], []
+            for _ in range(40):
+                toks = np.unique(np.concatenate([[1, 2], rng.choice(60, 12, replace=False) + 3]))
+                vecs.append((toks, rng.choice([2.5, 2.6, 2.75], len(toks)).astype(np.float32)))
+                rows.append(SentenceRow("s", "s", 0))
+            ix.write_files([FileUpdate(name, 1, 1.0, "h", rows, SparseVectors.from_rows(vecs))], merge=False)
+        ix.write_files([FileUpdate(names[3], 1, 2.0, "h2"), _update(rng, names[7], 30, "v2")], merge=False)
+        # two sentences swap files: f0's and f2's ids are no longer consecutive
+        (fa, a), (fb, b) = (ix.conn.execute("SELECT file_id, min(id) FROM sentences WHERE file_id ="
+                                            " (SELECT id FROM files WHERE path = ?)", (names[f],)).fetchone() for f in (0, 2))
+        ix.conn.executemany("UPDATE sentences SET file_id = ? WHERE id = ?", [(fb, a), (fa, b)])
+        assert ix.verify() == []
+
+        def reference(q, k, flt):
+            with ix.read_transaction() as c:
+                rows = c.execute("SELECT s.id, f.path FROM sentences s JOIN files f ON f.id = s.file_id").fetchall()
+                allow = np.zeros(1 + max(i for i, _ in rows), bool)
+                allow[[i for i, p in rows if flt.keeps([p])[0]]] = True
+                return S.score(ix.postings(q), k, ix.tombstones(), scale=ix.weight_scale, allow=allow)
+
+        filters = [PathFilter(ext="md"), PathFilter(glob="*/a/*"), PathFilter(glob="*/b/*", ext=".TXT"),
+                   PathFilter(glob=names[0]), PathFilter(glob=names[7]), PathFilter(glob=names[3])]
+        for flt in filters:
+            for _ in range(10):
+                q = np.concatenate([[1, 2], rng.choice(60, int(rng.integers(1, 6)), replace=False) + 3])
+                for k in (1, 10, 100):
+                    ids, sc = ix.search(q, k, file_filter=flt)
+                    rids, rsc = reference(q, k, flt)
+                    np.testing.assert_array_equal(ids, rids)
+                    np.testing.assert_array_equal(sc, rsc)
+                    assert (len(ids) > 0) == (flt.glob != names[3])  # re-indexed with no sentences
+            assert flt in ix._state[3]  # resolved once for this snapshot
+        # another connection adds a kept file: the next question sees it
+        writer.write_files([_update(rng, "/d/a/new.md", 5, "v1")], merge=False)
+        ids, _ = ix.search(_all_tokens(), None, file_filter=PathFilter(glob="*/new.md"))
+        assert [r["path"] for r in ix.sentences(ids)] == ["/d/a/new.md"] * 5
+        assert len(ix.search(_all_tokens(), None, file_filter=PathFilter(ext="pdf"))[0]) == 0
