@@ -85,6 +85,8 @@ def index(
                                         help="Folders or files to index. Default: every folder indexed before."),
     exclude: list[str] = typer.Option([], "--exclude", "-e", metavar="GLOB", help="Skip matching files (repeatable)."),
     hidden: bool = typer.Option(False, "--hidden", help="Include hidden files and folders."),
+    no_ignore: bool = typer.Option(False, "--no-ignore",
+                                   help="Index what .gitignore and .ignore files list, too."),
     threads: int = typer.Option(0, "--threads", "-t", help="Encoder threads (0: all cores)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Print errors only."),
     wait: float = typer.Option(10.0, "--wait", metavar="SECONDS",
@@ -115,12 +117,12 @@ def index(
 
         with IndexProgress(console, enabled=not quiet and console.is_terminal) as progress:
             report = run_index(idx, roots, info, encoder, exclude=exclude, include_hidden=hidden,
-                               max_sentences=max_sentences,
+                               ignore_files=not no_ignore, max_sentences=max_sentences,
                                on_error=lambda p, r: console.print(f"skipped {p}: {r}", markup=False),
                                on_capped=lambda p, n: console.print(
                                    f"cut {p}: indexed its first {n} sentences (see --max-sentences)",
                                    markup=False),
-                               on_progress=progress.advance)
+                               on_progress=progress.update)
     if not quiet:
         typer.echo(f"Indexed {report.indexed} files ({report.sentences} sentences), {report.unchanged} unchanged, "
                    f"{report.removed} removed, {len(report.errors)} skipped in {report.seconds:.1f}s.")
@@ -294,8 +296,8 @@ def demo() -> None:
     home = paths.user_dir() / "demo"
     os.environ[paths.ENV_HOME] = str(home)
     typer.echo(f"Indexing the sample files in {sample_dir()} ...")
-    index([sample_dir()], exclude=["QUESTIONS.txt"], hidden=False, threads=0, quiet=False, wait=10.0,
-          max_sentences=100_000)
+    index([sample_dir()], exclude=["QUESTIONS.txt"], hidden=False, no_ignore=False, threads=0, quiet=False,
+          wait=10.0, max_sentences=100_000)
     question = sample_questions()[0]
     typer.echo(f'\n$ sparc-local ask "{question}" -k 3\n')
     ask(question, top_k=3, as_json=False, path=None, type_=None, explain=False)
@@ -312,6 +314,8 @@ def watch(
                                     help="Index a batch at the latest this long after its first change."),
     exclude: list[str] = typer.Option([], "--exclude", "-e", metavar="GLOB", help="Skip matching files (repeatable)."),
     hidden: bool = typer.Option(False, "--hidden", help="Include hidden files and folders."),
+    no_ignore: bool = typer.Option(False, "--no-ignore",
+                                   help="Index what .gitignore and .ignore files list, too."),
     threads: int = typer.Option(1, "--threads", "-t", help="Encoder threads (0: all cores)."),
     poll: bool = typer.Option(False, "--poll", help="Poll the folders instead of using OS events."),
     wait: float = typer.Option(0.0, "--wait", metavar="SECONDS", help="Wait this long for another writer."),
@@ -334,7 +338,7 @@ def watch(
         if not Path(root).exists():
             raise UserError(f"{root}: no such file or folder", "Check the path and try again.")
     opts = dict(quiet_period=quiet_period, max_delay=max_delay, exclude=exclude, include_hidden=hidden,
-                polling=poll)
+                ignore_files=not no_ignore, polling=poll)
     if daemon_:
         pid = daemon.spawn(daemon.watch_args(roots if paths_ else [], threads=threads, wait=wait, **opts))
         typer.echo(f"Watching {', '.join(roots)} in the background (pid {pid}); log: {daemon.log_path()}\n"

@@ -196,13 +196,13 @@ def run(roots: list[str], model, *, threads: int = 1, wait: float = 0.0,
 
 
 def watch_args(roots: list[str], *, threads: int, wait: float, quiet_period: float, max_delay: float,
-               exclude: list[str], include_hidden: bool, polling: bool) -> list[str]:
+               exclude: list[str], include_hidden: bool, ignore_files: bool, polling: bool) -> list[str]:
     """The `watch` command line that reproduces these options in the detached process."""
     args = ["--quiet-period", repr(quiet_period), "--max-delay", repr(max_delay), "--threads", str(threads),
             "--wait", repr(wait)]
     for glob in exclude:
         args += ["--exclude", glob]
-    args += ["--hidden"] * include_hidden + ["--poll"] * polling
+    args += ["--hidden"] * include_hidden + ["--no-ignore"] * (not ignore_files) + ["--poll"] * polling
     return [*args, "--", *roots]
 
 

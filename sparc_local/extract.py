@@ -7,7 +7,6 @@ report "skipped: <file>: <reason>" and go on instead of dying on one bad file am
 from __future__ import annotations
 
 import errno
-import fnmatch
 import os
 import re
 import stat
@@ -17,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from sparc_local.ignore import Rules
     from sparc_local.readers import RawBlock
 
 SUPPORTED = frozenset({".txt", ".md", ".rst", ".pdf", ".docx", ".html", ".htm"})
@@ -75,10 +75,6 @@ def document_text(blocks: Iterable[Block]) -> str:
 # ---------------------------------------------------------------------------------- walking
 
 
-def _matches(patterns: Iterable[str], name: str, rel: str) -> bool:
-    return any(fnmatch.fnmatch(name, p) or fnmatch.fnmatch(rel, p) for p in patterns)
-
-
 def _identity(path: Path | os.DirEntry[str]) -> tuple[int, int] | None:
     """The real file behind a path (symlinks followed), to visit each folder and file once."""
     try:
@@ -93,24 +89,33 @@ def iter_files(
     exclude: Iterable[str] = (),
     include_hidden: bool = False,
     on_error: OnError | None = None,
+    *,
+    ignore_files: bool = True,
+    rules: Rules | None = None,
+    base: Path | None = None,
 ) -> Iterator[Path]:
     """Supported files under roots, sorted, each real file once, never looping on symlinks.
 
-    exclude holds fnmatch globs tried on the name and on the path relative to its root ("*.log",
-    "build/*"); a matching folder is not entered. Unreadable folders, broken links and explicit
+    What is skipped is ``ignore.Rules.skips``'s decision (``rules``, else one made of exclude,
+    include_hidden and ignore_files): hidden names, exclude's fnmatch globs tried on the name and
+    on the path relative to its root ("*.log", "build/*"), and what .gitignore/.ignore files
+    list; a skipped folder is not entered. A root the user named is never skipped by an ignore
+    file. ``base``: walk the roots (folders inside it) with the rules of that root, as a walk of
+    it would (the watcher rescanning one folder). Unreadable folders, broken links and explicit
     files of unsupported type are skipped and reported to on_error(path, reason).
     Raises ExtractError at once if a root does not exist.
     """
+    from sparc_local.ignore import Rules
+
     roots = [Path(r).expanduser() for r in roots]
     for root in roots:
         if not root.exists():
             raise ExtractError(f"{root}: no such file or folder")
-    return _walk(roots, tuple(exclude), include_hidden, on_error or (lambda p, r: None))
+    rules = rules or Rules(exclude, include_hidden, ignore_files)
+    return _walk(roots, rules, on_error or (lambda p, r: None), base)
 
 
-def _walk(
-    roots: list[Path], exclude: tuple[str, ...], include_hidden: bool, on_error: OnError
-) -> Iterator[Path]:
+def _walk(roots: list[Path], rules: Rules, on_error: OnError, base: Path | None) -> Iterator[Path]:
     seen: set[tuple[int, int] | None] = set()  # real files yielded
     seen_dirs: set[tuple[int, int] | None] = set()  # real folders entered
     for root in roots:
@@ -118,13 +123,14 @@ def _walk(
             ident = _identity(root)
             if root.suffix.lower() not in SUPPORTED:
                 on_error(root, f"unsupported file type '{root.suffix}'")
-            elif ident not in seen and not _matches(exclude, root.name, root.name):
+            elif ident not in seen and not rules.excluded(root.name, root.name):
                 seen.add(ident)
                 yield root
             continue
         if _identity(root) in seen_dirs:
             continue
         seen_dirs.add(_identity(root))
+        top = os.fspath(base or root)
         stack: list[Path] = [root]
         while stack:
             folder = stack.pop()
@@ -138,29 +144,26 @@ def _walk(
                 on_error(folder, e.strerror or type(e).__name__)
                 continue
             subdirs: list[Path] = []
+            where = os.fspath(folder)
             for entry in entries:
-                if entry.name.startswith(".") and not include_hidden:
-                    continue
                 path = Path(entry.path)
-                rel = path.relative_to(root).as_posix()
-                if _matches(exclude, entry.name, rel):
-                    continue
                 try:
                     is_dir = entry.is_dir()  # follows symlinks
                     is_file = not is_dir and entry.is_file()
                 except OSError as err:
                     if err.errno == errno.ELOOP:
-                        on_error(path, "symlink loop")
+                        if not rules.skips(top, where, entry.name, False):
+                            on_error(path, "symlink loop")
                         continue
                     is_dir = is_file = False
+                if (is_file and path.suffix.lower() not in SUPPORTED) or rules.skips(top, where, entry.name, is_dir):
+                    continue
                 if is_dir:
                     ident = _identity(entry)
                     if ident is not None and ident not in seen_dirs:
                         seen_dirs.add(ident)
                         subdirs.append(path)
                 elif is_file:
-                    if path.suffix.lower() not in SUPPORTED:
-                        continue
                     ident = _identity(entry)
                     if ident is not None and ident not in seen:
                         seen.add(ident)

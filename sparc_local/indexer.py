@@ -5,12 +5,19 @@ content hash is unchanged only has its stat refreshed; anything else is re-extra
 re-encoded. Files that vanished under a root are dropped. Changed files are encoded together in
 batches, and each batch is written in one transaction (one immutable segment), so a crash
 leaves every file either fully old or fully new.
+
+Two passes, so progress has a total: the walk with a stat of each file (cheap: no file is
+opened) finds the files to (re)index first; then each is read and its sentences counted before
+they are encoded, which is where the time goes. ``Progress`` is what the caller sees.
 """
 
 from __future__ import annotations
 
+import bisect
 import errno
 import hashlib
+import itertools
+import os
 import sqlite3
 import stat
 import time
@@ -24,11 +31,12 @@ from sparc_local.extract import MAX_CHARS, VANISHED, ExtractError, extract, iter
 from sparc_local.modelinfo import ModelInfo
 from sparc_local.segment import MAX_SENTENCE_CHARS, paragraphs, segment
 from sparc_local.sparse import SparseVectors
-from sparc_local.store import FileUpdate, Index, SentenceRow, is_under
+from sparc_local.store import FileRecord, FileUpdate, Index, SentenceRow, is_under
 
 
 ENCODE_CHUNK = 4096  # sentences encoded at once
 MAX_SENTENCES = 100_000  # per file: a 1 GB log must not take the index over (`index --max-sentences`)
+SCAN_REPORT = 256  # files walked between two progress reports while scanning
 
 
 class DiskFull(SparcError):
@@ -52,6 +60,35 @@ class IndexReport:
     threads: int = 0
     errors: list[tuple[str, str]] = field(default_factory=list)
     capped: list[str] = field(default_factory=list)  # files cut at max_sentences
+
+
+@dataclass
+class Progress:
+    """A run's progress, handed to on_progress (the same object, updated in place).
+
+    Only files that are new or whose size/mtime changed count in files_total; one whose content
+    turns out unchanged (same hash) leaves the total, so nothing unchanged is ever counted as
+    indexed. A file's sentences are known once it is read; the ones not read yet are estimated
+    from their size (``sentences_estimate``).
+    """
+
+    phase: str = "scanning"  # "scanning" (walk + stat), "indexing" (read, encode, write), "finishing"
+    scanned: int = 0  # files the walk found
+    files_total: int = 0  # files to (re)index
+    files_done: int = 0  # of those, written (indexed, or recorded as unreadable)
+    bytes_total: int = 0  # their size
+    bytes_read: int = 0  # size of the files read so far
+    sentences_read: int = 0  # sentences of the files read so far
+    sentences_done: int = 0  # sentences encoded
+    batches: int = 0  # batches committed
+    current: str | None = None  # the file being read or encoded
+
+    def sentences_estimate(self) -> int:
+        """Sentences of all files to index: those read, plus the unread bytes at the rate so far."""
+        unread = max(self.bytes_total - self.bytes_read, 0)
+        if not unread or not self.bytes_read:
+            return self.sentences_read
+        return self.sentences_read + round(unread * self.sentences_read / self.bytes_read)
 
 
 @dataclass
@@ -93,7 +130,7 @@ def _read(path: Path, size: int, mtime: float, digest: str, max_sentences: int) 
     return _Pending(key, size, mtime, digest, rows, paragraphs(sents), capped=capped)
 
 
-def _chunks(paragraphs: list[list[str]], limit: int) -> Iterable[list[list[str]]]:
+def _chunks(paragraphs: Iterable[list[str]], limit: int) -> Iterable[list[list[str]]]:
     """Consecutive paragraphs, about `limit` sentences at a time (the encoder's memory grows with
     its input); a paragraph is never split, its sentences are each other's context."""
     chunk: list[list[str]] = []
@@ -152,10 +189,10 @@ def forget(index: Index, path: str) -> ForgetReport:
 
 
 def run_index(index: Index, roots: list[str], model: ModelInfo, encoder_factory: Callable[[], object], *,
-              exclude: Iterable[str] = (), include_hidden: bool = False, max_sentences: int = MAX_SENTENCES,
-              batch_sentences: int = 512,
+              exclude: Iterable[str] = (), include_hidden: bool = False, ignore_files: bool = True,
+              max_sentences: int = MAX_SENTENCES, batch_sentences: int = 512,
               on_error: Callable[[str, str], None] | None = None,
-              on_progress: Callable[[int, int], None] | None = None,
+              on_progress: Callable[[Progress], None] | None = None,
               on_capped: Callable[[str, int], None] | None = None,
               remember_roots: bool = True, prune: bool = True, compact: bool = True) -> IndexReport:
     """Index (or refresh) the given roots. Reports per-file problems through on_error and goes on.
@@ -169,12 +206,14 @@ def run_index(index: Index, roots: list[str], model: ModelInfo, encoder_factory:
     scan costs O(indexed files x given paths)) and compact=False (``Index.compact`` is for the end
     of a full run; the watcher compacts when idle, not after every burst of events). A file
     with more than max_sentences sentences is indexed up to there and reported to
-    on_capped(path, max_sentences). Raises DiskFull when the disk fills up: every batch
-    committed before stays intact.
+    on_capped(path, max_sentences). on_progress gets a ``Progress`` while walking, before each
+    file is read, after each encoder batch and after each committed batch; an exception it
+    raises stops the run, with every committed batch kept. Raises DiskFull when the disk fills
+    up: every batch committed before stays intact.
     """
     try:
         return _run_index(index, roots, model, encoder_factory, exclude=exclude, include_hidden=include_hidden,
-                          max_sentences=max_sentences, batch_sentences=batch_sentences,
+                          ignore_files=ignore_files, max_sentences=max_sentences, batch_sentences=batch_sentences,
                           on_error=on_error, on_progress=on_progress, on_capped=on_capped,
                           remember_roots=remember_roots, prune=prune, compact=compact)
     except (sqlite3.OperationalError, OSError) as err:
@@ -186,9 +225,9 @@ def run_index(index: Index, roots: list[str], model: ModelInfo, encoder_factory:
 
 
 def _run_index(index: Index, roots: list[str], model: ModelInfo, encoder_factory: Callable[[], object], *,
-               exclude: Iterable[str], include_hidden: bool, max_sentences: int,
+               exclude: Iterable[str], include_hidden: bool, ignore_files: bool, max_sentences: int,
                batch_sentences: int, on_error: Callable[[str, str], None] | None,
-               on_progress: Callable[[int, int], None] | None, on_capped: Callable[[str, int], None] | None,
+               on_progress: Callable[[Progress], None] | None, on_capped: Callable[[str, int], None] | None,
                remember_roots: bool, prune: bool, compact: bool) -> IndexReport:
     t0 = time.perf_counter()
     report = IndexReport()
@@ -205,6 +244,8 @@ def _run_index(index: Index, roots: list[str], model: ModelInfo, encoder_factory
             index.set_meta("model", model.id)
     encoder = None
     pending: list[_Pending] = []
+    progress = Progress()
+    tell = on_progress or (lambda p: None)
 
     def error(path: str, reason: str) -> None:
         path = path_key(path)
@@ -216,12 +257,22 @@ def _run_index(index: Index, roots: list[str], model: ModelInfo, encoder_factory
         nonlocal encoder
         if not pending:
             return
+        ends = list(itertools.accumulate(len(p.rows) for p in pending))  # each file's last sentence + 1
+        encoded = 0
+
+        def advance(n: int) -> None:  # per encoder batch: the bar moves within a large file too
+            nonlocal encoded
+            encoded += n
+            progress.sentences_done += n
+            progress.current = pending[min(bisect.bisect_right(ends, encoded), len(pending) - 1)].path
+            tell(progress)
+
         parts = []
-        for chunk in _chunks([para for p in pending for para in p.paragraphs], ENCODE_CHUNK):
+        for chunk in _chunks((para for p in pending for para in p.paragraphs), ENCODE_CHUNK):
             if encoder is None:
                 encoder = encoder_factory()
                 report.threads = getattr(encoder, "threads", 0)
-            parts.append(encoder.encode(chunk))
+            parts.append(encoder.encode(chunk, progress=advance))
         vectors = SparseVectors.concat(parts)
         updates, offset = [], 0
         for p in pending:
@@ -232,16 +283,27 @@ def _run_index(index: Index, roots: list[str], model: ModelInfo, encoder_factory
         index.write_files(updates)
         report.indexed += sum(1 for p in pending if p.error is None)
         report.sentences += offset
-        if on_progress:
-            on_progress(len(pending), offset)
+        progress.files_done += len(pending)
+        progress.batches += 1
+        tell(progress)
         pending.clear()
 
+    def drop(size: int) -> None:
+        """A file to index turned out unchanged, or vanished: it leaves the totals."""
+        progress.files_total -= 1
+        progress.bytes_total -= size
+
     seen: set[str] = set()
-    for path in iter_files(walk_roots, exclude, include_hidden, on_error=lambda p, r: error(str(p), r)):
+    todo: list[tuple[str, int, float, FileRecord | None]] = []  # (path, size, mtime, record): a few words each
+    for path in iter_files(walk_roots, exclude, include_hidden, on_error=lambda p, r: error(str(p), r),
+                           ignore_files=ignore_files):
         key = path_key(path.absolute())
         if ignored and index.is_forgotten(key, ignored):
             continue
         report.scanned += 1
+        progress.scanned += 1
+        if progress.scanned % SCAN_REPORT == 0:
+            tell(progress)
         seen.add(key)
         try:
             st = path.stat()
@@ -258,28 +320,40 @@ def _run_index(index: Index, roots: list[str], model: ModelInfo, encoder_factory
         rec = index.file(key)
         if not force and rec is not None and rec.size == st.st_size and rec.mtime == st.st_mtime:
             report.unchanged += 1
-            if on_progress:
-                on_progress(1, 0)
             continue
+        todo.append((os.fspath(path), st.st_size, st.st_mtime, rec))
+        progress.files_total += 1
+        progress.bytes_total += st.st_size
+
+    progress.phase = "indexing"
+    tell(progress)
+    for name, size, mtime, rec in todo:
+        path = Path(name)
+        key = path_key(path.absolute())
+        progress.current = key
+        tell(progress)
         try:
             digest = file_hash(path)
         except FileNotFoundError:
             error(key, VANISHED)  # gone between the walk and the read: nothing to record
             seen.discard(key)
+            drop(size)
             continue
         except OSError as err:
             reason = "permission denied" if isinstance(err, PermissionError) else f"cannot read: {err.strerror or err}"
-            pending.append(_Pending(key, st.st_size, st.st_mtime, "", [], [], error=reason))
+            pending.append(_Pending(key, size, mtime, "", [], [], error=reason))
             error(key, reason)
             continue
         if not force and rec is not None and rec.hash == digest and rec.status == "ok":
-            index.touch_file(key, st.st_size, st.st_mtime)
+            index.touch_file(key, size, mtime)
             report.unchanged += 1
+            drop(size)
             continue
-        item = _read(path, st.st_size, st.st_mtime, digest, max_sentences)
+        item = _read(path, size, mtime, digest, max_sentences)
         if item.error == VANISHED:
             error(key, VANISHED)
             seen.discard(key)  # its old sentences, if any, go with the vanished-file pruning
+            drop(size)
             continue
         if item.error:
             error(key, item.error)
@@ -287,10 +361,14 @@ def _run_index(index: Index, roots: list[str], model: ModelInfo, encoder_factory
             report.capped.append(key)
             if on_capped:
                 on_capped(key, max_sentences)
+        progress.bytes_read += size
+        progress.sentences_read += len(item.rows)
         pending.append(item)
         if sum(len(p.rows) for p in pending) >= batch_sentences:
             flush()
     flush()
+    progress.phase, progress.current = "finishing", None
+    tell(progress)
     vanished = [f.path for f in index.all_files() if _under(f.path, roots) and f.path not in seen] if prune else []
     if vanished:
         report.removed = index.remove_files(vanished)

@@ -5,37 +5,62 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeRemainingColumn
 
+if TYPE_CHECKING:
+    from sparc_local.indexer import Progress as IndexRun
+
+
+def _clock(seconds: float) -> str:
+    s = int(seconds + 0.5)
+    return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60}:{s % 60:02d}"
+
+
+def describe(p: IndexRun, seconds: float, width: int = 100) -> str:
+    """One line of `index` progress: files and sentences done of the total (~: estimated from
+    the size of the files not read yet), the rate, the time left, and the current file (its
+    path cut from the left to fit ``width``). ``seconds``: time since indexing (not the walk) began."""
+    if p.phase == "scanning":
+        return f"scanning: {p.scanned} files"
+    total = p.sentences_estimate()
+    approx = "~" if p.bytes_read < p.bytes_total else ""
+    line = f"{p.phase} {p.files_done}/{p.files_total} files, {p.sentences_done}/{approx}{total} sentences"
+    rate = p.sentences_done / seconds if seconds > 0 else 0.0
+    if rate > 0:
+        line += f", {rate:.0f} sentences/s, {_clock(max(total - p.sentences_done, 0) / rate)} left"
+    if p.current:
+        room = width - len(line) - 4  # ", " and the spinner
+        if room >= 12:
+            line += ", " + (p.current if len(p.current) <= room else "…" + p.current[-(room - 1):])
+    return line
+
 
 class IndexProgress:
-    """Files and sentences indexed so far, with their rates; the total is unknown while walking."""
+    """`index`'s live line on stderr (see ``describe``); ``update`` is run_index's on_progress."""
 
     def __init__(self, console: Console, enabled: bool = True) -> None:
+        self.console = console
         self.progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), console=console,
                                  disable=not enabled, transient=True)
-        self.files = self.sentences = 0
-        self.start = time.perf_counter()
+        self.started: float | None = None  # when the walk ended and indexing began
 
     def __enter__(self) -> "IndexProgress":
         self.progress.__enter__()
-        self.task = self.progress.add_task(self._text())
+        self.task = self.progress.add_task("scanning")
         return self
 
     def __exit__(self, *exc) -> None:
         self.progress.__exit__(*exc)
 
-    def _text(self) -> str:
-        dt = max(time.perf_counter() - self.start, 1e-9)
-        return (f"indexing: {self.files} files ({self.files / dt:.1f} files/s), "
-                f"{self.sentences} sentences ({self.sentences / dt:.0f} sentences/s)")
-
-    def advance(self, files: int, sentences: int) -> None:
-        self.files += files
-        self.sentences += sentences
-        self.progress.update(self.task, description=self._text())
+    def update(self, p: IndexRun) -> None:
+        now = time.perf_counter()
+        if self.started is None and p.phase != "scanning":
+            self.started = now
+        text = describe(p, now - (self.started or now), self.console.width)
+        self.progress.update(self.task, description=text)
 
 
 @contextlib.contextmanager

@@ -2,7 +2,8 @@
 
 A watchdog observer (inotify, FSEvents, ...; PollingObserver when the OS watch limit is hit)
 reports paths under the roots. Events are only *collected*: a path set, filtered with the same
-rules as `index` (hidden, --exclude, supported types, never the data dir). When no event came for
+rules as `index` (``ignore.Rules``: hidden, --exclude, ignore files; supported types; never the
+data dir). A changed ignore file queues its folder, so what it now keeps out leaves the index. When no event came for
 ``quiet_period`` seconds (or ``max_delay`` passed under a continuous burst), the batch is applied
 by looking at the filesystem *now*, not at the event types: a path that is gone is removed from
 the index (with everything below it), a folder is walked, a file is re-indexed through
@@ -19,7 +20,6 @@ Never prints: it logs to the ``sparc_local.watch`` logger and reports through ``
 from __future__ import annotations
 
 import errno
-import fnmatch
 import functools
 import logging
 import os
@@ -32,6 +32,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from sparc_local.extract import SUPPORTED, ExtractError, iter_files, path_key
+from sparc_local.ignore import IGNORE_FILES, Rules
 from sparc_local.modelinfo import ModelInfo
 from sparc_local.store import is_under as _under
 
@@ -101,7 +102,8 @@ class Watcher:
     def __init__(self, roots: Iterable[str], model: ModelInfo, encoder_factory: Callable[[], object], *,
                  db_path: str | os.PathLike | None = None, data_dir: str | os.PathLike | None = None,
                  quiet_period: float = 2.0, max_delay: float = 10.0, exclude: Iterable[str] = (),
-                 include_hidden: bool = False, polling: bool = False, poll_interval: float = 5.0,
+                 include_hidden: bool = False, ignore_files: bool = True, polling: bool = False,
+                 poll_interval: float = 5.0,
                  root_poll: float = 5.0, retry_delays: tuple[float, ...] = (5.0, 30.0, 120.0),
                  busy_delay: float = 1.0, busy_timeout_ms: int = 5000, chunk_files: int = 256,
                  encoder_idle: float = 300.0, on_status: Callable[[dict], None] | None = None) -> None:
@@ -114,6 +116,7 @@ class Watcher:
         self._data_dirs = sorted({str(data.absolute()), str(data.resolve())})
         self.quiet_period, self.max_delay = quiet_period, max_delay
         self.exclude, self.include_hidden = tuple(exclude), include_hidden
+        self.rules = Rules(self.exclude, include_hidden, ignore_files)
         self.polling, self.poll_interval, self.root_poll = polling, poll_interval, root_poll
         self.retry_delays, self.busy_delay, self.busy_timeout_ms = tuple(retry_delays), busy_delay, busy_timeout_ms
         self.chunk_files, self.encoder_idle, self.on_status = chunk_files, encoder_idle, on_status
@@ -168,7 +171,11 @@ class Watcher:
         if not path:
             return
         path = os.path.normpath(path)
-        if self.ignored(path) or (not is_dir and os.path.splitext(path)[1].lower() not in SUPPORTED):
+        if not is_dir and os.path.basename(path) in IGNORE_FILES:
+            folder = os.path.dirname(path)
+            self.rules.forget_folder(folder)
+            path, is_dir = folder, True  # what its folder keeps out may have changed: walk it again
+        if self.ignored(path, is_dir) or (not is_dir and os.path.splitext(path)[1].lower() not in SUPPORTED):
             return
         now = time.monotonic()
         with self._cond:
@@ -182,19 +189,15 @@ class Watcher:
             if first:  # later events only move the deadline the worker will find when it wakes
                 self._cond.notify_all()
 
-    def ignored(self, path: str) -> bool:
-        """The rules of `index`: outside the roots, in the data dir, hidden, or excluded."""
-        root = max((r for r in self.roots if _under(path, r)), key=len, default=None)
+    def ignored(self, path: str, is_dir: bool = False) -> bool:
+        """The rules of `index` (``Rules.ignored``), outside the roots, or in the data dir."""
+        root = self._root_of(path)
         if root is None or any(_under(path, d) and not _under(root, d) for d in self._data_dirs):
             return True  # (the data dir is skipped inside a root, not when the root lies inside it)
-        parts = [] if path == root else path[len(root.rstrip(os.sep)) + 1:].split(os.sep)
-        for i, part in enumerate(parts):
-            if part.startswith(".") and not self.include_hidden:
-                return True
-            rel = "/".join(parts[: i + 1])
-            if any(fnmatch.fnmatch(part, p) or fnmatch.fnmatch(rel, p) for p in self.exclude):
-                return True
-        return False
+        return self.rules.ignored(root, path, is_dir)
+
+    def _root_of(self, path: str) -> str | None:
+        return max((r for r in self.roots if _under(path, r)), key=len, default=None)
 
     # ------------------------------------------------------------------ worker
 
@@ -294,7 +297,7 @@ class Watcher:
         except (sqlite3.Error, OSError) as err:
             log.warning("could not compact the index: %s", err)
 
-    def _progress(self, files: int, sentences: int) -> None:
+    def _progress(self, progress) -> None:
         if self._stopping.is_set():
             raise _Stopped
 
@@ -311,7 +314,8 @@ class Watcher:
         self._report()
         try:
             if roots:
-                rep = self._run_index(idx, roots, exclude=self.exclude, include_hidden=self.include_hidden)
+                rep = self._run_index(idx, roots, exclude=self.exclude, include_hidden=self.include_hidden,
+                                      ignore_files=self.rules.ignore_files)
                 self._count(rep.indexed, rep.removed, len(rep.errors))
                 log.info("catch-up of %s: %d indexed, %d unchanged, %d removed, %d skipped in %.1fs",
                          ", ".join(roots), rep.indexed, rep.unchanged, rep.removed, len(rep.errors), rep.seconds)
@@ -366,9 +370,10 @@ class Watcher:
                     idx.touch_file(rec.path, rec.size, -1.0)
         if folders:
             known = [f.path for f in idx.all_files()]
-            name_globs = [p for p in self.exclude if "/" not in p]  # safe to prune with at any depth
             for folder in folders:
-                walked = {str(f.absolute()) for f in iter_files([Path(folder)], name_globs, self.include_hidden)}
+                base = self._root_of(folder)
+                walked = {str(f.absolute()) for f in iter_files([Path(folder)], rules=self.rules,
+                                                                 base=Path(base) if base else None)}
                 walked = {f for f in walked if not self.ignored(f)}
                 files |= walked
                 keys, folder_key = {path_key(f) for f in walked}, path_key(folder)  # what the index stores

@@ -25,9 +25,14 @@ from sparc_local.indexer import run_index
 from sparc_local.modelinfo import ModelInfo
 from sparc_local.store import Index
 info = ModelInfo.load(Path(sys.argv[2]))
+committed = [0]
+def on_progress(p):
+    if p.batches != committed[0]:  # a batch was committed
+        committed[0] = p.batches
+        print("batch", flush=True)
 with Index(Path(sys.argv[3])) as idx:
     run_index(idx, [sys.argv[1]], info, lambda: Encoder(info, threads=1), batch_sentences=4,
-              on_progress=lambda files, sentences: print("batch", flush=True))
+              on_progress=on_progress)
     idx.merge_all()
 """
 

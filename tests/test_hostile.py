@@ -292,8 +292,9 @@ def test_permission_denied_as_unprivileged_user(tiny_model_dir: Path):
         assert os.waitstatus_to_exitcode(status) == 0, raw.decode()
         index_out, ask_out = json.loads(raw)
         lines = index_out.splitlines()
-        assert lines[:2] == [f"skipped {docs / 'secret.txt'}: permission denied",
-                             f"skipped {docs / 'locked'}: permission denied"]
+        # the walk (which finds the folder unreadable) ends before the first file is read
+        assert lines[:2] == [f"skipped {docs / 'locked'}: permission denied",
+                             f"skipped {docs / 'secret.txt'}: permission denied"]
         assert lines[2].startswith("Indexed 1 files (1 sentences), 0 unchanged, 0 removed, 2 skipped in ")
         assert json.loads(ask_out)[0]["path"] == str(docs / "good.txt")
     finally:
