@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
@@ -13,28 +14,37 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn
 if TYPE_CHECKING:
     from sparc_local.indexer import Progress as IndexRun
 
+MIN_PATH = 8  # characters of the current file's path worth showing
+
 
 def _clock(seconds: float) -> str:
     s = int(seconds + 0.5)
     return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60}:{s % 60:02d}"
 
 
-def describe(p: IndexRun, seconds: float, width: int = 100) -> str:
+def describe(p: IndexRun, seconds: float, width: int = 80) -> str:
     """One line of `index` progress: files and sentences done of the total (~: estimated from
-    the size of the files not read yet), the rate, the time left, and the current file (its
-    path cut from the left to fit ``width``). ``seconds``: time since indexing (not the walk) began."""
+    the size of the files not read yet), sentences per second, the time left, and the current
+    file (its path cut from the left, at a folder if it can, to fit ``width``). ``seconds``: time
+    since indexing (not the walk) began."""
     if p.phase == "scanning":
         return f"scanning: {p.scanned} files"
     total = p.sentences_estimate()
     approx = "~" if p.bytes_read < p.bytes_total else ""
-    line = f"{p.phase} {p.files_done}/{p.files_total} files, {p.sentences_done}/{approx}{total} sentences"
+    line = f"{p.files_done}/{p.files_total} files, {p.sentences_done}/{approx}{total} sentences"
+    if p.phase != "indexing":
+        line = f"{p.phase}: {line}"
     rate = p.sentences_done / seconds if seconds > 0 else 0.0
     if rate > 0:
-        line += f", {rate:.0f} sentences/s, {_clock(max(total - p.sentences_done, 0) / rate)} left"
-    if p.current:
-        room = width - len(line) - 4  # ", " and the spinner
-        if room >= 12:
-            line += ", " + (p.current if len(p.current) <= room else "…" + p.current[-(room - 1):])
+        line += f", {rate:.0f}/s, {_clock(max(total - p.sentences_done, 0) / rate)} left"
+    room = width - len(line) - 4  # ", " and the spinner
+    if p.current and room >= MIN_PATH:
+        path = p.current
+        if len(path) > room:
+            tail = path[-(room - 1):]
+            cut = tail.find(os.sep)
+            path = "…" + (tail[cut:] if 0 <= cut < len(tail) - 1 else tail)  # whole names where it can
+        line += ", " + path
     return line
 
 

@@ -1,0 +1,94 @@
+"""`index` progress: files and sentences done of the total, the rate, the time left, the current file."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
+
+import pytest
+
+from sparc_local.indexer import Progress, run_index
+from sparc_local.modelinfo import ModelInfo
+from sparc_local.progress import describe
+from sparc_local.store import Index
+
+pytestmark = pytest.mark.usefixtures("active_tiny")
+
+
+def _run(root: Path, info: ModelInfo, **kw) -> tuple:
+    from sparc_local.encode import Encoder
+
+    seen: list[Progress] = []
+    with Index() as idx:
+        report = run_index(idx, [str(root)], info, lambda: Encoder(info, threads=1),
+                           on_progress=lambda p: seen.append(dataclasses.replace(p)), **kw)
+    return report, seen
+
+
+def test_unchanged_files_never_count(tmp_path: Path, tiny_model_dir: Path):
+    info = ModelInfo.load(tiny_model_dir)
+    root = tmp_path / "docs"
+    root.mkdir()
+    for i in range(3):
+        (root / f"f{i}.txt").write_text(f"Note {i} is about tea. It has two sentences.\n")
+    report, seen = _run(root, info)
+    assert [p.phase for p in seen][:1] == ["indexing"] and seen[-1].phase == "finishing"
+    last = seen[-1]
+    assert (last.scanned, last.files_total, last.files_done) == (3, 3, 3)
+    assert last.sentences_done == last.sentences_read == report.sentences == 6
+
+    (root / "f0.txt").write_text("Note zero now is about coffee.\n")  # changed
+    os.utime(root / "f1.txt", (5, 5))  # same content, another mtime: hashed, found unchanged
+    (root / "new.txt").write_text("A new note about bread.\n")
+    report, seen = _run(root, info)
+    assert (report.indexed, report.unchanged, report.sentences) == (2, 2, 2)
+    first = next(p for p in seen if p.phase == "indexing")
+    assert (first.scanned, first.files_total) == (4, 3)  # f2 skipped by its stat; f0, f1, new.txt to look at
+    last = seen[-1]
+    assert (last.files_total, last.files_done, last.sentences_done) == (2, 2, 2)  # f1 left the total
+    assert all(p.files_done <= p.files_total and p.sentences_done <= p.sentences_read for p in seen)
+
+    _, seen = _run(root, info)  # nothing changed: nothing counted as done
+    assert (seen[-1].scanned, seen[-1].files_total, seen[-1].files_done, seen[-1].sentences_done) == (4, 0, 0, 0)
+
+
+def test_moves_within_a_large_file(tmp_path: Path, tiny_model_dir: Path):
+    """One file of 400 sentences is one batch; the progress moves with each encoder batch in it."""
+    info = ModelInfo.load(tiny_model_dir)
+    root = tmp_path / "docs"
+    root.mkdir()
+    big = root / "big.txt"
+    big.write_text(" ".join(f"Sentence {i} is about the river." for i in range(400)) + "\n")
+    report, seen = _run(root, info, batch_sentences=10_000)
+    inside = [p for p in seen if p.batches == 0 and p.sentences_done]
+    assert report.sentences == 400 and len({p.sentences_done for p in inside}) >= 10
+    assert {p.current for p in inside} == {str(big)}
+    assert inside[-1].sentences_done == 400 and inside[-1].files_done == 0  # encoded, not yet written
+    assert seen[-1].files_done == 1
+
+
+def test_sentence_estimate_from_unread_bytes():
+    p = Progress(phase="indexing", files_total=4, bytes_total=4000, bytes_read=1000, sentences_read=30)
+    assert p.sentences_estimate() == 120
+    assert Progress(bytes_total=10, bytes_read=10, sentences_read=7).sentences_estimate() == 7
+    assert Progress(bytes_total=10).sentences_estimate() == 0
+
+
+def test_describe_exact_lines():
+    p = Progress(phase="scanning", scanned=1200)
+    assert describe(p, 0.0) == "scanning: 1200 files"
+    p = Progress(phase="indexing", scanned=80, files_total=73, files_done=12, bytes_total=7300, bytes_read=1500,
+                 sentences_read=4000, sentences_done=3000, current="/home/ana/notes/report.txt")
+    assert describe(p, 120.0, width=200) == ("12/73 files, 3000/~19467 sentences, 25/s, 10:59 left, "
+                                             "/home/ana/notes/report.txt")
+    # the path is cut from the left, at a folder, to fit the terminal (80 columns by default)
+    assert describe(p, 120.0) == "12/73 files, 3000/~19467 sentences, 25/s, 10:59 left, …/ana/notes/report.txt"
+    assert describe(p, 120.0, width=70) == "12/73 files, 3000/~19467 sentences, 25/s, 10:59 left, …/report.txt"
+    assert describe(p, 120.0, width=60) == "12/73 files, 3000/~19467 sentences, 25/s, 10:59 left"
+    slow = dataclasses.replace(p, sentences_done=100, current=None)
+    assert describe(slow, 60.0) == "12/73 files, 100/~19467 sentences, 2/s, 3:13:40 left"
+    done = dataclasses.replace(p, bytes_read=7300, sentences_read=19467, sentences_done=19467, files_done=73,
+                               phase="finishing", current=None)
+    assert describe(done, 3893.4) == "finishing: 73/73 files, 19467/19467 sentences, 5/s, 0:00 left"
+    assert describe(dataclasses.replace(done, sentences_done=0), 0.0) == "finishing: 73/73 files, 0/19467 sentences"
