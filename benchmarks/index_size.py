@@ -1,0 +1,77 @@
+"""How far index.db sits above its steady size right after `index`, and after one `forget`.
+
+    python benchmarks/index_size.py [--data ../shared/data/reqa/squad-dev] [--limit 520] [--threads 1]
+
+Each squad-dev passage becomes a .txt file (as benchmarks/index_squad.py writes them) and the
+real indexer runs over them. Prints the main file, the WAL, the free pages and the size the same
+database has once VACUUMed (its floor), then the same after `forget` of one file. Run it with
+PYTHONPATH pointing at another checkout to compare two versions on the same folder.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sqlite3
+import tempfile
+import time
+from pathlib import Path
+
+from sparc_local import reqa
+
+
+def sizes(db: Path) -> str:
+    wal = Path(f"{db}-wal")
+    with sqlite3.connect(db) as c:
+        free = c.execute("PRAGMA freelist_count").fetchone()[0] * c.execute("PRAGMA page_size").fetchone()[0]
+    floor = db.with_name("vacuumed.db")
+    shutil.copyfile(db, floor)
+    with sqlite3.connect(floor) as c:
+        c.execute("VACUUM")
+    mb = 1e6
+    return (f"file {db.stat().st_size / mb:.2f} MB + WAL {(wal.stat().st_size if wal.exists() else 0) / mb:.2f} MB "
+            f"(free pages {free / mb:.2f} MB); VACUUMed {floor.stat().st_size / mb:.2f} MB")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--data", default=str(Path(__file__).resolve().parents[1] / ".." / "shared/data/reqa/squad-dev"))
+    p.add_argument("--limit", type=int, default=520, help="passages (520: about ten batches of 512 sentences)")
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--model", help="model folder (default: the shipped model)")
+    args = p.parse_args()
+
+    ds = reqa.load(Path(args.data))
+    passages: dict[str, list[str]] = {}
+    for text, passage in zip(ds.texts, ds.passages):
+        passages.setdefault(passage, []).append(text)
+    with tempfile.TemporaryDirectory() as tmp:
+        home, docs = Path(tmp) / "home", Path(tmp) / "docs"
+        docs.mkdir()
+        home.mkdir(mode=0o700)
+        os.environ["SPARC_LOCAL_HOME"] = str(home)
+        names = sorted(passages)[: args.limit]
+        for name in names:
+            (docs / f"{name}.txt").write_text(" ".join(passages[name]) + "\n")
+
+        from sparc_local.encode import Encoder
+        from sparc_local.indexer import forget, run_index
+        from sparc_local.modelinfo import ModelInfo, active_model
+        from sparc_local.paths import db_path
+        from sparc_local.store import Index
+
+        info = ModelInfo.load(Path(args.model)) if args.model else active_model()
+        db = db_path()
+        with Index(db) as idx:
+            t0 = time.perf_counter()
+            report = run_index(idx, [str(docs)], info, lambda: Encoder(info, threads=args.threads))
+            print(f"indexed {report.indexed} files, {report.sentences} sentences in {time.perf_counter() - t0:.0f} s")
+        print(f"after index:  {sizes(db)}")
+        with Index(db) as idx:
+            forget(idx, str(docs / f"{names[0]}.txt"))
+        print(f"after forget: {sizes(db)}")
+
+
+if __name__ == "__main__":
+    main()
