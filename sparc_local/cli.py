@@ -88,6 +88,9 @@ def index(
     no_ignore: bool = typer.Option(False, "--no-ignore",
                                    help="Index what .gitignore and .ignore files list, too."),
     threads: int = typer.Option(0, "--threads", "-t", help="Encoder threads (0: all cores)."),
+    normal_priority: bool = typer.Option(False, "--normal-priority",
+                                         help="Run at normal CPU and I/O priority (default: low, so the "
+                                              "programs you use stay responsive)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Print errors only."),
     wait: float = typer.Option(10.0, "--wait", metavar="SECONDS",
                                help="Wait this long for another writer (e.g. `watch`) before giving up."),
@@ -95,13 +98,15 @@ def index(
                                       help="Index at most N sentences of one file (a huge log is cut there)."),
 ) -> None:
     """Index folders (or refresh the index): only new and changed files are read again."""
+    from sparc_local import power
     from sparc_local.extract import path_key
     from sparc_local.indexer import run_index
     from sparc_local.lock import WriterLock
     from sparc_local.progress import IndexProgress
 
     info = _model()
-    with WriterLock("sparc-local index").acquire(wait), _open_index(must_exist=False) as idx:
+    with power.low_priority(not normal_priority), WriterLock("sparc-local index").acquire(wait), \
+            _open_index(must_exist=False) as idx:
         roots = [str(p) for p in paths_] if paths_ else idx.roots()
         if not roots:
             raise UserError("no folder to index", "Run `sparc-local index FOLDER`.")
@@ -296,8 +301,8 @@ def demo() -> None:
     home = paths.user_dir() / "demo"
     os.environ[paths.ENV_HOME] = str(home)
     typer.echo(f"Indexing the sample files in {sample_dir()} ...")
-    index([sample_dir()], exclude=["QUESTIONS.txt"], hidden=False, no_ignore=False, threads=0, quiet=False,
-          wait=10.0, max_sentences=100_000)
+    index([sample_dir()], exclude=["QUESTIONS.txt"], hidden=False, no_ignore=False, threads=0,
+          normal_priority=False, quiet=False, wait=10.0, max_sentences=100_000)
     question = sample_questions()[0]
     typer.echo(f'\n$ sparc-local ask "{question}" -k 3\n')
     ask(question, top_k=3, as_json=False, path=None, type_=None, explain=False)
@@ -317,6 +322,10 @@ def watch(
     no_ignore: bool = typer.Option(False, "--no-ignore",
                                    help="Index what .gitignore and .ignore files list, too."),
     threads: int = typer.Option(1, "--threads", "-t", help="Encoder threads (0: all cores)."),
+    normal_priority: bool = typer.Option(False, "--normal-priority",
+                                         help="Run at normal CPU and I/O priority (default: low)."),
+    on_battery: bool = typer.Option(False, "--on-battery",
+                                    help="Keep indexing on battery power (default: pause until on mains power)."),
     poll: bool = typer.Option(False, "--poll", help="Poll the folders instead of using OS events."),
     wait: float = typer.Option(0.0, "--wait", metavar="SECONDS", help="Wait this long for another writer."),
     daemon_: bool = typer.Option(False, "--daemon", help="Run in the background (log: watch.log in the data dir)."),
@@ -340,13 +349,16 @@ def watch(
     opts = dict(quiet_period=quiet_period, max_delay=max_delay, exclude=exclude, include_hidden=hidden,
                 ignore_files=not no_ignore, polling=poll)
     if daemon_:
-        pid = daemon.spawn(daemon.watch_args(roots if paths_ else [], threads=threads, wait=wait, **opts))
+        pid = daemon.spawn(daemon.watch_args(roots if paths_ else [], threads=threads, wait=wait,
+                                             low_priority=not normal_priority, pause_on_battery=not on_battery,
+                                             **opts))
         typer.echo(f"Watching {', '.join(roots)} in the background (pid {pid}); log: {daemon.log_path()}\n"
                    "Stop it with `sparc-local watch --stop`.")
         return
     console = _console()
     with (console.status("starting") if console.is_terminal else contextlib.nullcontext()) as live:
-        daemon.run(roots, info, threads=threads, wait=wait,
+        daemon.run(roots, info, threads=threads, wait=wait, low_priority=not normal_priority,
+                   pause_on_battery=not on_battery,
                    on_tick=(lambda st: live.update(daemon.describe(st))) if live else None, **opts)
 
 

@@ -102,12 +102,14 @@ def running_pid() -> int | None:
 
 
 def read_status() -> dict:
-    """What `status` shows: {running, pid, since, queue, last_error}. Never takes the lock."""
+    """What `status` shows: {running, pid, since, queue, paused, last_error}. Never takes the lock.
+    ``paused``: why the watcher does not encode now ("on battery power"), or None."""
     pid = running_pid()
     state = _read_json(state_path())
     live = pid is not None and state.get("pid") == pid
     return dict(running=pid is not None, pid=pid, since=state.get("started_at") if live else None,
-                queue=int(state.get("queue", 0)) if live else 0, last_error=state.get("last_error"))
+                queue=int(state.get("queue", 0)) if live else 0, paused=state.get("paused") if live else None,
+                last_error=state.get("last_error"))
 
 
 def setup_logging(level: int = logging.INFO) -> logging.Handler:
@@ -133,7 +135,7 @@ class _StateWriter:
 
     def __call__(self, status: dict, running: bool = True) -> None:
         keys = ("phase", "queue", "last_error", "last_batch_at", "indexed", "removed", "errors", "observer",
-                "roots", "missing_roots")
+                "roots", "missing_roots", "paused")
         data = dict(self.base, running=running, **{k: status.get(k) for k in keys})
         if data != self.last:
             _write_json(self.path, data)
@@ -174,13 +176,19 @@ def serve(watcher, lock: WriterLock, on_tick: Callable[[dict], None] | None = No
 
 
 def run(roots: list[str], model, *, threads: int = 1, wait: float = 0.0,
-        on_tick: Callable[[dict], None] | None = None, **options) -> None:
-    """Take the writer lock (LockHeld if another writer has it), then watch until signalled."""
+        on_tick: Callable[[dict], None] | None = None, low_priority: bool = True, pause_on_battery: bool = True,
+        **options) -> None:
+    """Take the writer lock (LockHeld if another writer has it), then watch until signalled: at
+    low CPU and I/O priority (``power.low_priority``), encoding only on mains power."""
+    from sparc_local import power
     from sparc_local.watch import Watcher
 
     lock = WriterLock(COMMAND).acquire(wait)
     handler = setup_logging()
     try:
+        if pause_on_battery:
+            options["on_battery"] = power.on_battery
+
         def encoder():
             from sparc_local.encode import Encoder
 
@@ -188,7 +196,11 @@ def run(roots: list[str], model, *, threads: int = 1, wait: float = 0.0,
             # model, 1 thread: peak RSS 295 MB instead of 823 MB at the default 2048, and no slower)
             return Encoder(model, threads=threads or None, token_budget=512)
 
-        serve(Watcher(roots, model, encoder, **options), lock, on_tick=on_tick)
+        # before any thread of the watcher starts: they inherit it
+        with power.low_priority(low_priority) as prio:
+            if prio:
+                log.info("running at nice %d, I/O priority %s", power.NICE, prio.io_set)
+            serve(Watcher(roots, model, encoder, **options), lock, on_tick=on_tick)
     finally:
         lock.release()
         logging.getLogger("sparc_local").removeHandler(handler)
@@ -196,10 +208,12 @@ def run(roots: list[str], model, *, threads: int = 1, wait: float = 0.0,
 
 
 def watch_args(roots: list[str], *, threads: int, wait: float, quiet_period: float, max_delay: float,
-               exclude: list[str], include_hidden: bool, ignore_files: bool, polling: bool) -> list[str]:
+               exclude: list[str], include_hidden: bool, ignore_files: bool, polling: bool,
+               low_priority: bool = True, pause_on_battery: bool = True) -> list[str]:
     """The `watch` command line that reproduces these options in the detached process."""
     args = ["--quiet-period", repr(quiet_period), "--max-delay", repr(max_delay), "--threads", str(threads),
             "--wait", repr(wait)]
+    args += ["--normal-priority"] * (not low_priority) + ["--on-battery"] * (not pause_on_battery)
     for glob in exclude:
         args += ["--exclude", glob]
     args += ["--hidden"] * include_hidden + ["--no-ignore"] * (not ignore_files) + ["--poll"] * polling
@@ -252,6 +266,8 @@ def describe(st: dict) -> str:
     when = time.strftime("%H:%M:%S", time.localtime(st["last_batch_at"])) if st.get("last_batch_at") else "never"
     line = (f"{st['phase']}: {len(st['roots'])} roots, queue {st['queue']}, {st['indexed']} indexed, "
             f"{st['removed']} removed, last batch {when}")
+    if st.get("paused"):
+        line += f", paused {st['paused']}"
     if st.get("missing_roots"):
         line += f", missing: {', '.join(st['missing_roots'])}"
     if st.get("last_error"):

@@ -116,6 +116,8 @@ def print_status(st: dict, model: str | None) -> None:
     if w.get("running"):
         since = dt.datetime.fromtimestamp(w["since"]).strftime("%Y-%m-%d %H:%M") if w.get("since") else "?"
         line = f"running (pid {w['pid']}) since {since}, queue {w['queue']}"
+        if w.get("paused"):
+            line += f", paused {w['paused']}"
     else:
         line = "not running"
     if w.get("last_error"):

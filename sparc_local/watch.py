@@ -44,6 +44,11 @@ class _Stopped(Exception):
     """Raised from run_index's progress callback to stop between two committed batches."""
 
 
+class _Paused(Exception):
+    """Raised from run_index's progress callback when the machine went on battery: what was not
+    committed is applied again once it is back on mains power."""
+
+
 def _identity(path: str) -> tuple[int, int] | None:
     try:
         st = os.stat(path)
@@ -106,7 +111,8 @@ class Watcher:
                  poll_interval: float = 5.0,
                  root_poll: float = 5.0, retry_delays: tuple[float, ...] = (5.0, 30.0, 120.0),
                  busy_delay: float = 1.0, busy_timeout_ms: int = 5000, chunk_files: int = 256,
-                 encoder_idle: float = 300.0, on_status: Callable[[dict], None] | None = None) -> None:
+                 encoder_idle: float = 300.0, on_status: Callable[[dict], None] | None = None,
+                 on_battery: Callable[[], bool] | None = None, power_poll: float = 30.0) -> None:
         from sparc_local import paths
 
         self.roots = sorted({str(Path(r).expanduser().absolute()) for r in roots})
@@ -120,6 +126,9 @@ class Watcher:
         self.polling, self.poll_interval, self.root_poll = polling, poll_interval, root_poll
         self.retry_delays, self.busy_delay, self.busy_timeout_ms = tuple(retry_delays), busy_delay, busy_timeout_ms
         self.chunk_files, self.encoder_idle, self.on_status = chunk_files, encoder_idle, on_status
+        self.on_battery, self.power_poll = on_battery, power_poll  # None: never pause
+        self._power_checked = -float("inf")
+        self._paused = False
         self._cond = threading.Condition()
         self._pending: dict[str, bool] = {}  # path -> some event said it is a folder
         self._first = self._last = 0.0
@@ -136,13 +145,14 @@ class Watcher:
         self._encoder = None
         self._encoder_used = 0.0
         self._stats = dict(phase="starting", batch=0, indexed=0, removed=0, errors=0, batches=0,
-                           last_error=None, last_batch_at=None, observer=None,
+                           last_error=None, last_batch_at=None, observer=None, paused=None,
                            started_at=time.time(), missing_roots=[])
 
     # ------------------------------------------------------------------ public
 
     def start(self, wait: bool = True, timeout: float | None = None) -> None:
-        """Start watching; with wait=True return once the catch-up indexing has finished."""
+        """Start watching; with wait=True return once the catch-up indexing has finished (or was
+        put off: on battery)."""
         self._thread = threading.Thread(target=self._run, name="sparc-local-watch", daemon=True)
         self._thread.start()
         if wait:
@@ -231,20 +241,24 @@ class Watcher:
             if self._encoder is not None and now - self._encoder_used > self.encoder_idle:
                 self._release_encoder()
                 self._compact(idx)
-            if self._rescan and now >= self._busy_until:
+            paused = self._power_paused(now)
+            if self._rescan and now >= self._busy_until and not paused:
                 self._catch_up(idx)
                 self.ready.set()
                 continue
-            batch = self._take(now)
+            batch = None if paused else self._take(now)
             if batch:
                 self._apply_batch(idx, batch)
                 continue
-            self._stats["phase"] = "watching"
+            self.ready.set()  # (a catch-up put off on battery)
+            self._stats["phase"] = "paused" if paused else "watching"
             self._report()
             with self._cond:
                 due = [next_roots, *self._retry_due.values()]
                 if self._pending:
                     due.append(min(self._last + self.quiet_period, self._first + self.max_delay))
+                if paused:  # nothing is taken while paused: wake only to ask the power supply again
+                    due = [next_roots, self._power_checked + self.power_poll]
                 if self._busy_until > now:
                     due = [max(d, self._busy_until) for d in due]
                 wait = min(due) - time.monotonic()
@@ -300,6 +314,26 @@ class Watcher:
     def _progress(self, progress) -> None:
         if self._stopping.is_set():
             raise _Stopped
+        if self._power_paused(time.monotonic()):
+            raise _Paused
+
+    def _power_paused(self, now: float) -> bool:
+        """Whether encoding waits for mains power; asks ``on_battery`` at most every power_poll s."""
+        if self.on_battery is None:
+            return False
+        if now - self._power_checked >= self.power_poll:
+            self._power_checked = now
+            try:
+                battery = bool(self.on_battery())
+            except Exception:  # a probe that fails must not stop the watcher
+                log.exception("could not read the power supply")
+                battery = False
+            if battery != self._paused:
+                log.info("on battery power: encoding paused" if battery else "on mains power: encoding resumed")
+                self._paused = battery
+                self._stats["paused"] = "on battery power" if battery else None
+                self._report()
+        return self._paused
 
     def _run_index(self, idx, paths: list[str], **kw):
         from sparc_local.indexer import run_index
@@ -321,7 +355,7 @@ class Watcher:
                          ", ".join(roots), rep.indexed, rep.unchanged, rep.removed, len(rep.errors), rep.seconds)
             self._rescan.clear()  # roots missing now are rescanned when _check_roots sees them back
             self._busy_failures = 0
-        except _Stopped:
+        except (_Stopped, _Paused):  # the roots stay to rescan
             return
         except Exception as err:
             self._failed(err, what="catch-up")
@@ -342,6 +376,8 @@ class Watcher:
             self._stats["batches"] += 1
         except _Stopped:
             pass
+        except _Paused:
+            self._requeue(batch)
         except Exception as err:
             self._failed(err, what="batch", batch=batch)
         finally:
@@ -418,6 +454,13 @@ class Watcher:
                 files.append(path)
         return removed + (idx.remove_files(files) if files else 0)
 
+    def _requeue(self, batch: dict[str, bool]) -> None:
+        """Put a batch back to be applied whole later (re-applying what was committed is a no-op)."""
+        with self._cond:
+            for path, is_dir in batch.items():
+                self._pending[path] = self._pending.get(path, False) or is_dir
+            self._first = self._last = time.monotonic()
+
     def _retry_later(self, path: str, reason: str) -> None:
         n = self._attempts.get(path, 0)
         if n >= len(self.retry_delays):
@@ -439,14 +482,12 @@ class Watcher:
             log.warning("%s; retrying in %.1fs", msg, delay)
         else:
             log.error("%s", msg, exc_info=err)
-        if batch:
+        if batch and busy:  # nothing wrong with the files: all of them again, no attempt spent
+            self._requeue(batch)
+        elif batch:
             with self._cond:
-                for path, is_dir in batch.items():
-                    if busy:  # nothing wrong with the files: all of them again, no attempt spent
-                        self._pending[path] = self._pending.get(path, False) or is_dir
-                        self._first = self._last = time.monotonic()
-                    else:
-                        self._retry_later(path, msg)
+                for path in batch:
+                    self._retry_later(path, msg)
         elif not busy:
             self._busy_until = time.monotonic() + self.retry_delays[0] if self.retry_delays else 0.0
 

@@ -387,7 +387,7 @@ def test_daemon_start_status_stop(root: Path, sparc_home: Path):
     assert stopped.returncode == 0 and stopped.stdout.strip() == f"Stopped the watcher (pid {pid})."
     assert not (sparc_home / "watch.pid").exists()
     st = json.loads(runner.invoke(app, ["status", "--json"]).output)["watch"]
-    assert st == {"running": False, "pid": None, "since": None, "queue": 0, "last_error": None}
+    assert st == {"running": False, "pid": None, "since": None, "queue": 0, "paused": None, "last_error": None}
     assert "watcher started" in (sparc_home / "watch.log").read_text()
     WriterLock("sparc-local index").acquire().release()  # the lock was released
     assert cli("watch", "--stop").stdout.strip() == "No watcher is running."
