@@ -98,36 +98,48 @@ def index(
                                       help="Index at most N sentences of one file (a huge log is cut there)."),
 ) -> None:
     """Index folders (or refresh the index): only new and changed files are read again."""
-    from sparc_local import power
+    from sparc_local import handoff, power
     from sparc_local.extract import path_key
     from sparc_local.indexer import run_index
-    from sparc_local.lock import WriterLock
     from sparc_local.progress import IndexProgress
 
     info = _model()
-    with power.low_priority(not normal_priority), WriterLock("sparc-local index").acquire(wait), \
-            _open_index(must_exist=False) as idx:
-        roots = [str(p) for p in paths_] if paths_ else idx.roots()
-        if not roots:
-            raise UserError("no folder to index", "Run `sparc-local index FOLDER`.")
-        for root in roots:
-            if not Path(root).expanduser().exists():
-                raise UserError(f"{path_key(root)}: no such file or folder", "Check the path and try again.")
-        console = _console()
+    if paths_:
+        roots = [str(p) for p in paths_]
+    else:
+        with _open_index(must_exist=False) as idx:
+            roots = idx.roots()
+    if not roots:
+        raise UserError("no folder to index", "Run `sparc-local index FOLDER`.")
+    for root in roots:
+        if not Path(root).expanduser().exists():
+            raise UserError(f"{path_key(root)}: no such file or folder", "Check the path and try again.")
+    roots = [str(Path(r).expanduser().absolute()) for r in roots]  # the watcher runs in another folder
+    options = dict(exclude=list(exclude), include_hidden=hidden, ignore_files=not no_ignore,
+                   max_sentences=max_sentences)
+    console = _console()
 
-        def encoder():
-            from sparc_local.encode import Encoder
+    def encoder():
+        from sparc_local.encode import Encoder
 
-            return Encoder(info, threads=threads or None)
+        return Encoder(info, threads=threads or None)
 
-        with IndexProgress(console, enabled=not quiet and console.is_terminal) as progress:
-            report = run_index(idx, roots, info, encoder, exclude=exclude, include_hidden=hidden,
-                               ignore_files=not no_ignore, max_sentences=max_sentences,
-                               on_error=lambda p, r: console.print(f"skipped {p}: {r}", markup=False),
-                               on_capped=lambda p, n: console.print(
-                                   f"cut {p}: indexed its first {n} sentences (see --max-sentences)",
-                                   markup=False),
-                               on_progress=progress.update)
+    def skipped(p: str, reason: str) -> None:
+        console.print(f"skipped {p}: {reason}", markup=False)
+
+    def capped(p: str, n: int) -> None:
+        console.print(f"cut {p}: indexed its first {n} sentences (see --max-sentences)", markup=False)
+
+    with power.low_priority(not normal_priority), \
+            IndexProgress(console, enabled=not quiet and console.is_terminal) as progress:
+        def local():
+            with _open_index(must_exist=False) as idx:
+                return run_index(idx, roots, info, encoder, **options, on_error=skipped, on_capped=capped,
+                                 on_progress=progress.update)
+
+        # while the watcher runs, it does the same work (and says the same)
+        report = handoff.index(roots, options, local, wait=wait, on_progress=progress.update,
+                               on_event=lambda kind, args: (skipped if kind == "error" else capped)(*args))
     if not quiet:
         typer.echo(f"Indexed {report.indexed} files ({report.sentences} sentences), {report.unchanged} unchanged, "
                    f"{report.removed} removed, {len(report.errors)} skipped in {report.seconds:.1f}s.")
@@ -202,11 +214,16 @@ def status(as_json: bool = typer.Option(False, "--json", help="Print a JSON obje
 @app.command()
 def forget(path: Path = typer.Argument(..., metavar="PATH", help="A file or folder to remove from the index.")) -> None:
     """Remove a file or folder and all its sentences, and scrub their text from the database file."""
+    from sparc_local import handoff
     from sparc_local.indexer import forget as forget_path
-    from sparc_local.lock import WriterLock
 
-    with WriterLock("sparc-local forget").acquire(10.0), _open_index() as idx:
-        done = forget_path(idx, str(path))
+    target = str(path.expanduser().absolute())
+
+    def local():
+        with _open_index() as idx:
+            return forget_path(idx, target)
+
+    done = handoff.forget(target, local, wait=10.0)  # while the watcher runs, it forgets the path itself
     unreadable = f" and {_count(done.unreadable, 'unreadable file')}" if done.unreadable else ""
     typer.echo(f"Forgot {_count(done.files, 'file')}{unreadable} under {done.path}; "
                f"`sparc-local index {path}` brings it back.")

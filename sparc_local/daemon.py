@@ -188,6 +188,9 @@ def run(roots: list[str], model, *, threads: int = 1, wait: float = 0.0,
     try:
         if pause_on_battery:
             options["on_battery"] = power.on_battery
+        from sparc_local.handoff import inbox_path
+
+        options.setdefault("inbox", inbox_path())  # `forget` and `index` hand their writes to it
 
         def encoder():
             from sparc_local.encode import Encoder

@@ -96,6 +96,21 @@ class _Handler:
             self.watcher.note(os.fsdecode(event.dest_path), event.is_directory)
 
 
+class _InboxHandler:
+    """Wakes the watcher when a request file appears in the inbox (see handoff.py)."""
+
+    def __init__(self, watcher: "Watcher") -> None:
+        self.watcher = watcher
+
+    def dispatch(self, event) -> None:
+        from sparc_local.handoff import REQUEST
+
+        path = os.fsdecode(getattr(event, "dest_path", "") or event.src_path)
+        name = os.path.basename(path)
+        if name.endswith(REQUEST) and not name.startswith("."):  # not the watcher's own answers
+            self.watcher.poke()
+
+
 class Watcher:
     """Watches roots and applies their changes to the index in debounced batches.
 
@@ -112,7 +127,8 @@ class Watcher:
                  root_poll: float = 5.0, retry_delays: tuple[float, ...] = (5.0, 30.0, 120.0),
                  busy_delay: float = 1.0, busy_timeout_ms: int = 5000, chunk_files: int = 256,
                  encoder_idle: float = 300.0, on_status: Callable[[dict], None] | None = None,
-                 on_battery: Callable[[], bool] | None = None, power_poll: float = 30.0) -> None:
+                 on_battery: Callable[[], bool] | None = None, power_poll: float = 30.0,
+                 inbox: str | os.PathLike | None = None) -> None:
         from sparc_local import paths
 
         self.roots = sorted({str(Path(r).expanduser().absolute()) for r in roots})
@@ -129,6 +145,14 @@ class Watcher:
         self.on_battery, self.power_poll = on_battery, power_poll  # None: never pause
         self._power_checked = -float("inf")
         self._paused = False
+        self._inbox = None  # requests of other commands (handoff.py), served by the worker thread
+        if inbox is not None:
+            from sparc_local.handoff import Inbox
+
+            self._inbox = Inbox(Path(inbox))
+        self._poked = False  # a request may be waiting
+        self._serving = False
+        self._idx = None
         self._cond = threading.Condition()
         self._pending: dict[str, bool] = {}  # path -> some event said it is a folder
         self._first = self._last = 0.0
@@ -232,12 +256,16 @@ class Watcher:
             self._report()
 
     def _loop(self, idx) -> None:
+        self._idx = idx
         next_roots = time.monotonic() + self.root_poll
         while not self._stopping.is_set():
             now = time.monotonic()
             if now >= next_roots:
                 self._check_roots()
                 next_roots = now + self.root_poll
+                self._poked = self._poked or (self._inbox is not None and self._inbox.pending())
+            if self._poked:
+                self._serve_requests(idx)
             if self._encoder is not None and now - self._encoder_used > self.encoder_idle:
                 self._release_encoder()
                 self._compact(idx)
@@ -314,8 +342,81 @@ class Watcher:
     def _progress(self, progress) -> None:
         if self._stopping.is_set():
             raise _Stopped
+        if self._poked and not self._serving:  # a `forget` must not wait for a long catch-up
+            self._serve_requests(self._idx)
         if self._power_paused(time.monotonic()):
             raise _Paused
+
+    def poke(self) -> None:
+        """A request came in (called by the observer thread)."""
+        with self._cond:
+            self._poked = True
+            self._cond.notify_all()
+
+    def _serve_requests(self, idx) -> None:
+        """Apply the waiting requests of other commands, each answered whatever happens."""
+        from sparc_local.errors import SparcError
+
+        self._poked = False
+        for req in self._inbox.take():
+            events: list[list] = []
+            self._serving = True
+            try:
+                outcome = {"ok": self._request(idx, req, events)}
+            except _Stopped:
+                outcome = {"gone": True}  # the command does it itself once this watcher has exited
+            except SparcError as err:
+                outcome = {"error": str(err), "remedy": err.remedy}
+            except Exception as err:
+                log.exception("request %s failed", req.kind)
+                from sparc_local.daemon import log_path
+
+                outcome = {"error": f"the watcher could not {req.kind}: {type(err).__name__}: {err}",
+                           "remedy": f"See {log_path()}."}
+            finally:
+                self._serving = False
+            outcome["events"] = events
+            self._inbox.answer(req, outcome)
+            log.info("applied a request to %s: %s", req.kind, "done" if "ok" in outcome else outcome)
+        self._report()
+
+    def _request(self, idx, req, events: list[list]) -> dict:
+        """One request: the library call its command makes, with its arguments."""
+        import dataclasses
+
+        from sparc_local import indexer
+        from sparc_local.handoff import WatcherFailed
+
+        if req.kind == "forget":
+            done = indexer.forget(idx, req.args["path"])
+            self._count(0, done.files, 0)
+            kept = [r for r in self.roots if not _under(path_key(r), done.path)]
+            if kept != self.roots:  # a watched root forgotten: stop watching it
+                self.roots = kept
+                self._check_roots()
+            return dataclasses.asdict(done)
+        if req.kind == "index":
+            a = req.args
+
+            def progress(p) -> None:
+                if self._stopping.is_set():
+                    raise _Stopped
+                self._inbox.progress(req, dataclasses.asdict(p))
+
+            rep = indexer.run_index(
+                idx, list(a["paths"]), self.model, self._encoder_once, exclude=a.get("exclude", ()),
+                include_hidden=bool(a.get("include_hidden")), ignore_files=bool(a.get("ignore_files", True)),
+                max_sentences=int(a.get("max_sentences", indexer.MAX_SENTENCES)),
+                on_error=lambda p, r: events.append(["error", p, r]),
+                on_capped=lambda p, n: events.append(["capped", p, n]), on_progress=progress)
+            self._count(rep.indexed, rep.removed, len(rep.errors))
+            stored = set(idx.roots())
+            new = [r for r in a["paths"] if path_key(r) in stored and r not in self.roots]
+            if new:  # a folder the user added: watched from now on
+                self.roots = sorted({*self.roots, *new})
+                self._check_roots()
+            return dataclasses.asdict(rep)
+        raise WatcherFailed(f"unknown request {req.kind!r}", "Use the same version of sparc-local for both.")
 
     def _power_paused(self, now: float) -> bool:
         """Whether encoding waits for mains power; asks ``on_battery`` at most every power_poll s."""
@@ -535,6 +636,11 @@ class Watcher:
         self._observer.start()
         self._stats["observer"] = "polling" if self.polling else type(self._observer).__name__
         self._check_roots(initial=True)
+        if self._inbox is not None:
+            try:
+                self._observer.schedule(_InboxHandler(self), str(self._inbox.folder), recursive=False)
+            except OSError as err:  # the periodic root check still finds requests
+                log.warning("cannot watch %s: %s", self._inbox.folder, err)
 
     def _stop_observer(self) -> None:
         if self._observer is not None:

@@ -1,0 +1,210 @@
+"""Writes handed to the running watcher: `forget` and `index` while `watch` holds the writer lock.
+
+A watcher is the one writer while it runs (``lock.py``). A command that must write does not fail
+on it, nor make the user stop it: it hands its request to the watcher. It writes
+``requests/<id>.json`` in the data dir (0700: only this user can), atomically; the watcher
+notices it (an observer event on that folder, else its periodic root check), claims it by
+renaming it to ``<id>.taken``, applies it in its worker thread with the very library call the
+command would make (``indexer.forget``, ``indexer.run_index``), and writes ``<id>.done`` with the
+outcome (while it indexes, ``<id>.progress`` holds the latest ``indexer.Progress``). The command
+waits for the answer and prints what it prints when it does the work itself. If the watcher
+exits without answering, the command takes the lock and does the work itself: `index` and
+`forget` are safe to run again (an unchanged file is skipped; a forget that committed leaves the
+path forgotten). `forget` stays one transaction whoever runs it.
+
+No socket: sparc-local opens none (see tests/test_privacy.py), and files in the data dir need
+no more care than the index beside them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+from sparc_local.daemon import COMMAND, _read_json, _write_json, running_pid
+from sparc_local.errors import SparcError
+from sparc_local.lock import LockHeld, WriterLock, pid_alive
+
+INBOX = "requests"  # folder of the data dir
+REQUEST, TAKEN, DONE, PROGRESS = ".json", ".taken", ".done", ".progress"
+STALE = 3600.0  # seconds after which an answer nobody collected is deleted
+PROGRESS_EVERY = 0.2  # seconds between two progress files
+
+T = TypeVar("T")
+
+
+def inbox_path() -> Path:
+    from sparc_local.paths import user_dir
+
+    return user_dir() / INBOX
+
+
+class _WatcherGone(Exception):
+    """The watcher exited, or is stopping, before it applied the request."""
+
+
+class WatcherFailed(SparcError):
+    """The watcher could not apply a request for a reason that is not the user's to fix."""
+
+
+@dataclasses.dataclass
+class Request:
+    kind: str  # "forget" | "index"
+    args: dict
+    id: str = ""
+
+
+def _watcher_pid(record: dict | None) -> int | None:
+    """The pid of the running watcher if it is the lock's holder (it serves requests), else None."""
+    pid = (record or {}).get("pid")
+    if not pid or (record or {}).get("command") != COMMAND or running_pid() != pid:
+        return None
+    return pid
+
+
+def as_writer(command: str, wait: float, local: Callable[[], T], request: Request,
+              decode: Callable[[dict], T], *, on_event: Callable[[str, list], None] | None = None,
+              on_progress: Callable[[dict], None] | None = None, poll: float = 0.05) -> T:
+    """``local()`` under the writer lock; or, while the running watcher holds the lock, the same
+    work done by the watcher, its answer turned into ``local``'s result by ``decode``.
+
+    Another writer (an `index` run) is waited for up to ``wait`` seconds, as before (LockHeld).
+    ``on_event(kind, args)`` replays what the watcher reported while working ("error" path
+    reason, "capped" path n), in order; ``on_progress`` gets its progress snapshots.
+    """
+    while True:
+        lock = WriterLock(command)
+        try:
+            lock.acquire(0.0)
+        except LockHeld as held:
+            pid = _watcher_pid(held.record)
+            if pid is None:
+                lock.acquire(wait)
+            else:
+                try:
+                    return decode(submit(request, pid, on_event=on_event, on_progress=on_progress, poll=poll))
+                except _WatcherGone:
+                    continue  # it stopped: the lock is free, or soon is
+        try:
+            return local()
+        finally:
+            lock.release()
+
+
+def submit(request: Request, pid: int, *, on_event: Callable[[str, list], None] | None = None,
+           on_progress: Callable[[dict], None] | None = None, poll: float = 0.05) -> dict:
+    """Send ``request`` to the watcher (pid) and wait for the outcome ({"ok": ...}); a
+    SparcError it met is raised here as a ``SparcError`` with its message and remedy."""
+    folder = inbox_path()
+    folder.mkdir(mode=0o700, exist_ok=True)
+    rid = f"{time.time_ns():020d}-{os.getpid()}"
+    paths = {s: folder / f"{rid}{s}" for s in (REQUEST, TAKEN, DONE, PROGRESS)}
+    _write_json(paths[REQUEST], dict(kind=request.kind, args=request.args, pid=os.getpid()))
+    seen = None
+    try:
+        while True:
+            if paths[DONE].exists():
+                answer = _read_json(paths[DONE])
+                paths[DONE].unlink(missing_ok=True)
+                break
+            if on_progress is not None and paths[PROGRESS].exists():
+                snap = _read_json(paths[PROGRESS])
+                if snap and snap != seen:
+                    seen = snap
+                    on_progress(snap)
+            if not pid_alive(pid):
+                if paths[DONE].exists():
+                    continue
+                raise _WatcherGone
+            time.sleep(poll)
+    finally:
+        for suffix in (REQUEST, PROGRESS):  # withdrawn if still waiting (an exit, Ctrl-C)
+            paths[suffix].unlink(missing_ok=True)
+    for kind, *args in answer.get("events", []):
+        if on_event is not None:
+            on_event(kind, args)
+    if answer.get("gone"):
+        raise _WatcherGone
+    if "error" in answer:
+        raise SparcError(answer["error"], answer.get("remedy", ""))
+    return answer.get("ok", {})
+
+
+class Inbox:
+    """The watcher's side: claim requests, publish progress, answer."""
+
+    def __init__(self, folder: Path | None = None) -> None:
+        self.folder = Path(folder) if folder else inbox_path()
+        self.folder.mkdir(mode=0o700, exist_ok=True)
+        self._progress_at = 0.0
+
+    def take(self) -> list[Request]:
+        """Claim every waiting request, oldest first (a request withdrawn meanwhile is skipped)."""
+        out = []
+        now = time.time()
+        try:
+            names = sorted(os.listdir(self.folder))
+        except OSError:
+            return []
+        for name in names:
+            path = self.folder / name
+            if name.endswith(DONE):
+                with contextlib.suppress(OSError):
+                    if now - path.stat().st_mtime > STALE:  # its command is long gone
+                        path.unlink()
+            if not name.endswith(REQUEST) or name.startswith("."):
+                continue
+            rid = name[: -len(REQUEST)]
+            try:
+                os.rename(path, self.folder / f"{rid}{TAKEN}")
+            except FileNotFoundError:
+                continue
+            data = _read_json(self.folder / f"{rid}{TAKEN}")
+            out.append(Request(str(data.get("kind")), data.get("args") or {}, rid))
+        return out
+
+    def progress(self, request: Request, snapshot: dict) -> None:
+        now = time.monotonic()
+        if now - self._progress_at >= PROGRESS_EVERY:
+            self._progress_at = now
+            with contextlib.suppress(OSError):
+                _write_json(self.folder / f"{request.id}{PROGRESS}", snapshot)
+
+    def answer(self, request: Request, outcome: dict) -> None:
+        _write_json(self.folder / f"{request.id}{DONE}", outcome)
+        for suffix in (TAKEN, PROGRESS):
+            (self.folder / f"{request.id}{suffix}").unlink(missing_ok=True)
+
+    def pending(self) -> bool:
+        try:
+            return any(n.endswith(REQUEST) and not n.startswith(".") for n in os.listdir(self.folder))
+        except OSError:
+            return False
+
+
+def index(roots: list[str], options: dict, local: Callable[[], T], *, wait: float,
+          on_event: Callable[[str, list], None] | None = None,
+          on_progress: Callable[[object], None] | None = None) -> T:
+    """`index` of absolute ``roots`` with run_index's ``options`` (exclude, include_hidden,
+    ignore_files, max_sentences): ``local()`` or the running watcher. Returns an IndexReport."""
+    from sparc_local.indexer import IndexReport, Progress
+
+    def decode(ok: dict) -> IndexReport:
+        return IndexReport(**{**ok, "errors": [tuple(e) for e in ok.get("errors", [])]})
+
+    return as_writer("sparc-local index", wait, local, Request("index", dict(paths=roots, **options)), decode,
+                     on_event=on_event,
+                     on_progress=(lambda snap: on_progress(Progress(**snap))) if on_progress else None)
+
+
+def forget(path: str, local: Callable[[], T], *, wait: float) -> T:
+    """`forget` of an absolute ``path``: ``local()`` or the running watcher. Returns a ForgetReport."""
+    from sparc_local.indexer import ForgetReport
+
+    return as_writer("sparc-local forget", wait, local, Request("forget", dict(path=path)),
+                     lambda ok: ForgetReport(**ok))

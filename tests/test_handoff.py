@@ -1,0 +1,161 @@
+"""`forget` and `index` while the watcher runs: the watcher applies them, the user never stops it."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from sparc_local import handoff
+from sparc_local.cli import app
+from sparc_local.modelinfo import ModelInfo
+from sparc_local.store import Index
+from sparc_local.watch import Watcher
+
+runner = CliRunner()
+pytestmark = pytest.mark.usefixtures("active_tiny")
+SECRET = "Zanzibar vault passphrase"
+SUMMARY = r"Indexed {} files \({} sentences\), {} unchanged, {} removed, {} skipped in \d+\.\ds\.\n"
+
+
+def _until(pred, what: str, timeout: float = 30.0) -> None:
+    end = time.monotonic() + timeout
+    while not pred():
+        assert time.monotonic() < end, f"timed out waiting for: {what}"
+        time.sleep(0.05)
+
+
+def _files() -> set[str]:
+    with Index() as idx:
+        return {f.path for f in idx.all_files()}
+
+
+def _raw(home: Path) -> bytes:
+    return b"".join(f.read_bytes() for f in home.iterdir() if f.name.startswith("index.db"))
+
+
+def test_forget_and_index_through_the_running_watcher(tmp_path: Path, sparc_home: Path):
+    docs, more = tmp_path / "docs", tmp_path / "more"
+    docs.mkdir()
+    more.mkdir()
+    (docs / "tea.md").write_text("Green tea should steep for three minutes.\n")
+    private = docs / "private.txt"
+    private.write_text(f"The {SECRET} is in the green book.\n")
+    (more / "city.txt").write_text("Paris is the capital of France.\n")
+    (more / "bad.pdf").write_bytes(b"not a pdf")
+    env = {**os.environ, "SPARC_LOCAL_HOME": str(sparc_home)}
+
+    def cli(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "sparc_local", *args], env=env, capture_output=True,
+                              text=True, timeout=120)
+
+    started = cli("watch", "--daemon", "--quiet-period", "0.2", str(docs))
+    assert started.returncode == 0, started.stderr
+    try:
+        _until(lambda: str(private) in _files(), "catch-up")
+        t0 = time.monotonic()
+        result = runner.invoke(app, ["forget", str(private)])
+        assert time.monotonic() - t0 < 10
+        assert (result.exit_code, result.output) == (
+            0, f"Forgot 1 file under {private}; `sparc-local index {private}` brings it back.\n")
+        assert _files() == {str(docs / "tea.md")} and SECRET.encode() not in _raw(sparc_home)
+        private.write_text(f"The {SECRET} moved to the red book.\n")  # an edit does not bring it back
+        (docs / "new.md").write_text("Black tea takes boiling water.\n")
+        _until(lambda: str(docs / "new.md") in _files(), "the batch holding the edit")
+        assert str(private) not in _files()
+
+        result = runner.invoke(app, ["forget", str(docs / "nothere.txt")])  # the watcher's error, as is
+        assert (result.exit_code, result.output) == (
+            1, f"Error: {docs / 'nothere.txt'} is not in the index\n`sparc-local status` lists the indexed folders.\n")
+
+        result = runner.invoke(app, ["index", str(more)])  # a new folder: indexed, then watched
+        assert result.exit_code == 0
+        lines = result.output.splitlines(keepends=True)
+        assert lines[0] == f"skipped {more / 'bad.pdf'}: not a valid PDF (no %PDF header)\n"
+        assert re.fullmatch(SUMMARY.format(1, 1, 0, 0, 1), lines[1]), lines
+        (more / "river.txt").write_text("The river bridge was built in 1890.\n")
+        _until(lambda: str(more / "river.txt") in _files(), "the new folder is watched")
+        status = runner.invoke(app, ["status", "--json"]).output
+        assert f'"roots": [\n  "{docs}",\n  "{more}"\n ]' in status
+        assert "applied a request to forget" in (sparc_home / "watch.log").read_text()
+        assert not list((sparc_home / handoff.INBOX).iterdir())  # every request answered and collected
+    finally:
+        stopped = cli("watch", "--stop")
+    assert stopped.returncode == 0, stopped.stderr
+
+
+def test_forget_is_answered_during_a_long_catch_up(tmp_path: Path, tiny_model_dir: Path, sparc_home: Path):
+    """A request waits at most one encoder batch, not for the catch-up to end."""
+    from sparc_local.encode import Encoder
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    private = docs / "a_private.txt"  # walked first: in the first batch
+    private.write_text(f"The {SECRET} is here.\n")
+    for i in range(60):
+        (docs / f"n{i:02d}.txt").write_text(" ".join(f"Note {i} part {j} is about the river." for j in range(20)))
+    info = ModelInfo.load(tiny_model_dir)
+
+    class Slow(Encoder):
+        def encode(self, paragraphs, top_k=None, progress=None):
+            def slow(n):
+                time.sleep(0.03)
+                if progress:
+                    progress(n)
+            return super().encode(paragraphs, top_k, slow)
+
+    w = Watcher([str(docs)], info, lambda: Slow(info, threads=1), inbox=sparc_home / handoff.INBOX)
+    w.start(wait=False)
+    try:
+        _until(lambda: (sparc_home / "index.db").exists() and str(private) in _files(), "first batch")
+        done = handoff.submit(handoff.Request("forget", {"path": str(private)}), os.getpid())
+        assert not w.ready.is_set(), "answered only after the catch-up"
+        assert (done["files"], done["path"]) == (1, str(private))
+        w.ready.wait(60)
+        files = _files()
+        assert len(files) == 60 and str(private) not in files
+        with Index() as idx:
+            assert idx.verify() == [] and idx.forgotten() == [str(private)]
+    finally:
+        w.stop(timeout=30)
+
+
+HOLDER = """
+import sys, time
+from sparc_local.daemon import COMMAND, pid_path
+from sparc_local.lock import WriterLock
+WriterLock(COMMAND).acquire()
+pid_path().write_text("%d\\n" % __import__("os").getpid())
+print("holding", flush=True)
+time.sleep(120)
+"""
+
+
+def test_command_does_it_itself_when_the_watcher_dies(tmp_path: Path, sparc_home: Path):
+    """A watcher killed (kill -9) before it answers: `forget` takes the lock and forgets, same output."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.txt").write_text("Green tea.\n")
+    (docs / "b.txt").write_text("Black tea.\n")
+    assert runner.invoke(app, ["index", str(docs), "-q"]).exit_code == 0
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER], stdout=subprocess.PIPE, text=True,
+                              env={**os.environ, "SPARC_LOCAL_HOME": str(sparc_home)})
+    assert holder.stdout.readline().strip() == "holding"  # the lock and pid of a watcher that answers nothing
+    out = {}
+    t = threading.Thread(target=lambda: out.update(r=runner.invoke(app, ["forget", str(docs / "a.txt")])))
+    t.start()
+    inbox = sparc_home / handoff.INBOX
+    _until(lambda: inbox.exists() and any(n.endswith(handoff.REQUEST) for n in os.listdir(inbox)), "request sent")
+    holder.kill()
+    holder.wait()
+    t.join(30)
+    assert (out["r"].exit_code, out["r"].output) == (
+        0, f"Forgot 1 file under {docs / 'a.txt'}; `sparc-local index {docs / 'a.txt'}` brings it back.\n")
+    assert _files() == {str(docs / "b.txt")} and os.listdir(inbox) == []  # the request was withdrawn
