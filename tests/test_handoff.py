@@ -18,23 +18,12 @@ from sparc_local.cli import app
 from sparc_local.modelinfo import ModelInfo
 from sparc_local.store import Index
 from sparc_local.watch import Watcher
+from tests.helpers import cli, indexed_paths, wait_until
 
 runner = CliRunner()
 pytestmark = pytest.mark.usefixtures("active_tiny")
 SECRET = "Zanzibar vault passphrase"
 SUMMARY = r"Indexed {} files \({} sentences\), {} unchanged, {} removed, {} skipped in \d+\.\ds\.\n"
-
-
-def _until(pred, what: str, timeout: float = 30.0) -> None:
-    end = time.monotonic() + timeout
-    while not pred():
-        assert time.monotonic() < end, f"timed out waiting for: {what}"
-        time.sleep(0.05)
-
-
-def _files() -> set[str]:
-    with Index() as idx:
-        return {f.path for f in idx.all_files()}
 
 
 def _raw(home: Path) -> bytes:
@@ -50,26 +39,20 @@ def test_forget_and_index_through_the_running_watcher(tmp_path: Path, sparc_home
     private.write_text(f"The {SECRET} is in the green book.\n")
     (more / "city.txt").write_text("Paris is the capital of France.\n")
     (more / "bad.pdf").write_bytes(b"not a pdf")
-    env = {**os.environ, "SPARC_LOCAL_HOME": str(sparc_home)}
-
-    def cli(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "sparc_local", *args], env=env, capture_output=True,
-                              text=True, timeout=120)
-
-    started = cli("watch", "--daemon", "--quiet-period", "0.2", str(docs))
+    started = cli(sparc_home, "watch", "--daemon", "--quiet-period", "0.2", str(docs))
     assert started.returncode == 0, started.stderr
     try:
-        _until(lambda: str(private) in _files(), "catch-up")
+        wait_until(lambda: str(private) in indexed_paths(), "catch-up")
         t0 = time.monotonic()
         result = runner.invoke(app, ["forget", str(private)])
         assert time.monotonic() - t0 < 10
         assert (result.exit_code, result.output) == (
             0, f"Forgot 1 file under {private}; `sparc-local index {private}` brings it back.\n")
-        assert _files() == {str(docs / "tea.md")} and SECRET.encode() not in _raw(sparc_home)
+        assert indexed_paths() == {str(docs / "tea.md")} and SECRET.encode() not in _raw(sparc_home)
         private.write_text(f"The {SECRET} moved to the red book.\n")  # an edit does not bring it back
         (docs / "new.md").write_text("Black tea takes boiling water.\n")
-        _until(lambda: str(docs / "new.md") in _files(), "the batch holding the edit")
-        assert str(private) not in _files()
+        wait_until(lambda: str(docs / "new.md") in indexed_paths(), "the batch holding the edit")
+        assert str(private) not in indexed_paths()
 
         result = runner.invoke(app, ["forget", str(docs / "nothere.txt")])  # the watcher's error, as is
         assert (result.exit_code, result.output) == (
@@ -81,13 +64,13 @@ def test_forget_and_index_through_the_running_watcher(tmp_path: Path, sparc_home
         assert lines[0] == f"skipped {more / 'bad.pdf'}: not a valid PDF (no %PDF header)\n"
         assert re.fullmatch(SUMMARY.format(1, 1, 0, 0, 1), lines[1]), lines
         (more / "river.txt").write_text("The river bridge was built in 1890.\n")
-        _until(lambda: str(more / "river.txt") in _files(), "the new folder is watched")
+        wait_until(lambda: str(more / "river.txt") in indexed_paths(), "the new folder is watched")
         status = runner.invoke(app, ["status", "--json"]).output
         assert f'"roots": [\n  "{docs}",\n  "{more}"\n ]' in status
         assert "applied a request to forget" in (sparc_home / "watch.log").read_text()
         assert not list((sparc_home / handoff.INBOX).iterdir())  # every request answered and collected
     finally:
-        stopped = cli("watch", "--stop")
+        stopped = cli(sparc_home, "watch", "--stop")
     assert stopped.returncode == 0, stopped.stderr
 
 
@@ -114,12 +97,12 @@ def test_forget_is_answered_during_a_long_catch_up(tmp_path: Path, tiny_model_di
     w = Watcher([str(docs)], info, lambda: Slow(info, threads=1), inbox=sparc_home / handoff.INBOX)
     w.start(wait=False)
     try:
-        _until(lambda: (sparc_home / "index.db").exists() and str(private) in _files(), "first batch")
+        wait_until(lambda: (sparc_home / "index.db").exists() and str(private) in indexed_paths(), "first batch")
         done = handoff.submit(handoff.Request("forget", {"path": str(private)}), os.getpid())
         assert not w.ready.is_set(), "answered only after the catch-up"
         assert (done["files"], done["path"]) == (1, str(private))
         w.ready.wait(60)
-        files = _files()
+        files = indexed_paths()
         assert len(files) == 60 and str(private) not in files
         with Index() as idx:
             assert idx.verify() == [] and idx.forgotten() == [str(private)]
@@ -152,10 +135,10 @@ def test_command_does_it_itself_when_the_watcher_dies(tmp_path: Path, sparc_home
     t = threading.Thread(target=lambda: out.update(r=runner.invoke(app, ["forget", str(docs / "a.txt")])))
     t.start()
     inbox = sparc_home / handoff.INBOX
-    _until(lambda: inbox.exists() and any(n.endswith(handoff.REQUEST) for n in os.listdir(inbox)), "request sent")
+    wait_until(lambda: inbox.exists() and any(n.endswith(handoff.REQUEST) for n in os.listdir(inbox)), "request sent")
     holder.kill()
     holder.wait()
     t.join(30)
     assert (out["r"].exit_code, out["r"].output) == (
         0, f"Forgot 1 file under {docs / 'a.txt'}; `sparc-local index {docs / 'a.txt'}` brings it back.\n")
-    assert _files() == {str(docs / "b.txt")} and os.listdir(inbox) == []  # the request was withdrawn
+    assert indexed_paths() == {str(docs / "b.txt")} and os.listdir(inbox) == []  # the request was withdrawn

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import re
-import time
 from pathlib import Path
 
 import pytest
@@ -16,6 +15,7 @@ from sparc_local.ignore import Rules
 from sparc_local.modelinfo import ModelInfo
 from sparc_local.store import Index
 from sparc_local.watch import Watcher
+from tests.helpers import indexed_paths, wait_until
 
 runner = CliRunner()
 pytestmark = pytest.mark.usefixtures("active_tiny")
@@ -110,14 +110,10 @@ def test_watcher_follows_an_edited_ignore_file(tmp_path: Path, tiny_model_dir: P
     w.start(timeout=15)
 
     def files() -> set[str]:
-        with Index() as idx:
-            return {Path(f.path).relative_to(root).as_posix() for f in idx.all_files()}
+        return {Path(p).relative_to(root).as_posix() for p in indexed_paths()}
 
     def until(want: set[str]) -> None:
-        end = time.monotonic() + 15
-        while files() != want:
-            assert time.monotonic() < end, files()
-            time.sleep(0.05)
+        wait_until(lambda: files() == want, f"{sorted(want)}; have {sorted(files())}")
 
     try:
         assert files() == KEPT  # the catch-up walk

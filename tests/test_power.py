@@ -16,6 +16,7 @@ from sparc_local.cli import app
 from sparc_local.modelinfo import ModelInfo
 from sparc_local.store import Index
 from sparc_local.watch import Watcher
+from tests.helpers import indexed_paths, wait_until
 
 runner = CliRunner()
 pytestmark = pytest.mark.usefixtures("active_tiny")
@@ -112,16 +113,8 @@ def test_macos_pmset_output():
     assert not power.macos_on_battery("Now drawing from 'AC Power'\n -InternalBattery-0 (id=1)\t100%; charged")
 
 
-def _until(pred, what: str, timeout: float = 15.0) -> None:
-    end = time.monotonic() + timeout
-    while not pred():
-        assert time.monotonic() < end, f"timed out waiting for: {what}"
-        time.sleep(0.05)
-
-
 def _files() -> set[str]:
-    with Index() as idx:
-        return {Path(f.path).name for f in idx.all_files()}
+    return {Path(p).name for p in indexed_paths()}
 
 
 def test_watcher_pauses_on_battery_then_resumes(tmp_path: Path, tiny_model_dir: Path, sparc_home: Path):
@@ -138,7 +131,7 @@ def test_watcher_pauses_on_battery_then_resumes(tmp_path: Path, tiny_model_dir: 
                 on_battery=lambda: probes.append(1) or battery.is_set(), power_poll=0.1)
     w.start(timeout=15)
     try:
-        _until(lambda: w.status()["phase"] == "paused", "paused")
+        wait_until(lambda: w.status()["phase"] == "paused", "paused")
         (root / "b.txt").write_text("The charger is in the drawer.\n")
         time.sleep(1.0)
         assert w.status()["paused"] == "on battery power" and w.status()["queue"] == 1
@@ -154,9 +147,9 @@ def test_watcher_pauses_on_battery_then_resumes(tmp_path: Path, tiny_model_dir: 
 
         n = len(probes)
         battery.clear()  # back on mains: the catch-up and the queued change go through
-        _until(lambda: _files() == {"a.txt", "b.txt"}, "resumed")
+        wait_until(lambda: _files() == {"a.txt", "b.txt"}, "resumed")
         assert len(probes) > n and w.status()["paused"] is None and w.status()["last_error"] is None
-        _until(lambda: w.status()["queue"] == 0, "queue drained")  # b.txt's later events
+        wait_until(lambda: w.status()["queue"] == 0, "queue drained")  # b.txt's later events
         state(w.status())
         assert ", queue 0\n" in runner.invoke(app, ["status"]).output
     finally:
@@ -184,10 +177,10 @@ def test_watcher_stops_encoding_when_unplugged_mid_run(tmp_path: Path, tiny_mode
                 power_poll=0.0)
     w.start(timeout=30)
     try:
-        _until(lambda: w.status()["phase"] == "paused", "paused mid-run")
+        wait_until(lambda: w.status()["phase"] == "paused", "paused mid-run")
         assert 0 < len(_files()) < 40
         mains.set()
-        _until(lambda: len(_files()) == 40, "finished on mains")
+        wait_until(lambda: len(_files()) == 40, "finished on mains")
         with Index() as idx:
             assert idx.verify() == []
     finally:

@@ -27,6 +27,7 @@ from sparc_local.lock import WriterLock
 from sparc_local.modelinfo import ModelInfo
 from sparc_local.store import Index
 from sparc_local.watch import Watcher
+from tests.helpers import cli as run_cli
 
 DEADLINE = 15.0
 runner = CliRunner()
@@ -362,11 +363,8 @@ def test_second_writer_is_refused_while_watching(root: Path, start):
 
 
 def test_daemon_start_status_stop(root: Path, sparc_home: Path):
-    env = {**os.environ, "SPARC_LOCAL_HOME": str(sparc_home)}
-
     def cli(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "sparc_local", *args], env=env, capture_output=True,
-                              text=True, timeout=60)
+        return run_cli(sparc_home, *args, timeout=60)
 
     started = cli("watch", "--daemon", "--quiet-period", "0.2", str(root))
     assert started.returncode == 0, started.stderr
