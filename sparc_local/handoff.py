@@ -135,6 +135,25 @@ def submit(request: Request, pid: int, *, on_event: Callable[[str, list], None] 
     return answer.get("ok", {})
 
 
+def apply(index, request: Request, model, encoder_factory: Callable[[], object], *, events: list[list],
+          on_progress: Callable[[object], None]):
+    """The watcher's side of a request: the library call its command makes, with its arguments.
+    What it reports on the way is appended to ``events`` for the command to print."""
+    from sparc_local import indexer
+
+    a = request.args
+    if request.kind == "forget":
+        return indexer.forget(index, a["path"])
+    if request.kind == "index":
+        return indexer.run_index(
+            index, list(a["paths"]), model, encoder_factory, exclude=a.get("exclude", ()),
+            include_hidden=bool(a.get("include_hidden")), ignore_files=bool(a.get("ignore_files", True)),
+            max_sentences=int(a.get("max_sentences", indexer.MAX_SENTENCES)),
+            on_error=lambda p, r: events.append(["error", p, r]),
+            on_capped=lambda p, n: events.append(["capped", p, n]), on_progress=on_progress)
+    raise WatcherFailed(f"unknown request {request.kind!r}", "Use the same version of sparc-local for both.")
+
+
 class Inbox:
     """The watcher's side: claim requests, publish progress, answer."""
 

@@ -381,42 +381,31 @@ class Watcher:
         self._report()
 
     def _request(self, idx, req, events: list[list]) -> dict:
-        """One request: the library call its command makes, with its arguments."""
+        """One request (``handoff.apply``), then what it changes for the watcher: its roots."""
         import dataclasses
 
-        from sparc_local import indexer
-        from sparc_local.handoff import WatcherFailed
+        from sparc_local.handoff import apply
 
+        def progress(p) -> None:
+            if self._stopping.is_set():
+                raise _Stopped
+            self._inbox.progress(req, dataclasses.asdict(p))
+
+        done = apply(idx, req, self.model, self._encoder_once, events=events, on_progress=progress)
         if req.kind == "forget":
-            done = indexer.forget(idx, req.args["path"])
             self._count(0, done.files, 0)
             kept = [r for r in self.roots if not _under(path_key(r), done.path)]
             if kept != self.roots:  # a watched root forgotten: stop watching it
                 self.roots = kept
                 self._check_roots()
-            return dataclasses.asdict(done)
-        if req.kind == "index":
-            a = req.args
-
-            def progress(p) -> None:
-                if self._stopping.is_set():
-                    raise _Stopped
-                self._inbox.progress(req, dataclasses.asdict(p))
-
-            rep = indexer.run_index(
-                idx, list(a["paths"]), self.model, self._encoder_once, exclude=a.get("exclude", ()),
-                include_hidden=bool(a.get("include_hidden")), ignore_files=bool(a.get("ignore_files", True)),
-                max_sentences=int(a.get("max_sentences", indexer.MAX_SENTENCES)),
-                on_error=lambda p, r: events.append(["error", p, r]),
-                on_capped=lambda p, n: events.append(["capped", p, n]), on_progress=progress)
-            self._count(rep.indexed, rep.removed, len(rep.errors))
+        else:
+            self._count(done.indexed, done.removed, len(done.errors))
             stored = set(idx.roots())
-            new = [r for r in a["paths"] if path_key(r) in stored and r not in self.roots]
+            new = [r for r in req.args["paths"] if path_key(r) in stored and r not in self.roots]
             if new:  # a folder the user added: watched from now on
                 self.roots = sorted({*self.roots, *new})
                 self._check_roots()
-            return dataclasses.asdict(rep)
-        raise WatcherFailed(f"unknown request {req.kind!r}", "Use the same version of sparc-local for both.")
+        return dataclasses.asdict(done)
 
     def _power_paused(self, now: float) -> bool:
         """Whether encoding waits for mains power; asks ``on_battery`` at most every power_poll s."""
