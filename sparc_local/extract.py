@@ -20,6 +20,13 @@ if TYPE_CHECKING:
     from sparc_local.readers import RawBlock
 
 SUPPORTED = frozenset({".txt", ".md", ".rst", ".pdf", ".docx", ".html", ".htm"})
+# Extensions `ask --type` reads as one kind of file: `--type htm` also keeps .html files.
+TYPE_ALIASES = (
+    frozenset({".html", ".htm"}),
+    frozenset({".md", ".markdown"}),
+    frozenset({".txt", ".text"}),
+    frozenset({".rst", ".rest"}),
+)
 MAX_UNPACKED = 200_000_000  # bytes a DOCX may unpack to; real documents are far below this
 MAX_CHARS = 20_000_000  # characters read from one file: bounds memory whatever its size
 VANISHED = "file vanished while reading"
@@ -38,6 +45,12 @@ def path_key(path: str | os.PathLike) -> str:
         text = "".join(f"\\x{ord(c) - 0xDC00:02x}" if 0xDC80 <= ord(c) <= 0xDCFF else c for c in text)
         text = text.encode("utf-8", "replace").decode("utf-8")  # any other lone surrogate
     return text
+
+
+def type_suffixes(ext: str) -> frozenset[str]:
+    """The suffixes `ask --type EXT` keeps: EXT (with or without its dot, any case) and its aliases."""
+    suffix = "." + ext.lstrip(".").lower()
+    return next((group for group in TYPE_ALIASES if suffix in group), frozenset({suffix}))
 
 
 class ExtractError(Exception):
