@@ -1,3 +1,5 @@
-from sparc_local.cli import app
+import sys
 
-app(prog_name="sparc-local")
+from sparc_local.entry import main
+
+sys.exit(main())
