@@ -10,10 +10,9 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from sparc_local.errors import NoQueryTokens
-from sparc_local.modelinfo import load_tokenizer
 from sparc_local.modelinfo import ModelInfo
 from sparc_local.pathfilter import PathFilter
-from sparc_local.query import query_token_ids
+from sparc_local.query import QueryTokenizer, query_token_ids
 from sparc_local.store import Index
 
 
@@ -43,7 +42,7 @@ class Asker:
     def __init__(self, index: Index, info: ModelInfo) -> None:
         self.index = index
         self.info = info
-        self.tokenizer = load_tokenizer(info.tokenizer_path)
+        self.tokenizer = QueryTokenizer(info.tokenizer_path)
         self.skip = info.skip_array()
 
     def tokens(self, question: str) -> np.ndarray:
