@@ -1,5 +1,3 @@
-import sys
+from sparc_local.entry import console
 
-from sparc_local.entry import main
-
-sys.exit(main())
+console()

@@ -20,6 +20,7 @@ PROG = "sparc-local"
 COMPLETE_VAR = "_SPARC_LOCAL_COMPLETE"  # set by the completion scripts Typer writes
 DEFAULT_TOP_K = 10
 DATE_FORMS = "YYYY-MM-DD or YYYY-MM-DDTHH:MM"
+OPENBLAS_THREADS = "OPENBLAS_NUM_THREADS"
 
 # `ask`'s options as plain_ask reads them; tests/test_cli.py checks them against the Typer command
 ASK_VALUES = {"--top-k": "top_k", "-k": "top_k", "--path": "path", "--type": "type_", "--since": "since",
@@ -144,6 +145,19 @@ def _run_plain_ask(kwargs: dict) -> int:
     return 0
 
 
+def console() -> None:
+    """The `sparc-local` script: ``main``, then an exit without Python's teardown of the modules a
+    plain `ask` loaded (numpy's among them: ~25 ms of a cold `ask` on a busy machine), its output
+    flushed first.  The Typer app exits by itself."""
+    code = main()
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except OSError:  # a closed pipe
+        code = code or 1
+    os._exit(code)
+
+
 def main(args: list[str] | None = None) -> int:
     """`sparc-local`: a plain `ask` here, anything else through the Typer app. Returns the exit code."""
     args = sys.argv[1:] if args is None else list(args)
@@ -151,6 +165,9 @@ def main(args: list[str] | None = None) -> int:
     if instruction is None:
         kwargs = plain_ask(args)
         if kwargs is not None:
+            # `ask` does no linear algebra, and OpenBLAS would start a thread per core as numpy
+            # loads (on this 2-core machine under load: ~30 ms of CPU, ~50 ms of wall time)
+            os.environ.setdefault(OPENBLAS_THREADS, "1")
             return _run_plain_ask(kwargs)
     else:
         # Click's own order (bash_source, as its documentation writes it) besides Typer's (source_bash)
