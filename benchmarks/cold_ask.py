@@ -11,14 +11,16 @@ that the load of a shared machine falls on all of them alike.  The data folder i
 is (platformdirs, through XDG_DATA_HOME) rather than through SPARC_LOCAL_HOME, and bytecode caches
 are written and used (PYTHONDONTWRITEBYTECODE is dropped) as in an installed package.
 
-Prints each tree's median, min and p90 wall time, and each tree's median ratio to the baseline over
-the runs (paired: the same run's baseline process ran next to it).
+Prints each tree's median, min and p90 wall time and median and min CPU time (user + system, less
+sensitive to other jobs on a shared machine), each with the tree's median ratio to the baseline
+over the runs (paired: the same run's baseline process ran next to it).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -30,22 +32,28 @@ from pathlib import Path
 QUESTION = "How long should green tea steep?"
 
 
+# a user's shell sets none of these; thread counts change how numpy and onnxruntime start
+UNSET = ("SPARC_LOCAL_HOME", "PYTHONDONTWRITEBYTECODE", "PYTHONPATH", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+
+
 def tree_env(tree: Path, data: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("SPARC_LOCAL_HOME", "PYTHONDONTWRITEBYTECODE", "PYTHONPATH")}
-    env.update(PYTHONPATH=str(tree), XDG_DATA_HOME=str(data), OMP_NUM_THREADS="1")
+    env = {k: v for k, v in os.environ.items() if k not in UNSET}
+    env.update(PYTHONPATH=str(tree), XDG_DATA_HOME=str(data))
     return env
 
 
-def run(cmd: list[str], env: dict[str, str]) -> float:
-    # run in the tree: `python -m` puts the working folder first on sys.path
+def run(cmd: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """(wall seconds, CPU seconds: user + system) of one process, run in the tree (`python -m`
+    puts the working folder first on sys.path)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     done = subprocess.run(cmd, env=env, cwd=env["PYTHONPATH"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                           text=True)
     seconds = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0:
         sys.exit(f"{' '.join(cmd)} failed ({done.returncode}):\n{done.stderr}")
-    return seconds
+    return seconds, after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
 
 
 def main() -> None:
@@ -70,23 +78,32 @@ def main() -> None:
         cmd = [args.python, "-m", "sparc_local", "ask", args.question]
         for env in envs:  # bytecode caches and the page cache, as on a machine in use
             run(cmd, env)
-        times: list[list[float]] = [[] for _ in trees]
+        load = [os.getloadavg()[0]]
+        runs: list[list[tuple[float, float]]] = [[] for _ in trees]
         for r in range(args.runs):
             order = list(range(len(trees)))
             shift = r % len(trees)
             for i in order[shift:] + order[:shift]:
-                times[i].append(run(cmd, envs[i]))
+                runs[i].append(run(cmd, envs[i]))
+        load.append(os.getloadavg()[0])
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
     print(f"cold `ask {args.question!r}`, {args.runs} runs per tree, interleaved; {os.cpu_count()} CPUs, "
-          f"load average {os.getloadavg()[0]:.2f}")
-    print(f"{'tree':<40}{'median':>9}{'min':>9}{'p90':>9}{'ratio':>8}")
-    for tree, ts in zip(trees, times):
-        ratio = statistics.median(t / b for t, b in zip(ts, times[0]))
-        p90 = sorted(ts)[int(0.9 * (len(ts) - 1))]
-        print(f"{str(tree)[-40:]:<40}{statistics.median(ts) * 1e3:>7.0f}ms{min(ts) * 1e3:>7.0f}ms"
-              f"{p90 * 1e3:>7.0f}ms{ratio:>8.2f}")
+          f"load average {load[0]:.2f} before, {load[1]:.2f} after")
+    print(f"{'':<32}{'wall time':^34}  {'CPU time (user+sys)':^25}")
+    print(f"{'tree':<32}{'median':>8}{'min':>8}{'p90':>8}{'ratio':>10}  {'median':>8}{'min':>8}{'ratio':>9}")
+    for tree, tr in zip(trees, runs):
+        wall, cpu = [w for w, _ in tr], [c for _, c in tr]
+        ratio = statistics.median(w / b for w, (b, _) in zip(wall, runs[0]))
+        cpu_ratio = statistics.median(c / b for c, (_, b) in zip(cpu, runs[0]))
+        p90 = sorted(wall)[int(0.9 * (len(wall) - 1))]
+        print(f"{str(tree)[-32:]:<32}{ms(statistics.median(wall))}{ms(min(wall))}{ms(p90)}{ratio:>10.2f}  "
+              f"{ms(statistics.median(cpu))}{ms(min(cpu))}{cpu_ratio:>9.2f}")
+
+
+def ms(seconds: float) -> str:
+    return f"{seconds * 1e3:>6.0f}ms"
 
 
 if __name__ == "__main__":
