@@ -2,7 +2,7 @@
 
     git worktree add /tmp/sparc-old <commit>
     python benchmarks/cold_ask.py /tmp/sparc-old .                 # old, new; 20 runs each
-    python benchmarks/cold_ask.py OLD NEW STEP ... --runs 40        # the first tree is the baseline
+    python benchmarks/cold_ask.py OLD STEP ... NEW --runs 40 --floor  # the first tree is the baseline
 
 Each tree (a checkout of sparc-local) indexes --folder (default: the bundled sample files) into a
 data folder of its own, then runs `python -m sparc_local ask QUESTION` --runs times as a new
@@ -11,8 +11,9 @@ that the load of a shared machine falls on all of them alike.  The data folder i
 is (platformdirs, through XDG_DATA_HOME) rather than through SPARC_LOCAL_HOME, and bytecode caches
 are written and used (PYTHONDONTWRITEBYTECODE is dropped) as in an installed package.
 
-Prints each tree's median, min and p90 wall time and median and min CPU time (user + system, less
-sensitive to other jobs on a shared machine), each with the tree's median ratio to the baseline
+``--floor`` adds a row for `python -c "import numpy"`, what no `ask` can go below.  Prints each
+row's median, min and p90 wall time and median and min CPU time (user + system, less
+sensitive to other jobs on a shared machine), each with the row's median ratio to the baseline
 over the runs (paired: the same run's baseline process ran next to it).
 """
 
@@ -63,6 +64,7 @@ def main() -> None:
     ap.add_argument("--folder", type=Path, default=Path(__file__).resolve().parent.parent / "sparc_local" / "sample")
     ap.add_argument("--question", default=QUESTION)
     ap.add_argument("--python", default=sys.executable)
+    ap.add_argument("--floor", action="store_true", help="also time `python -c 'import numpy'`")
     args = ap.parse_args()
     if sys.platform != "linux":
         sys.exit("XDG_DATA_HOME places the data folder on Linux only")
@@ -70,35 +72,37 @@ def main() -> None:
     trees = [t.resolve() for t in args.trees]
     work = Path(tempfile.mkdtemp(prefix="sparc-cold-ask-"))
     try:
-        envs = []
+        rows: list[tuple[str, list[str], dict[str, str]]] = []  # label, command, environment
         for i, tree in enumerate(trees):
             env = tree_env(tree, work / f"data{i}")
             run([args.python, "-m", "sparc_local", "index", str(args.folder.resolve()), "-q"], env)
-            envs.append(env)
-        cmd = [args.python, "-m", "sparc_local", "ask", args.question]
-        for env in envs:  # bytecode caches and the page cache, as on a machine in use
+            rows.append((str(tree), [args.python, "-m", "sparc_local", "ask", args.question], env))
+        if args.floor:  # what no `ask` can go below: the interpreter and numpy, as `ask` loads it
+            rows.append(("floor: python -c 'import numpy'", [args.python, "-c", "import numpy"],
+                         {**tree_env(trees[-1], work / "floor"), "OPENBLAS_NUM_THREADS": "1"}))
+        for _, cmd, env in rows:  # bytecode caches and the page cache, as on a machine in use
             run(cmd, env)
         load = [os.getloadavg()[0]]
-        runs: list[list[tuple[float, float]]] = [[] for _ in trees]
+        runs: list[list[tuple[float, float]]] = [[] for _ in rows]
         for r in range(args.runs):
-            order = list(range(len(trees)))
-            shift = r % len(trees)
+            order = list(range(len(rows)))
+            shift = r % len(rows)
             for i in order[shift:] + order[:shift]:
-                runs[i].append(run(cmd, envs[i]))
+                runs[i].append(run(rows[i][1], rows[i][2]))
         load.append(os.getloadavg()[0])
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
-    print(f"cold `ask {args.question!r}`, {args.runs} runs per tree, interleaved; {os.cpu_count()} CPUs, "
+    print(f"cold `ask {args.question!r}`, {args.runs} runs per row, interleaved; {os.cpu_count()} CPUs, "
           f"load average {load[0]:.2f} before, {load[1]:.2f} after")
-    print(f"{'':<32}{'wall time':^34}  {'CPU time (user+sys)':^25}")
-    print(f"{'tree':<32}{'median':>8}{'min':>8}{'p90':>8}{'ratio':>10}  {'median':>8}{'min':>8}{'ratio':>9}")
-    for tree, tr in zip(trees, runs):
+    print(f"{'':<34}{'wall time':^34}  {'CPU time (user+sys)':^25}")
+    print(f"{'':<34}{'median':>8}{'min':>8}{'p90':>8}{'ratio':>10}  {'median':>8}{'min':>8}{'ratio':>9}")
+    for (label, _, _), tr in zip(rows, runs):
         wall, cpu = [w for w, _ in tr], [c for _, c in tr]
         ratio = statistics.median(w / b for w, (b, _) in zip(wall, runs[0]))
         cpu_ratio = statistics.median(c / b for c, (_, b) in zip(cpu, runs[0]))
         p90 = sorted(wall)[int(0.9 * (len(wall) - 1))]
-        print(f"{str(tree)[-32:]:<32}{ms(statistics.median(wall))}{ms(min(wall))}{ms(p90)}{ratio:>10.2f}  "
+        print(f"{label[-34:]:<34}{ms(statistics.median(wall))}{ms(min(wall))}{ms(p90)}{ratio:>10.2f}  "
               f"{ms(statistics.median(cpu))}{ms(min(cpu))}{cpu_ratio:>9.2f}")
 
 
