@@ -3,7 +3,7 @@
 Exit codes: 0 success (files that could not be read are reported and listed by `status`),
 1 error (message on stderr, starting with "Error:"), 2 usage error. Every error a user can fix
 derives from ``errors.SparcError``; ``_App.invoke`` has ``entry.report`` print them, and nothing
-else does.  The console script is ``entry.main``: it answers a plain `ask` without this module.
+else does.  The console script is ``entry.console``: it answers a plain `ask` without this module.
 """
 
 from __future__ import annotations

@@ -159,7 +159,8 @@ def console() -> None:
 
 
 def main(args: list[str] | None = None) -> int:
-    """`sparc-local`: a plain `ask` here, anything else through the Typer app. Returns the exit code."""
+    """`sparc-local`: a plain `ask` here, returning its exit code; anything else through the Typer
+    app, which exits (SystemExit) by itself."""
     args = sys.argv[1:] if args is None else list(args)
     instruction = os.environ.get(COMPLETE_VAR)
     if instruction is None:
