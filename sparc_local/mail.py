@@ -1,0 +1,153 @@
+"""Readers for e-mail: one message (.eml) or a mailbox of them (.mbox), with the standard library.
+
+A message gives its Subject, then its body: the text/plain part when there is one, else the HTML
+part through the HTML reader; attachments are not read. Charsets are decoded as text files are
+(readers._detect): the declared one, else UTF-8, else cp1252, never failing on a bad byte.
+
+The mbox is split into messages while it streams, and each message is cut at MAX_MESSAGE_BYTES:
+the standard library's mailbox.mbox scans the whole file before the first message and reads each
+message whole, so one 500 MB attachment would sit in memory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from email.message import EmailMessage
+from pathlib import Path
+from typing import IO
+
+from sparc_local.readers import (
+    ExtractError,
+    RawBlock,
+    Read,
+    _detect,
+    _html_charset,
+    _is_binary,
+    _one_line,
+    declared_charset,
+    html_blocks,
+    text_blocks,
+)
+
+MAX_MESSAGE_BYTES = 10_000_000  # bytes read of one message: its text comes first, attachments after
+_LINE_BYTES = 1 << 16  # an mbox is read in lines of at most this many bytes
+_MBOX_SEPARATOR = b"From "
+
+
+def _decode(data: bytes, charset: str | None) -> str | None:
+    """Bytes of a header or body as text; None for binary data."""
+    try:
+        return data.decode(_detect(data, False, charset), errors="replace")
+    except ExtractError:
+        return None
+
+
+def _subject(msg: EmailMessage) -> str:
+    """The Subject, RFC 2047 words decoded; raw 8-bit bytes (not allowed, seen all the same) are
+    decoded like a text file's rather than turned into U+FFFD."""
+    for key, raw in msg.raw_items():
+        if key.lower() != "subject":
+            continue
+        data = raw.encode("utf-8", "surrogateescape")  # the parser keeps 8-bit bytes as surrogates
+        if data.isascii():
+            try:
+                value = str(msg.policy.header_fetch_parse(key, raw))
+            except Exception:  # the header parser on a malformed encoded word
+                value = raw
+        else:
+            value = _decode(data, None) or ""
+        return value.encode("utf-8", "replace").decode("utf-8")  # a charset it could not decode
+    return ""
+
+
+def _body(msg: EmailMessage) -> list[str]:
+    part = msg.get_body(preferencelist=("plain", "html"))
+    if part is None:
+        return []
+    data = part.get_payload(decode=True)
+    if not isinstance(data, bytes) or not data:
+        return []
+    html = part.get_content_subtype() == "html"
+    charset = declared_charset(part.get_content_charset()) or (_html_charset(data[:4096]) if html else None)
+    text = _decode(data, charset)
+    if text is None:
+        return []
+    blocks = html_blocks(text, keep_title=False) if html else text_blocks(text, None)
+    return [b[0] for b in blocks]
+
+
+def _parse(data: bytes) -> EmailMessage:
+    from email import policy
+    from email.parser import BytesParser
+
+    return BytesParser(policy=policy.default).parsebytes(data)  # type: ignore[return-value]
+
+
+def _message_blocks(msg: EmailMessage, number: int) -> list[RawBlock]:
+    texts = [_subject(msg), *_body(msg)]
+    return [(t, number, None, ()) for t in texts]
+
+
+def eml_blocks(path: Path, max_chars: int, max_unpacked: int) -> Read:
+    """One message; page 1, as in a mailbox of one."""
+    with open(path, "rb") as f:
+        data = f.read(MAX_MESSAGE_BYTES)
+    if not data.strip():
+        return [], False
+    if _is_binary(data[:8192]):
+        raise ExtractError("binary file, not an e-mail message")
+    if data.startswith(_MBOX_SEPARATOR):  # saved from a mailbox with its envelope line
+        data = data.partition(b"\n")[2]
+    try:
+        msg = _parse(data)
+        if not msg.keys():
+            raise ExtractError("not an e-mail message (no headers)")
+        return _message_blocks(msg, 1), False
+    except ExtractError:
+        raise
+    except Exception as e:  # the email package on a malformed header it cannot take
+        raise ExtractError(f"not a valid e-mail message ({_one_line(e)})") from e
+
+
+def _mbox_messages(f: IO[bytes]) -> Iterator[bytes]:
+    """Each message of an mbox without its 'From ' line, at most MAX_MESSAGE_BYTES of each.
+    A message starts at every line that starts with 'From ', as in Python's mailbox.mbox."""
+    message: list[bytes] | None = None
+    size = 0
+    line_start = True
+    while line := f.readline(_LINE_BYTES):
+        starts, line_start = line_start, line.endswith(b"\n")
+        if starts and line.startswith(_MBOX_SEPARATOR):
+            if message is not None:
+                yield b"".join(message)
+            message, size = [], 0
+        elif message is None:
+            if line.strip():
+                raise ExtractError("not an mbox file (it does not start with a 'From ' line)")
+        elif size < MAX_MESSAGE_BYTES:
+            message.append(line)
+            size += len(line)
+    if message is not None:
+        yield b"".join(message)
+
+
+def mbox_blocks(path: Path, max_chars: int, max_unpacked: int) -> Read:
+    """Every message in mailbox order, page = its number (1-based). A message the email package
+    cannot take is left out and the others are read."""
+    out: list[RawBlock] = []
+    chars = 0
+    first_error: Exception | None = None
+    with open(path, "rb") as f:
+        for number, data in enumerate(_mbox_messages(f), 1):
+            try:
+                blocks = _message_blocks(_parse(data), number)
+            except Exception as e:  # the email package on a malformed header it cannot take
+                first_error = first_error or e
+                continue
+            out.extend(blocks)
+            chars += sum(len(b[0]) for b in blocks)
+            if chars > max_chars:
+                return out, True
+    if first_error is not None and not out:
+        raise ExtractError(f"no readable message in the mbox ({_one_line(first_error)})")
+    return out, False
