@@ -43,21 +43,20 @@ def _decode(data: bytes, charset: str | None) -> str | None:
 
 
 def _subject(msg: EmailMessage) -> str:
-    """The Subject, RFC 2047 words decoded; raw 8-bit bytes (not allowed, seen all the same) are
-    decoded like a text file's rather than turned into U+FFFD."""
-    for key, raw in msg.raw_items():
-        if key.lower() != "subject":
-            continue
-        data = raw.encode("utf-8", "surrogateescape")  # the parser keeps 8-bit bytes as surrogates
-        if data.isascii():
-            try:
-                value = str(msg.policy.header_fetch_parse(key, raw))
-            except Exception:  # the header parser on a malformed encoded word
-                value = raw
-        else:
-            value = _decode(data, None) or ""
-        return value.encode("utf-8", "replace").decode("utf-8")  # a charset it could not decode
-    return ""
+    """The Subject, its RFC 2047 words decoded with the charset each names. Their bytes, and raw
+    8-bit bytes (not allowed, sent all the same), are decoded as a body is: a charset no codec
+    knows, or none, falls back to UTF-8, then cp1252, instead of U+FFFD."""
+    from email.header import decode_header
+
+    raw = next((value for key, value in msg.raw_items() if key.lower() == "subject"), None)
+    if raw is None:
+        return ""
+    parts = []
+    for chunk, charset in decode_header(" ".join(raw.split())):
+        if isinstance(chunk, str):  # no encoded word: the parser kept 8-bit bytes as surrogates
+            chunk = chunk.encode("utf-8", "surrogateescape")
+        parts.append(_decode(chunk, declared_charset(charset)) or "")
+    return "".join(parts)
 
 
 def _body(msg: EmailMessage) -> list[str]:

@@ -11,6 +11,7 @@ part of the package into memory on open, which is why they are not used here.
 from __future__ import annotations
 
 import contextlib
+import errno
 import posixpath
 import re
 import zipfile
@@ -57,12 +58,16 @@ class _Package:
             raise ExtractError(f"{self.kind} refused: {name} declares XML entities (possible entity bomb)") from e
         except ParseError as e:
             raise ExtractError(f"not a valid {self.kind} ({name}: {_one_line(e)})") from e
-        except RuntimeError as e:  # zipfile: "File ... is encrypted, password required"
-            if "encrypted" not in str(e):
-                raise
-            raise ExtractError(f"encrypted {self.kind} (password-protected zip)") from e
         except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError) as e:
             raise ExtractError(f"not a valid {self.kind} (damaged zip file: {_one_line(e)})") from e
+        except OSError as e:
+            if e.errno != errno.EINVAL:  # EINVAL: a seek to a negative offset the zip directory gave
+                raise
+            raise ExtractError(f"not a valid {self.kind} (damaged zip file: bad entry offset)") from e
+        except RuntimeError as e:  # zipfile: "File ... is encrypted, password required" (after
+            if "encrypted" not in str(e):  # NotImplementedError, a RuntimeError too)
+                raise
+            raise ExtractError(f"encrypted {self.kind} (password-protected zip)") from e
 
     def _open(self, name: str) -> IO[bytes]:
         info = self.zf.getinfo(name)
@@ -88,6 +93,16 @@ class _Package:
         data = self.read(name)
         with self._reading(name):
             return fromstring(data)
+
+    def optional(self, name: str) -> Element | None:
+        """A part that only adds to the text (metadata, styles, a manifest): when it is absent
+        or unreadable, the text is read without it."""
+        if name not in self.names:
+            return None
+        try:
+            return self.tree(name)
+        except ExtractError:
+            return None
 
     def missing(self, what: str) -> ExtractError:
         return ExtractError(f"not a valid {self.kind} (no {what})")
@@ -211,9 +226,8 @@ class _OdtPages:
 
 
 def _odt_page_count(pkg: _Package) -> int | None:
-    if "meta.xml" not in pkg.names:
-        return None
-    stats = pkg.tree("meta.xml").find(f"{_OFFICE}meta/{_META}document-statistic")
+    meta = pkg.optional("meta.xml")
+    stats = meta.find(f"{_OFFICE}meta/{_META}document-statistic") if meta is not None else None
     count = stats.get(_META + "page-count") if stats is not None else None
     return int(count) if count and count.isdigit() else None
 
@@ -226,19 +240,16 @@ def odt_blocks(path: Path, max_chars: int, max_unpacked: int) -> Read:
                 raise ExtractError(f"not a valid ODT (its mimetype is {mimetype[:80]!r})")
         if "content.xml" not in pkg.names:
             raise pkg.missing("content.xml")
-        if "META-INF/manifest.xml" in pkg.names:
-            for entry in pkg.tree("META-INF/manifest.xml").iter(_MANIFEST + "file-entry"):
-                if entry.get(_MANIFEST + "full-path") == "content.xml" and len(entry):
-                    raise ExtractError("encrypted ODT (password-protected)")
+        manifest = pkg.optional("META-INF/manifest.xml")
+        for entry in manifest.iter(_MANIFEST + "file-entry") if manifest is not None else ():
+            if entry.get(_MANIFEST + "full-path") == "content.xml" and len(entry):  # its encryption-data
+                raise ExtractError("encrypted ODT (password-protected)")
         pages = _OdtPages()
-        if "styles.xml" in pkg.names:
-            parents: list[Element] = []
-            for event, el in pkg.events("styles.xml"):
-                if event == "start":
-                    parents.append(el)
-                    continue
-                parents.pop()
-                pages.style(el, parents[-1] if parents else None)
+        styles = pkg.optional("styles.xml")
+        for style in styles.iter(_STYLE + "style") if styles is not None else ():
+            pages.style(style, None)
+            for properties in style:
+                pages.style(properties, style)
         out, cut = _odt_body(pkg, pages, max_chars)
         total = _odt_page_count(pkg)
     if total is None or pages.page > total or (pages.page < total and not cut):
@@ -330,14 +341,14 @@ _REL_OFFICE_DOCUMENT = "/officeDocument"
 _REL_NOTES = "/notesSlide"
 
 
-def _relationships(pkg: _Package, part: str) -> dict[str, tuple[str, str]]:
-    """Relationship id -> (target part name, type) for a part of an OPC package ('' = the package)."""
+def _relationships(pkg: _Package, part: str, required: bool = False) -> dict[str, tuple[str, str]]:
+    """Relationship id -> (target part name, type) for a part of an OPC package ('' = the
+    package). Unless required, damaged relationships read as none."""
     folder, base = posixpath.split(part)
     rels = posixpath.join(folder, "_rels", base + ".rels")
-    if rels not in pkg.names:
-        return {}
-    out = {}
-    for rel in pkg.tree(rels).iter(_PKG_RELS):
+    tree = pkg.tree(rels) if required and rels in pkg.names else pkg.optional(rels)
+    out: dict[str, tuple[str, str]] = {}
+    for rel in tree.iter(_PKG_RELS) if tree is not None else ():
         target = unquote(rel.get("Target", ""))
         if rel.get("TargetMode") == "External" or not target:
             continue
@@ -398,21 +409,27 @@ def pptx_blocks(path: Path, max_chars: int, max_unpacked: int) -> Read:
         presentation = pkg.tree(main)
         if presentation.tag != _P + "presentation":
             raise ExtractError(f"not a valid PPTX ({main} is not a presentation)")
-        rels = _relationships(pkg, main)
+        rels = _relationships(pkg, main, required=True)
         slides = [rels.get(s.get(_R_ID, ""), ("", ""))[0] for s in presentation.iter(_P + "sldId")]
         out: list[RawBlock] = []
+        errors: list[ExtractError] = []
         chars = 0
         for number, slide in enumerate(slides, 1):
             if slide not in pkg.names:
                 continue  # a dangling reference: PowerPoint skips it too
             parts = [slide] + [name for name, kind in _relationships(pkg, slide).values()
                                if kind.endswith(_REL_NOTES) and name in pkg.names]
-            for part in parts:
-                for text in _dml_paragraphs(pkg, part):
-                    out.append((text, number, None, ()))
-                    chars += len(text)
+            try:
+                for part in parts:
+                    for text in _dml_paragraphs(pkg, part):
+                        out.append((text, number, None, ()))
+                        chars += len(text)
+            except ExtractError as e:  # one damaged slide: the others are still read
+                errors.append(e)
             if chars > max_chars:
                 return out, True
+    if errors and not out:
+        raise errors[0]
     return out, False
 
 
@@ -431,10 +448,9 @@ _XML_ENCODING = re.compile(rb"<\?xml[^>]*?encoding\s*=\s*[\"']([A-Za-z0-9_.:-]+)
 
 def _encrypted(pkg: _Package) -> set[str]:
     """Parts under DRM (META-INF/encryption.xml), by their name in the zip."""
-    if _ENCRYPTION not in pkg.names:
-        return set()
-    out = set()
-    for data in pkg.tree(_ENCRYPTION).iter(_XMLENC + "EncryptedData"):
+    encryption = pkg.optional(_ENCRYPTION)
+    out: set[str] = set()
+    for data in encryption.iter(_XMLENC + "EncryptedData") if encryption is not None else ():
         method = data.find(_XMLENC + "EncryptionMethod")
         ref = data.find(f"{_XMLENC}CipherData/{_XMLENC}CipherReference")
         if ref is not None and (method is None or method.get("Algorithm") not in _FONT_OBFUSCATION):
@@ -462,6 +478,7 @@ def epub_blocks(path: Path, max_chars: int, max_unpacked: int) -> Read:
         spine = [items.get(ref.get("idref"), ("", "")) for ref in package.iter(_OPF + "itemref")]
         drm = _encrypted(pkg)
         out: list[RawBlock] = []
+        errors: list[ExtractError] = []
         chars = locked = readable = 0
         for number, (name, media_type) in enumerate(spine, 1):
             if media_type not in _XHTML_TYPES or name not in pkg.names:
@@ -470,7 +487,11 @@ def epub_blocks(path: Path, max_chars: int, max_unpacked: int) -> Read:
                 locked += 1
                 continue
             readable += 1
-            data = pkg.read(name)
+            try:
+                data = pkg.read(name)
+            except ExtractError as e:  # one damaged chapter: the others are still read
+                errors.append(e)
+                continue
             declared = _XML_ENCODING.search(data[:1024])
             try:
                 text = data.decode(_detect(data, False, declared_charset(declared and declared.group(1))),
@@ -485,6 +506,8 @@ def epub_blocks(path: Path, max_chars: int, max_unpacked: int) -> Read:
                 return out, True
     if locked and not readable:
         raise ExtractError("encrypted EPUB (DRM)")
+    if errors and not out:
+        raise errors[0]
     if not readable:
         raise ExtractError("not a valid EPUB (no readable document in its spine)")
     return out, False
