@@ -26,7 +26,7 @@ READERS: dict[str, Callable[[Path, int, int], Read]] = {
     ".html": readers.html_file,
     ".htm": readers.html_file,
     ".pdf": readers.pdf_blocks,
-    ".docx": readers.docx_blocks,
+    ".docx": zipdocs.docx_blocks,
     ".odt": zipdocs.odt_blocks,
     ".pptx": zipdocs.pptx_blocks,
     ".epub": zipdocs.epub_blocks,

@@ -12,9 +12,8 @@ message whole, so one 500 MB attachment would sit in memory.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from email.message import EmailMessage
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 from sparc_local.readers import (
     ExtractError,
@@ -28,6 +27,9 @@ from sparc_local.readers import (
     html_blocks,
     text_blocks,
 )
+
+if TYPE_CHECKING:
+    from email.message import EmailMessage
 
 MAX_MESSAGE_BYTES = 10_000_000  # bytes read of one message: its text comes first, attachments after
 _LINE_BYTES = 1 << 16  # an mbox is read in lines of at most this many bytes
@@ -46,13 +48,19 @@ def _subject(msg: EmailMessage) -> str:
     """The Subject, its RFC 2047 words decoded with the charset each names. Their bytes, and raw
     8-bit bytes (not allowed, sent all the same), are decoded as a body is: a charset no codec
     knows, or none, falls back to UTF-8, then cp1252, instead of U+FFFD."""
+    from email.errors import HeaderParseError
     from email.header import decode_header
 
     raw = next((value for key, value in msg.raw_items() if key.lower() == "subject"), None)
     if raw is None:
         return ""
+    raw = " ".join(raw.split())
+    try:
+        chunks = decode_header(raw)
+    except HeaderParseError:  # an encoded word that is not base64: the Subject as written
+        chunks = [(raw, None)]
     parts = []
-    for chunk, charset in decode_header(" ".join(raw.split())):
+    for chunk, charset in chunks:
         if isinstance(chunk, str):  # no encoded word: the parser kept 8-bit bytes as surrogates
             chunk = chunk.encode("utf-8", "surrogateescape")
         parts.append(_decode(chunk, declared_charset(charset)) or "")

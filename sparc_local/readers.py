@@ -1,9 +1,9 @@
-"""Readers for text, HTML, PDF and DOCX: bytes on disk to raw paragraphs (RawBlock).
+"""Readers for text, HTML and PDF: bytes on disk to raw paragraphs (RawBlock), and what the
+readers of the other formats (zipdocs, mail) share.
 
 Every reader takes (path, max_chars, max_unpacked) and returns (raw blocks, whether it stopped
 early); extract.READERS maps each extension to one. Every failure is an ExtractError with a
-one-line reason. This module imports nothing from extract, so the readers of the other formats
-(zipdocs, mail) build on it without an import cycle.
+one-line reason. This module imports nothing from extract, so there is no import cycle.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ import logging
 import re
 import threading
 import warnings
-import zipfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
@@ -424,70 +423,3 @@ def pdf_blocks(path: Path, max_chars: int, max_unpacked: int) -> Read:
             raise ExtractError(f"not a valid PDF ({_one_line(errors[0])})")
         raise ExtractError("no text layer (scanned PDF?)")
     return out, False
-
-
-# ---------------------------------------------------------------------------------- zip containers
-
-_OLE_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"  # a Compound File: what Office wraps encrypted files in
-
-
-def open_zip(path: Path, kind: str) -> zipfile.ZipFile:
-    """The zip container of a DOCX, ODT, PPTX or EPUB, or an ExtractError that says why not."""
-    try:
-        return zipfile.ZipFile(path)
-    except (zipfile.BadZipFile, NotImplementedError, ValueError, EOFError) as e:  # a damaged central directory
-        with open(path, "rb") as f:
-            head = f.read(8)
-        if head == _OLE_MAGIC:
-            raise ExtractError(f"not a valid {kind} (password-protected, or the older binary format)") from e
-        if head.startswith(b"PK\x03\x04"):
-            raise ExtractError(f"not a valid {kind} (truncated or damaged zip file)") from e
-        raise ExtractError(f"not a valid {kind} (not a zip file)") from e
-
-
-def check_unpacked(infos: Iterable[zipfile.ZipInfo], kind: str, max_unpacked: int) -> None:
-    """Refuse zip bombs before inflating anything. zipfile never inflates an entry past its
-    declared size, so checking the declared sizes of the entries that will be read is enough."""
-    infos = list(infos)
-    total = sum(i.file_size for i in infos)
-    absurd = any(
-        i.file_size > 10_000_000 and i.file_size > 200 * max(i.compress_size, 1) for i in infos
-    )
-    if total > max_unpacked or absurd:
-        raise ExtractError(f"{kind} too large when unpacked (possible zip bomb)")
-
-
-# ---------------------------------------------------------------------------------- DOCX
-
-
-def docx_blocks(path: Path, max_chars: int, max_unpacked: int) -> Read:
-    with open_zip(path, "DOCX") as zf:
-        infos = zf.infolist()
-    check_unpacked(infos, "DOCX", max_unpacked)  # python-docx inflates every part
-    if "word/document.xml" not in {i.filename for i in infos}:
-        raise ExtractError("not a valid DOCX (no word/document.xml)")
-
-    import docx
-    from docx.table import Table
-
-    try:
-        doc = docx.Document(str(path))
-        out: list[RawBlock] = []
-        for item in doc.iter_inner_content():
-            if isinstance(item, Table):
-                for row in item.rows:
-                    cells, seen = [], set()
-                    for cell in row.cells:  # merged cells repeat; keep each once
-                        if id(cell._tc) not in seen:
-                            seen.add(id(cell._tc))
-                            cells.append(_norm(cell.text))
-                    out.append((" | ".join(c for c in cells if c), None, None, ()))
-            else:
-                out.append((item.text, None, None, ()))
-    except ExtractError:
-        raise
-    except Exception as e:  # python-docx / lxml on a damaged package
-        raise ExtractError(f"not a valid DOCX ({_one_line(e)})") from e
-    return out, False
-
-

@@ -1,11 +1,13 @@
-"""Readers for zip-and-XML documents: ODT, PPTX and EPUB, with the standard library's zipfile.
+"""Readers for zip-and-XML documents: DOCX, ODT, PPTX and EPUB.
 
-Only the parts that hold text are inflated, never images or media, and each one's declared size
-is charged to max_unpacked first (readers.check_unpacked): a 300 MB deck of videos costs its
-slides' XML, and a zip bomb is refused before it inflates. XML goes through defusedxml, which
-refuses entity declarations (billion laughs) and external references, and is streamed, so one
-huge part never sits in memory whole. Libraries such as python-pptx or ebooklib inflate every
-part of the package into memory on open, which is why they are not used here.
+python-docx inflates a whole DOCX, so the whole package is checked against zip bombs first.
+ODT, PPTX and EPUB are read with the standard library's zipfile instead of a library such as
+python-pptx or ebooklib, which inflate every part of the package into memory on open: only the
+parts that hold text are inflated, never images or media, and each one's declared size is
+charged to max_unpacked first (check_unpacked), so a 300 MB deck of videos costs its slides'
+XML and a zip bomb is refused before it inflates. XML goes through defusedxml, which refuses
+entity declarations (billion laughs) and external references, and is streamed, so one huge part
+never sits in memory whole.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import re
 import zipfile
 import zlib
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 from urllib.parse import unquote
@@ -27,15 +29,42 @@ from sparc_local.readers import (
     RawBlock,
     Read,
     _detect,
+    _norm,
     _one_line,
-    check_unpacked,
     declared_charset,
     html_blocks,
-    open_zip,
 )
 
 if TYPE_CHECKING:
     from xml.etree.ElementTree import Element
+
+_OLE_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"  # a Compound File: what Office wraps encrypted files in
+
+
+def open_zip(path: Path, kind: str) -> zipfile.ZipFile:
+    """The zip container of a DOCX, ODT, PPTX or EPUB, or an ExtractError that says why not."""
+    try:
+        return zipfile.ZipFile(path)
+    except (zipfile.BadZipFile, NotImplementedError, ValueError, EOFError) as e:  # a damaged central directory
+        with open(path, "rb") as f:
+            head = f.read(8)
+        if head == _OLE_MAGIC:
+            raise ExtractError(f"not a valid {kind} (password-protected, or the older binary format)") from e
+        if head.startswith(b"PK\x03\x04"):
+            raise ExtractError(f"not a valid {kind} (truncated or damaged zip file)") from e
+        raise ExtractError(f"not a valid {kind} (not a zip file)") from e
+
+
+def check_unpacked(infos: Iterable[zipfile.ZipInfo], kind: str, max_unpacked: int) -> None:
+    """Refuse zip bombs before inflating anything. zipfile never inflates an entry past its
+    declared size, so checking the declared sizes of the entries that will be read is enough."""
+    infos = list(infos)
+    total = sum(i.file_size for i in infos)
+    absurd = any(
+        i.file_size > 10_000_000 and i.file_size > 200 * max(i.compress_size, 1) for i in infos
+    )
+    if total > max_unpacked or absurd:
+        raise ExtractError(f"{kind} too large when unpacked (possible zip bomb)")
 
 
 class _Package:
@@ -112,6 +141,40 @@ class _Package:
 def _package(path: Path, kind: str, max_unpacked: int) -> Iterator[_Package]:
     with open_zip(path, kind) as zf:
         yield _Package(zf, kind, max_unpacked)
+
+
+# ---------------------------------------------------------------------------------- DOCX
+
+
+def docx_blocks(path: Path, max_chars: int, max_unpacked: int) -> Read:
+    with open_zip(path, "DOCX") as zf:
+        infos = zf.infolist()
+    check_unpacked(infos, "DOCX", max_unpacked)  # python-docx inflates every part
+    if "word/document.xml" not in {i.filename for i in infos}:
+        raise ExtractError("not a valid DOCX (no word/document.xml)")
+
+    import docx
+    from docx.table import Table
+
+    try:
+        doc = docx.Document(str(path))
+        out: list[RawBlock] = []
+        for item in doc.iter_inner_content():
+            if isinstance(item, Table):
+                for row in item.rows:
+                    cells, seen = [], set()
+                    for cell in row.cells:  # merged cells repeat; keep each once
+                        if id(cell._tc) not in seen:
+                            seen.add(id(cell._tc))
+                            cells.append(_norm(cell.text))
+                    out.append((" | ".join(c for c in cells if c), None, None, ()))
+            else:
+                out.append((item.text, None, None, ()))
+    except ExtractError:
+        raise
+    except Exception as e:  # python-docx / lxml on a damaged package
+        raise ExtractError(f"not a valid DOCX ({_one_line(e)})") from e
+    return out, False
 
 
 # ---------------------------------------------------------------------------------- ODT

@@ -492,6 +492,8 @@ def test_mail_charsets(tmp_path: Path) -> None:
         # raw 8-bit header bytes (not allowed, sent all the same)
         ("Subject: Café menu\nContent-Type: text/plain\n\nGreen tea.\n".encode("cp1252"), ["Café menu", "Green tea."]),
         ("Subject: Grüße\nContent-Type: text/plain; charset=utf-8\n\nÜber.\n".encode(), ["Grüße", "Über."]),
+        # an encoded word that is not base64 is kept as written
+        (b"Subject: =?utf-8?b?>q)ZU%x7)?= tea\n\nBody.\n", ["=?utf-8?b?>q)ZU%x7)?= tea", "Body."]),
         # encoded words beside plain words, folded over two lines
         (b"Subject: Re: =?utf-8?q?caf=C3=A9?=\n =?iso-8859-1?b?bWVu+g==?= today\n\nBody.\n", ["Re: cafémenú today", "Body."]),
     ]
