@@ -162,6 +162,7 @@ _RULE = re.compile(r"^\s*([=\-~^*#+_`:'\".])\1{2,}\s*$")
 _MD_IMAGE_LINK = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
 _MD_EMPHASIS = re.compile(r"(\*\*|__|\*|`)(?=\S)(.+?)(?<=\S)\1")
 
+
 def plain_text(path: Path, max_chars: int, max_unpacked: int, markup: str | None = None) -> Read:
     """A text file; markup 'md'/'rst' (see text_blocks)."""
     text, cut = read_text(path, max_chars)

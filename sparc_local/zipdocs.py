@@ -45,7 +45,9 @@ def open_zip(path: Path, kind: str) -> zipfile.ZipFile:
     """The zip container of a DOCX, ODT, PPTX or EPUB, or an ExtractError that says why not."""
     try:
         return zipfile.ZipFile(path)
-    except (zipfile.BadZipFile, NotImplementedError, ValueError, EOFError) as e:  # a damaged central directory
+    except (zipfile.BadZipFile, NotImplementedError, ValueError, EOFError, OSError) as e:
+        if isinstance(e, OSError) and e.errno != errno.EINVAL:  # EINVAL: a damaged directory's offset
+            raise
         with open(path, "rb") as f:
             head = f.read(8)
         if head == _OLE_MAGIC:
