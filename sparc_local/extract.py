@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
-from sparc_local import mail, readers, zipdocs
+from sparc_local import mail, odt, readers, zipdocs
 from sparc_local.readers import ExtractError, RawBlock, Read, _norm, _one_line
 
 # The one place a file type is tied to its reader: (path, max_chars, max_unpacked) -> Read.
@@ -27,7 +27,7 @@ READERS: dict[str, Callable[[Path, int, int], Read]] = {
     ".htm": readers.html_file,
     ".pdf": readers.pdf_blocks,
     ".docx": zipdocs.docx_blocks,
-    ".odt": zipdocs.odt_blocks,
+    ".odt": odt.odt_blocks,
     ".pptx": zipdocs.pptx_blocks,
     ".epub": zipdocs.epub_blocks,
     ".eml": mail.eml_blocks,
