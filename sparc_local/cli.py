@@ -21,7 +21,7 @@ from sparc_local import __version__
 from sparc_local.entry import DATE_FORMS, DEFAULT_TOP_K, parse_date, report, run_ask
 from sparc_local.entry import open_index as _open_index
 from sparc_local.errors import ModelError, SparcError, UserError
-from sparc_local.extract import SUPPORTED, TYPE_ALIASES
+from sparc_local.pathfilter import TYPE_ALIASES
 
 
 class _App(TyperGroup):
@@ -154,6 +154,8 @@ def _date(value: Optional[str]) -> Optional[float]:
 
 def _complete_type(incomplete: str) -> list[str]:
     """`--type` completes to the extensions `index` reads and their aliases."""
+    from sparc_local.extract import SUPPORTED
+
     names = sorted({suffix.lstrip(".") for suffix in SUPPORTED.union(*TYPE_ALIASES)})
     return [name for name in names if name.startswith(incomplete.lstrip(".").lower())]
 

@@ -142,18 +142,10 @@ def _graph(cfg: ArchConfig, w: Weights, sparsity_w: float, int8_embeddings: bool
         pooled = op("ReduceMax", [op("Gather", [logits, "spans"])], axes=[1], keepdims=0)  # (N, V')
         f = op("Log", [op("Add", [op("Mul", [op("Relu", [pooled]), scale]), one])])
         values, indices = op("TopK", [f, "top_k"], n_out=2, axis=-1, largest=1, sorted=1)
-        nodes.append(helper.make_node("Identity", [values], ["weights"]))
         nodes.append(helper.make_node("Gather", [keep, indices], ["token_ids"]))
-        inputs = [helper.make_tensor_value_info(n, TensorProto.INT64, ["batch", "length"]) for n in (ids, mask)]
-        inputs.append(helper.make_tensor_value_info("span_tokens", TensorProto.INT64, ["tokens"]))
-        inputs.append(helper.make_tensor_value_info("spans", TensorProto.INT64, ["sentences", "span_length"]))
-        inputs.append(helper.make_tensor_value_info("top_k", TensorProto.INT64, [1]))
-        outputs = [helper.make_tensor_value_info("weights", TensorProto.FLOAT, ["sentences", "k"]),
-                   helper.make_tensor_value_info("token_ids", TensorProto.INT64, ["sentences", "k"])]
-        graph = helper.make_graph(nodes, "sparc_document_encoder", inputs, outputs, inits)
-        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="sparc-local")
-        model.ir_version = 8
-        return model
+        inputs = [int64("input_ids", ["batch", "length"]), int64("attention_mask", ["batch", "length"]),
+                  int64("span_tokens", ["tokens"]), int64("spans", ["sentences", "span_length"])]
+        return _model(nodes, inits, values, inputs, "sentences")
 
     # f(v,s) = log(ReLU(max_i H(s)_i·e_v)·exp(w) + 1), SPARC Eq. 4. Padding rows of H are zeroed,
     # which is exact under the ReLU: ReLU(max(x, 0)) == ReLU(max(x)).
@@ -175,14 +167,24 @@ def _graph(cfg: ArchConfig, w: Weights, sparsity_w: float, int8_embeddings: bool
     keep[skip[skip < cfg.vocab_size]] = 0.0
     f = op("Mul", [f, const(keep, "query_vocab_mask")])
     values, indices = op("TopK", [f, "top_k"], n_out=2, axis=-1, largest=1, sorted=1)
-    nodes.append(helper.make_node("Identity", [values], ["weights"]))
     nodes.append(helper.make_node("Identity", [indices], ["token_ids"]))
+    return _model(nodes, inits, values, [int64(n, ["batch", "length"]) for n in (ids, types, mask)], "batch")
 
-    inputs = [helper.make_tensor_value_info(n, TensorProto.INT64, ["batch", "length"]) for n in (ids, types, mask)]
-    inputs.append(helper.make_tensor_value_info("top_k", TensorProto.INT64, [1]))
-    outputs = [helper.make_tensor_value_info("weights", TensorProto.FLOAT, ["batch", "k"]),
-               helper.make_tensor_value_info("token_ids", TensorProto.INT64, ["batch", "k"])]
-    graph = helper.make_graph(nodes, "sparc_document_encoder", inputs, outputs, inits)
+
+def int64(name: str, shape: list[str]):
+    from onnx import TensorProto, helper
+
+    return helper.make_tensor_value_info(name, TensorProto.INT64, shape)
+
+
+def _model(nodes: list, inits: list, weights: str, inputs: list, rows: str):
+    """The graph around its nodes: outputs `weights` and `token_ids`, one row per sentence."""
+    from onnx import TensorProto, helper
+
+    nodes.append(helper.make_node("Identity", [weights], ["weights"]))
+    outputs = [helper.make_tensor_value_info("weights", TensorProto.FLOAT, [rows, "k"]),
+               helper.make_tensor_value_info("token_ids", TensorProto.INT64, [rows, "k"])]
+    graph = helper.make_graph(nodes, "sparc_document_encoder", [*inputs, int64("top_k", [1])], outputs, inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="sparc-local")
     model.ir_version = 8
     return model

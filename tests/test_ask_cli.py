@@ -280,7 +280,7 @@ def test_completion_script_for_bash():
     ("sparc-local as", "ask"),
     ("sparc-local ask --ty", "--type"),
     ("sparc-local ask --type h", "htm\nhtml"),
-    ("sparc-local ask --type m", "markdown\nmd"),
+    ("sparc-local ask --type m", "markdown\nmbox\nmd"),
     ("sparc-local service ", "install\nuninstall"),
     ("sparc-local --ins", "--install-completion"),
 ])

@@ -118,6 +118,18 @@ def test_type_keeps_its_aliases():
         assert _sql_kept(paths, flt) == {paths[i] for i in want}, ext
 
 
+def test_type_aliases_name_one_kind_of_file_each():
+    """Each group of aliases holds a type `index` reads, and the types of a group it reads share a
+    reader (a new reader with other names joins a group, or starts one)."""
+    from sparc_local.extract import READERS
+    from sparc_local.pathfilter import TYPE_ALIASES
+
+    for group in TYPE_ALIASES:
+        assert group & set(READERS), group
+        assert len({READERS[s] for s in group if s in READERS}) == 1, group
+    assert all(not a & b for a in TYPE_ALIASES for b in TYPE_ALIASES if a is not b)
+
+
 def test_modification_time_bounds_are_exact_in_sql():
     """since <= mtime < before, decided alike by ``keeps`` and by SQLite (floats compare exactly)."""
     c = sqlite3.connect(":memory:")
