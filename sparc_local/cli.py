@@ -2,7 +2,7 @@
 
 Exit codes: 0 success (files that could not be read are reported and listed by `status`),
 1 error (message on stderr, starting with "Error:"), 2 usage error. Every error a user can fix
-derives from ``errors.SparcError``; ``_App.invoke`` has ``entry.report`` print them, and nothing
+derives from ``errors.SparcError``; ``_App.invoke`` has ``clicommon.report`` print them, and nothing
 else does.  The console script is ``entry.console``: it answers a plain `ask` without this module.
 """
 
@@ -18,8 +18,8 @@ import typer
 from typer.core import TyperArgument, TyperCommand, TyperGroup
 
 from sparc_local import __version__
-from sparc_local.entry import DATE_FORMS, DEFAULT_TOP_K, parse_date, report, run_ask
-from sparc_local.entry import open_index as _open_index
+from sparc_local.clicommon import DATE_FORMS, DEFAULT_TOP_K, parse_date, report, run_ask
+from sparc_local.clicommon import open_index as _open_index
 from sparc_local.errors import ModelError, SparcError, UserError
 from sparc_local.pathfilter import TYPE_ALIASES
 

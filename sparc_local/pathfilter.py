@@ -40,6 +40,11 @@ TYPE_ALIASES = (
 )
 
 
+def is_under(path: str, prefix: str) -> bool:
+    """Whether ``path`` is ``prefix`` or lies below it, by whole components (/a/bc is not under /a/b)."""
+    return path == prefix or path.startswith(prefix.rstrip(os.sep) + os.sep)
+
+
 @dataclass(frozen=True)
 class PathFilter:
     """Frozen (hashable by value): the index caches the sentence mask it resolves to under it.
@@ -127,7 +132,6 @@ def relative(path: str, roots: Sequence[str]) -> str:
 def _path_keeps(pattern: str, paths: Sequence[str], roots: Sequence[str]) -> list[bool]:
     if not is_glob(pattern):
         if os.path.isabs(pattern):
-            from sparc_local.store import is_under
 
             return [is_under(p, pattern) for p in paths]
         return [pattern in relative(p, roots) for p in paths]

@@ -47,7 +47,7 @@ import numpy as np
 from . import postings as codec
 from . import search as _search
 from .errors import DataDirUnusable, IndexCorrupt, SchemaTooNew, SparcError
-from .pathfilter import PathFilter
+from .pathfilter import PathFilter, is_under
 from .segments import _CHUNK, MERGE_FACTOR, Segments, _chunks, _level, _qmarks
 from .sparse import SparseVectors
 
@@ -191,11 +191,6 @@ class FileRecord:
 
 
 _FILE_COLS = "id, path, size, mtime, hash, status, error, n_sentences, indexed_at"
-
-
-def is_under(path: str, prefix: str) -> bool:
-    """Whether ``path`` is ``prefix`` or lies below it, by whole components (/a/bc is not under /a/b)."""
-    return path == prefix or path.startswith(prefix.rstrip(os.sep) + os.sep)
 
 
 def _covered(path: str, roots: Iterable[str]) -> bool:

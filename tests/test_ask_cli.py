@@ -20,7 +20,8 @@ from typer.testing import CliRunner
 
 from sparc_local.ask import Answer
 from sparc_local.cli import app
-from sparc_local.entry import ASK_FLAGS, ASK_VALUES, plain_ask, run_ask
+from sparc_local.clicommon import run_ask
+from sparc_local.entry import ASK_FLAGS, ASK_VALUES, plain_ask
 from sparc_local.render import _Style, format_answers
 
 pytestmark = pytest.mark.usefixtures("active_tiny")
