@@ -11,6 +11,7 @@ import os
 import re
 import sys
 import unicodedata
+from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 if TYPE_CHECKING:
@@ -80,9 +81,14 @@ _WORD = re.compile(r"(\s+)")
 Span = tuple[str, "str | None"]  # text and its SGR code (None: unstyled)
 
 
+# what an answer's `page` counts, by file type (readers store a slide, chapter or message number there)
+LOCATION_KINDS = {".pptx": "slide", ".epub": "chapter", ".mbox": "message", ".eml": "message"}
+
+
 def _where(a: Answer) -> str:
     if a.page is not None:
-        return f"{a.path} (page {a.page})"
+        kind = LOCATION_KINDS.get(Path(a.path).suffix.lower(), "page")
+        return f"{a.path} ({kind} {a.page})"
     if a.line is not None:
         return f"{a.path}:{a.line}"
     return a.path

@@ -598,4 +598,4 @@ def test_ask_names_the_slide_chapter_page_and_message(tmp_path: Path) -> None:
     assert top("phone battery charge") == ("inbox.mbox", 2, None, "The phone battery charge lasts hours.")
     assert top("museum ticket") == ("note.eml", 1, None, "The museum ticket costs ten euros.")
     human = runner.invoke(app, ["ask", "piano school", "-k", "1"], catch_exceptions=False).output
-    assert human.splitlines()[0].startswith(f"1. {root / 'deck.pptx'} (page 3)  score ")
+    assert human.splitlines()[0].startswith(f"1. {root / 'deck.pptx'} (slide 3)  score ")

@@ -176,7 +176,7 @@ OTHER_ROWS = [
     ("e-mail in legacy charsets (ISO-8859-1 and KOI8-R bodies, a raw 8-bit Subject, a charset no codec knows)",
      "(nothing: indexed)"),
     ("empty .eml or .mbox (0 bytes)", "(nothing: indexed, with no sentence)"),
-    ("mbox of 10,000 messages", "(nothing: indexed; `ask` names the message: `{path} (page N)` for message N)"),
+    ("mbox of 10,000 messages", "(nothing: indexed; `ask` names the message: `{path} (message N)`)"),
     ("EPUB chapter whose DOCTYPE declares entities (billion laughs)",
      "(nothing: indexed; chapters are read as HTML, which never expands them)"),
     ("disk full while writing the index", "Error: the disk holding the index is full (DIR)\n"
@@ -352,7 +352,7 @@ def test_mbox_of_10000_messages(tmp_path: Path):
     top = _answers("piano school london")[0]
     assert (top["path"], top["page"], top["sentence"]) == (str(box), 7777, "The piano school is in London.")
     human = run("ask", "piano school london", "-k", "1")
-    assert human.output.splitlines()[0].startswith(f"1. {box} (page 7777)  score ")
+    assert human.output.splitlines()[0].startswith(f"1. {box} (message 7777)  score ")
     assert json.loads(run("status", "--json").output)["sentences"] == 20_001
 
 
