@@ -54,14 +54,14 @@ def test_onnx_graph_matches_torch_reference(tmp_path, layout):
     _assert_top_k_of(vectors, f, info)
 
 
-@pytest.mark.parametrize("layout", ["bert", "distilbert"])
-def test_window_graph_matches_torch_reference(tmp_path, layout):
+@pytest.mark.parametrize("layout,share", [("bert", 0.0), ("distilbert", 0.0), ("bert", 0.3)])
+def test_window_graph_matches_torch_reference(tmp_path, layout, share):
     """Model v2: one pass per paragraph window, each sentence pooled over its own tokens only,
     exactly as the training model computes it; several windows per long paragraph."""
     from sparc_local.inputs import SCHEME_WINDOW, pad_batch, span_index, window_inputs
     from sparc_local.training.model import Encoder as TorchEncoder
 
-    info = make_tiny_model(tmp_path / "m", layout=layout, top_k=20, scheme=SCHEME_WINDOW)
+    info = make_tiny_model(tmp_path / "m", layout=layout, top_k=20, scheme=SCHEME_WINDOW, window_share=share)
     enc = Encoder(info, threads=1, token_budget=64)
     vectors = enc.encode(PARAGRAPHS)
     assert len(vectors) == len(SENTENCES)
@@ -72,8 +72,11 @@ def test_window_graph_matches_torch_reference(tmp_path, layout):
     with torch.no_grad():
         ref.sparsity.fill_(0.5)
         ids, _, mask = (torch.from_numpy(a) for a in pad_batch([(x.ids, x.ids) for x in windows]))
-        at, spans = (torch.from_numpy(a) for a in span_index(windows, ids.shape[1]))
-        f = ref.span_scores(ref(ids, torch.zeros_like(ids), mask), at, spans, torch.arange(info.vocab_size)).numpy()
+        index = span_index(windows, ids.shape[1])
+        at = type(index)(*(torch.from_numpy(getattr(index, k)) for k in index.__dataclass_fields__))
+        if share:
+            ref.share = torch.nn.Parameter(torch.logit(torch.tensor(share)))
+        f = ref.span_scores(ref(ids, torch.zeros_like(ids), mask), at, torch.arange(info.vocab_size)).numpy()
     _assert_top_k_of(vectors, f, info)
 
 
