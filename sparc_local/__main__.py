@@ -1,3 +1,3 @@
-from sparc_local.cli import app
+from sparc_local.entry import console
 
-app(prog_name="sparc-local")
+console()

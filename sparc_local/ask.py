@@ -10,10 +10,9 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from sparc_local.errors import NoQueryTokens
-from sparc_local.modelinfo import load_tokenizer
 from sparc_local.modelinfo import ModelInfo
 from sparc_local.pathfilter import PathFilter
-from sparc_local.query import query_token_ids
+from sparc_local.query import QueryTokenizer, query_token_ids
 from sparc_local.store import Index
 
 
@@ -43,20 +42,23 @@ class Asker:
     def __init__(self, index: Index, info: ModelInfo) -> None:
         self.index = index
         self.info = info
-        self.tokenizer = load_tokenizer(info.tokenizer_path)
+        self.tokenizer = QueryTokenizer(info.tokenizer_path)
         self.skip = info.skip_array()
 
     def tokens(self, question: str) -> np.ndarray:
         return query_token_ids(self.tokenizer, question, self.skip)
 
     def ask(self, question: str, k: int = 10, path_glob: str | None = None, ext: str | None = None,
-            explain: bool = False) -> list[Answer]:
+            explain: bool = False, since: float | None = None, before: float | None = None) -> list[Answer]:
+        """The top ``k`` answers among the files the filters keep (``pathfilter.PathFilter``:
+        ``since``/``before`` bound the modification time, in seconds since the epoch)."""
         tokens = self.tokens(question)
         if len(tokens) == 0:
             raise NoQueryTokens(f'the question "{question}" has no word to search for',
                                 "Ask with words: punctuation, symbols and characters the model does not know "
                                 "are ignored.")
-        file_filter = PathFilter(path_glob, ext) if path_glob or ext else None
+        bounded = since is not None or before is not None
+        file_filter = PathFilter(path_glob, ext, since, before) if path_glob or ext or bounded else None
         ids, scores = self.index.search(tokens, n=k, file_filter=file_filter)
         rows = {row["id"]: row for row in self.index.sentences(ids)}
         answers: list[Answer] = []

@@ -2,7 +2,8 @@
 
 Exit codes: 0 success (files that could not be read are reported and listed by `status`),
 1 error (message on stderr, starting with "Error:"), 2 usage error. Every error a user can fix
-derives from ``errors.SparcError``; ``_App.invoke`` prints them, and nothing else does.
+derives from ``errors.SparcError``; ``_App.invoke`` has ``clicommon.report`` print them, and nothing
+else does.  The console script is ``entry.console``: it answers a plain `ask` without this module.
 """
 
 from __future__ import annotations
@@ -14,10 +15,13 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-from typer.core import TyperGroup
+from typer.core import TyperArgument, TyperCommand, TyperGroup
 
 from sparc_local import __version__
-from sparc_local.errors import ModelError, SparcError
+from sparc_local.clicommon import DATE_FORMS, DEFAULT_TOP_K, parse_date, report, run_ask
+from sparc_local.clicommon import open_index as _open_index
+from sparc_local.errors import ModelError, SparcError, UserError
+from sparc_local.pathfilter import TYPE_ALIASES
 
 
 class _App(TyperGroup):
@@ -27,18 +31,35 @@ class _App(TyperGroup):
         try:
             return super().invoke(ctx)
         except SparcError as err:
-            typer.echo(f"Error: {err}", err=True)
-            if err.remedy:
-                typer.echo(err.remedy, err=True)
+            report(err)
             raise typer.Exit(1) from None
 
 
-app = typer.Typer(cls=_App, add_completion=False, no_args_is_help=True, rich_markup_mode=None,
-                  help="Private question answering over your own files. Nothing leaves this machine.")
+class _Command(TyperCommand):
+    """Usage lines as command lines write them (`ask [OPTIONS] QUESTION`), not as Typer's
+    `{QUESTION}`; an optional argument stays in brackets."""
+
+    def collect_usage_pieces(self, ctx: typer.Context) -> list[str]:
+        pieces = [self.options_metavar] if self.options_metavar else []
+        for param in self.get_params(ctx):
+            if isinstance(param, TyperArgument):
+                var = param.make_metavar(ctx)
+                pieces.append(var if param.required or var.startswith("[") else f"[{var}]")
+            else:
+                pieces += param.get_usage_pieces(ctx)
+        return pieces
 
 
-class UserError(SparcError):
-    """A problem with what the command was given (a path, a missing index)."""
+class _Typer(typer.Typer):
+    """Every command is a _Command unless it names its class."""
+
+    def command(self, *args, **kwargs):
+        kwargs["cls"] = kwargs.get("cls") or _Command
+        return super().command(*args, **kwargs)
+
+
+app = _Typer(cls=_App, no_args_is_help=True, rich_markup_mode=None,
+             help="Private question answering over your own files. Nothing leaves this machine.")
 
 
 def _count(n: int, noun: str) -> str:
@@ -61,16 +82,6 @@ def _console(quiet: bool = False):
     from rich.console import Console
 
     return Console(stderr=True, quiet=quiet, highlight=False, soft_wrap=True)
-
-
-def _open_index(must_exist: bool = True):
-    from sparc_local import paths
-    from sparc_local.store import Index
-
-    db = paths.db_path()
-    if must_exist and not db.exists():
-        raise UserError("there is no index yet", "Run `sparc-local index FOLDER` first.")
-    return Index(db)
 
 
 def _model():
@@ -151,31 +162,47 @@ def _not_empty(value: str) -> str:
     return value
 
 
+def _date(value: Optional[str]) -> Optional[float]:
+    if value is None:
+        return None
+    try:
+        return parse_date(value)
+    except ValueError as err:
+        raise typer.BadParameter(str(err)) from None
+
+
+def _complete_type(incomplete: str) -> list[str]:
+    """`--type` completes to the extensions `index` reads and their aliases."""
+    from sparc_local.extract import SUPPORTED
+
+    names = sorted({suffix.lstrip(".") for suffix in SUPPORTED.union(*TYPE_ALIASES)})
+    return [name for name in names if name.startswith(incomplete.lstrip(".").lower())]
+
+
+_TYPE_ALIASES = ", ".join(" = ".join(sorted(s.lstrip(".") for s in group)) for group in TYPE_ALIASES)
+
+
 @app.command()
 def ask(
     question: str = typer.Argument(..., metavar="QUESTION", callback=_not_empty,
                                    help="A question in natural language."),
-    top_k: int = typer.Option(10, "--top-k", "-k", min=1, help="Number of answers."),
+    top_k: int = typer.Option(DEFAULT_TOP_K, "--top-k", "-k", min=1, help="Number of answers."),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON array."),
-    path: Optional[str] = typer.Option(None, "--path", metavar="GLOB", help="Only files whose path matches."),
-    type_: Optional[str] = typer.Option(None, "--type", metavar="EXT", help="Only files with this extension."),
+    path: Optional[str] = typer.Option(
+        None, "--path", metavar="TEXT|GLOB",
+        help="Only files whose path in the indexed folder contains TEXT or matches GLOB (a GLOB may also "
+             "match the file name or the absolute path)."),
+    type_: Optional[str] = typer.Option(None, "--type", metavar="EXT", autocompletion=_complete_type,
+                                        help=f"Only files with this extension ({_TYPE_ALIASES} count as one)."),
+    since: Optional[str] = typer.Option(None, "--since", metavar="DATE", callback=_date,
+                                        help=f"Only files modified on or after DATE ({DATE_FORMS}, local time)."),
+    before: Optional[str] = typer.Option(None, "--before", metavar="DATE", callback=_date,
+                                         help="Only files modified before DATE."),
     explain: bool = typer.Option(False, "--explain", help="Show each question token's contribution."),
 ) -> None:
     """Answer a question with the best matching sentences from your files."""
-    from sparc_local.ask import Asker
-
-    info = _model()
-    with _open_index() as idx:
-        answers = Asker(idx, info).ask(question, k=top_k, path_glob=path, ext=type_, explain=explain)
-        stale = idx.get_meta("model") not in (None, info.id)
-    if as_json:
-        typer.echo(json.dumps([a.to_json() for a in answers], ensure_ascii=False, indent=1))
-        return
-    from sparc_local.render import print_answers
-
-    print_answers(answers, explain=explain)
-    if stale:
-        typer.echo("Note: the index was built with another model; run `sparc-local index` to re-encode.", err=True)
+    run_ask(question, top_k=top_k, as_json=as_json, path=path, type_=type_, explain=explain, since=since,
+            before=before)
 
 
 @app.command()
@@ -322,7 +349,7 @@ def demo() -> None:
           normal_priority=False, quiet=False, wait=10.0, max_sentences=100_000)
     question = sample_questions()[0]
     typer.echo(f'\n$ sparc-local ask "{question}" -k 3\n')
-    ask(question, top_k=3, as_json=False, path=None, type_=None, explain=False)
+    run_ask(question, top_k=3)
 
 
 @app.command()
@@ -385,7 +412,8 @@ class ServiceAction(str, Enum):
 
 
 @app.command()
-def service(action: ServiceAction = typer.Argument(..., help="install or uninstall.")) -> None:
+def service(action: ServiceAction = typer.Argument(
+        ..., metavar="ACTION", help="install (write the service file) or uninstall (remove it).")) -> None:
     """Run `watch` at login as a systemd user service (Linux) or a launchd agent (macOS)."""
     from sparc_local import service as svc
 

@@ -74,8 +74,9 @@ class Encoder:
         for batch in self._batches([len(w.ids) for w in windows]):
             group = [windows[i] for i in batch]
             ids, _, mask = pad_batch([(w.ids, w.ids) for w in group])
-            tokens, spans = span_index(group, ids.shape[1])
-            feeds = {"input_ids": ids, "attention_mask": mask, "span_tokens": tokens, "spans": spans, "top_k": k}
+            at = span_index(group, ids.shape[1])
+            feeds = {"input_ids": ids, "attention_mask": mask, "span_tokens": at.tokens, "spans": at.spans,
+                     "windows": at.windows, "window_of": at.window_of, "top_k": k}
             weights, token_ids = self.session.run(["weights", "token_ids"], feeds)
             n = 0
             for i, w in zip(batch, group):

@@ -17,6 +17,10 @@ class SparcError(Exception):
         self.remedy = remedy
 
 
+class UserError(SparcError):
+    """A problem with what a command was given (a path, a missing index)."""
+
+
 class DataDirUnusable(SparcError):
     """The data folder (or a file in it) cannot be created, read or written."""
 

@@ -47,7 +47,7 @@ def quantize_rows(emb: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _graph(cfg: ArchConfig, w: Weights, sparsity_w: float, int8_embeddings: bool, skip: np.ndarray,
-           pool: str = "all", int8_weights: bool = False, scheme: str = SCHEME_PAIR):
+           pool: str = "all", int8_weights: bool = False, scheme: str = SCHEME_PAIR, window_share: float = 0.0):
     from onnx import TensorProto, helper, numpy_helper
 
     nodes, inits = [], []
@@ -140,20 +140,20 @@ def _graph(cfg: ArchConfig, w: Weights, sparsity_w: float, int8_embeddings: bool
         keep = const(keep_ids, "query_vocab")
         logits = op("Gemm", [op("Gather", [flat, "span_tokens"]), op("Gather", [E, keep])], transB=1)  # (M, V')
         pooled = op("ReduceMax", [op("Gather", [logits, "spans"])], axes=[1], keepdims=0)  # (N, V')
+        if window_share:
+            # a learned share λ of the window's evidence: (1−λ)·max over the sentence + λ·max over
+            # its window's sentences (training.model.Encoder.span_scores)
+            window = op("ReduceMax", [op("Gather", [pooled, "windows"])], axes=[1], keepdims=0)  # (B, V')
+            pooled = op("Add", [op("Mul", [pooled, const(np.array(1.0 - window_share, np.float32))]),
+                                op("Mul", [op("Gather", [window, "window_of"]),
+                                           const(np.array(window_share, np.float32))])])
         f = op("Log", [op("Add", [op("Mul", [op("Relu", [pooled]), scale]), one])])
         values, indices = op("TopK", [f, "top_k"], n_out=2, axis=-1, largest=1, sorted=1)
-        nodes.append(helper.make_node("Identity", [values], ["weights"]))
         nodes.append(helper.make_node("Gather", [keep, indices], ["token_ids"]))
-        inputs = [helper.make_tensor_value_info(n, TensorProto.INT64, ["batch", "length"]) for n in (ids, mask)]
-        inputs.append(helper.make_tensor_value_info("span_tokens", TensorProto.INT64, ["tokens"]))
-        inputs.append(helper.make_tensor_value_info("spans", TensorProto.INT64, ["sentences", "span_length"]))
-        inputs.append(helper.make_tensor_value_info("top_k", TensorProto.INT64, [1]))
-        outputs = [helper.make_tensor_value_info("weights", TensorProto.FLOAT, ["sentences", "k"]),
-                   helper.make_tensor_value_info("token_ids", TensorProto.INT64, ["sentences", "k"])]
-        graph = helper.make_graph(nodes, "sparc_document_encoder", inputs, outputs, inits)
-        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="sparc-local")
-        model.ir_version = 8
-        return model
+        inputs = [int64("input_ids", ["batch", "length"]), int64("attention_mask", ["batch", "length"]),
+                  int64("span_tokens", ["tokens"]), int64("spans", ["sentences", "span_length"]),
+                  int64("windows", ["batch", "window_sentences"]), int64("window_of", ["sentences"])]
+        return _model(nodes, inits, values, inputs, "sentences")
 
     # f(v,s) = log(ReLU(max_i H(s)_i·e_v)·exp(w) + 1), SPARC Eq. 4. Padding rows of H are zeroed,
     # which is exact under the ReLU: ReLU(max(x, 0)) == ReLU(max(x)).
@@ -175,14 +175,24 @@ def _graph(cfg: ArchConfig, w: Weights, sparsity_w: float, int8_embeddings: bool
     keep[skip[skip < cfg.vocab_size]] = 0.0
     f = op("Mul", [f, const(keep, "query_vocab_mask")])
     values, indices = op("TopK", [f, "top_k"], n_out=2, axis=-1, largest=1, sorted=1)
-    nodes.append(helper.make_node("Identity", [values], ["weights"]))
     nodes.append(helper.make_node("Identity", [indices], ["token_ids"]))
+    return _model(nodes, inits, values, [int64(n, ["batch", "length"]) for n in (ids, types, mask)], "batch")
 
-    inputs = [helper.make_tensor_value_info(n, TensorProto.INT64, ["batch", "length"]) for n in (ids, types, mask)]
-    inputs.append(helper.make_tensor_value_info("top_k", TensorProto.INT64, [1]))
-    outputs = [helper.make_tensor_value_info("weights", TensorProto.FLOAT, ["batch", "k"]),
-               helper.make_tensor_value_info("token_ids", TensorProto.INT64, ["batch", "k"])]
-    graph = helper.make_graph(nodes, "sparc_document_encoder", inputs, outputs, inits)
+
+def int64(name: str, shape: list[str]):
+    from onnx import TensorProto, helper
+
+    return helper.make_tensor_value_info(name, TensorProto.INT64, shape)
+
+
+def _model(nodes: list, inits: list, weights: str, inputs: list, rows: str):
+    """The graph around its nodes: outputs `weights` and `token_ids`, one row per sentence."""
+    from onnx import TensorProto, helper
+
+    nodes.append(helper.make_node("Identity", [weights], ["weights"]))
+    outputs = [helper.make_tensor_value_info("weights", TensorProto.FLOAT, [rows, "k"]),
+               helper.make_tensor_value_info("token_ids", TensorProto.INT64, [rows, "k"])]
+    graph = helper.make_graph(nodes, "sparc_document_encoder", [*inputs, int64("top_k", [1])], outputs, inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="sparc-local")
     model.ir_version = 8
     return model
@@ -191,7 +201,7 @@ def _graph(cfg: ArchConfig, w: Weights, sparsity_w: float, int8_embeddings: bool
 def export_model(cfg: ArchConfig, w: Weights, tokenizer_json: Path, out_dir: Path, *, name: str,
                  source: str, sparsity_w: float = 0.0, top_k: int = 256, max_length: int = 256,
                  weight_cap: float = 16.0, quant: str = QUANT_WEIGHTS, per_channel: bool = True, pool: str = "all",
-                 inputs: dict | None = None, extra: dict | None = None) -> ModelInfo:
+                 inputs: dict | None = None, window_share: float = 0.0, extra: dict | None = None) -> ModelInfo:
     """Write out_dir/{model.onnx, tokenizer.json, sparc.json}, replacing any earlier export."""
     import onnx
 
@@ -202,7 +212,7 @@ def export_model(cfg: ArchConfig, w: Weights, tokenizer_json: Path, out_dir: Pat
     skip = skip_token_ids(vocab)
     scheme = (inputs or {}).get("scheme", SCHEME_PAIR)
     model = _graph(cfg, w, sparsity_w, int8_embeddings=int8, skip=skip, pool=pool,
-                   int8_weights=quant == QUANT_WEIGHTS, scheme=scheme)
+                   int8_weights=quant == QUANT_WEIGHTS, scheme=scheme, window_share=window_share)
     onnx.checker.check_model(model)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -229,7 +239,8 @@ def export_model(cfg: ArchConfig, w: Weights, tokenizer_json: Path, out_dir: Pat
         top_k=top_k, max_length=max_length, sparsity_w=float(sparsity_w), weight_cap=weight_cap,
         cls_id=vocab["[CLS]"], sep_id=vocab["[SEP]"], skip_ids=tuple(int(i) for i in skip),
         quantization=quant, source=source, has_segments=bool(cfg.type_vocab), **(inputs or {}),
-        extra={"digest": digest, "arch": cfg.to_dict(), "pool": pool, **(extra or {})},
+        extra={"digest": digest, "arch": cfg.to_dict(), "pool": pool, **({"window_share": window_share} if window_share else {}),
+               **(extra or {})},
     )
     (out_dir / CONFIG_FILE).write_text(info.to_json() + "\n")
     return info
@@ -263,13 +274,14 @@ def main(argv: list[str] | None = None) -> None:
     if src.suffix == ".npz":
         cfg, w = load_canonical(src)
         sparsity = float(w.pop("sparsity.w", np.array(0.0)))
+        share = float(w.pop("window.share", np.array(0.0)))
     else:
         cfg, w = load_checkpoint(src)
-        sparsity = 0.0
+        sparsity = share = 0.0
     tok = Path(args.tokenizer) if args.tokenizer else src / "tokenizer.json"
     info = export_model(cfg, w, tok, Path(args.out_dir), name=args.name, source=args.source or str(src),
                         sparsity_w=sparsity, top_k=args.top_k, max_length=args.max_length, quant=args.quant,
-                        per_channel=not args.per_tensor, pool=args.pool,
+                        per_channel=not args.per_tensor, pool=args.pool, window_share=share,
                         inputs={"context_sentences": args.context_sentences, "context_order": args.context_order,
                                 "scheme": args.scheme})
     print(f"exported {info.name} ({info.quantization}, K={info.top_k}) to {info.path}")

@@ -8,19 +8,36 @@ from __future__ import annotations
 
 import errno
 import os
-import re
 import stat
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from sparc_local import mail, odt, readers, zipdocs
+from sparc_local.readers import ExtractError, RawBlock, Read, _norm, _one_line
+
 if TYPE_CHECKING:
     from sparc_local.ignore import Rules
-    from sparc_local.readers import RawBlock
 
-SUPPORTED = frozenset({".txt", ".md", ".rst", ".pdf", ".docx", ".html", ".htm"})
-MAX_UNPACKED = 200_000_000  # bytes a DOCX may unpack to; real documents are far below this
+# The one place a file type is tied to its reader: (path, max_chars, max_unpacked) -> Read.
+READERS: dict[str, Callable[[Path, int, int], Read]] = {
+    ".txt": readers.plain_text,
+    ".md": partial(readers.plain_text, markup="md"),
+    ".rst": partial(readers.plain_text, markup="rst"),
+    ".html": readers.html_file,
+    ".htm": readers.html_file,
+    ".pdf": readers.pdf_blocks,
+    ".docx": zipdocs.docx_blocks,
+    ".odt": odt.odt_blocks,
+    ".pptx": zipdocs.pptx_blocks,
+    ".epub": zipdocs.epub_blocks,
+    ".eml": mail.eml_blocks,
+    ".mbox": mail.mbox_blocks,
+}
+SUPPORTED = frozenset(READERS)
+MAX_UNPACKED = 200_000_000  # bytes a DOCX, ODT, PPTX or EPUB may unpack to; real documents are far below this
 MAX_CHARS = 20_000_000  # characters read from one file: bounds memory whatever its size
 VANISHED = "file vanished while reading"
 
@@ -40,20 +57,13 @@ def path_key(path: str | os.PathLike) -> str:
     return text
 
 
-class ExtractError(Exception):
-    """A file could not be read; str(err) is a one-line reason fit to show the user."""
-
-    def __init__(self, reason: str) -> None:
-        reason = " ".join(str(reason).split()) or "unknown error"
-        super().__init__(reason)
-        self.reason = reason
-
-
 @dataclass(frozen=True)
 class Block:
     """A paragraph. `start` is its offset in document_text(blocks) (blocks joined by blank lines).
 
-    page is 1-based for PDF; line is the 1-based line where the paragraph starts (text and HTML).
+    page is the 1-based location a reader can name: the page (PDF, and ODT when its layout is
+    saved), the slide (PPTX), the spine document (EPUB, chapter by chapter) or the message (mbox;
+    1 for .eml). line is the 1-based line where the paragraph starts (text and HTML).
     line_starts holds, for text files, the offset in `text` where each following source line
     begins, so a sentence can be cited by its own line. truncated marks the last block of a
     document that was cut at max_chars.
@@ -175,20 +185,6 @@ def _walk(roots: list[Path], rules: Rules, on_error: OnError, base: Path | None)
             stack.extend(reversed(subdirs))
 
 
-# ---------------------------------------------------------------------------------- text
-
-_CONTROL = re.compile(r"[\x00-\x08\x0e-\x1f\x7f]")
-_WS = re.compile(r"\s+")
-
-
-def _norm(text: str) -> str:
-    return _WS.sub(" ", _CONTROL.sub(" ", text)).strip()
-
-
-def _one_line(exc: BaseException) -> str:
-    return " ".join(str(exc).split()) or type(exc).__name__
-
-
 # ---------------------------------------------------------------------------------- dispatch
 
 
@@ -221,30 +217,17 @@ def extract(
     path: Path, max_chars: int = MAX_CHARS, max_unpacked: int = MAX_UNPACKED
 ) -> list[Block]:
     """Paragraphs of a supported file (see Block); raises ExtractError with a one-line reason."""
-    from sparc_local import readers
-
     path = Path(path)
-    ext = path.suffix.lower()
-    if ext not in SUPPORTED:
+    reader = READERS.get(path.suffix.lower())
+    if reader is None:
         raise ExtractError(f"unsupported file type '{path.suffix}'")
-    cut = False
     try:
         mode = path.stat().st_mode
         if stat.S_ISDIR(mode):
             raise ExtractError("is a folder, not a file")
         if not stat.S_ISREG(mode):
             raise ExtractError("not a regular file")  # a FIFO would block forever
-        if ext == ".pdf":
-            raw = readers.pdf_blocks(path, max_chars)
-        elif ext == ".docx":
-            raw = readers.docx_blocks(path, max_unpacked)
-        elif ext in (".html", ".htm"):
-            text, cut = readers.read_text(path, max_chars, html=True)
-            raw = readers.html_blocks(text)
-        else:
-            text, cut = readers.read_text(path, max_chars)
-            raw = readers.text_blocks(text, {".md": "md", ".rst": "rst"}.get(ext))
-            del text
+        raw, cut = reader(path, max_chars, max_unpacked)
     except PermissionError as e:
         raise ExtractError("permission denied") from e
     except FileNotFoundError as e:

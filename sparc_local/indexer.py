@@ -31,7 +31,8 @@ from sparc_local.extract import MAX_CHARS, VANISHED, ExtractError, extract, iter
 from sparc_local.modelinfo import ModelInfo
 from sparc_local.segment import MAX_SENTENCE_CHARS, paragraphs, segment
 from sparc_local.sparse import SparseVectors
-from sparc_local.store import FileRecord, FileUpdate, Index, SentenceRow, is_under
+from sparc_local.pathfilter import is_under
+from sparc_local.store import FileRecord, FileUpdate, Index, SentenceRow
 
 
 ENCODE_CHUNK = 4096  # sentences encoded at once

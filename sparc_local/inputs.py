@@ -164,15 +164,24 @@ def window_inputs(tokenizer, paragraphs: Sequence[Sequence[str]], spec: InputSpe
     return out
 
 
-def span_index(windows: Sequence[Window], length: int) -> tuple[np.ndarray, np.ndarray]:
-    """Where each sentence's tokens are in a window batch padded to `length`.
+@dataclass(frozen=True)
+class SpanIndex:
+    """Where each sentence's tokens are in a window batch padded to `length` (see span_index)."""
 
-    Returns (tokens, spans): `tokens` (M,) are the positions of every sentence token in the
-    flattened (B·length) batch, so only those are projected onto the vocabulary (context-only,
-    [CLS] and [SEP] positions are not); `spans` (N, longest sentence) index into `tokens`, one
-    row per sentence in order, padded with the sentence's own first token: the max over a
-    repeated position is unchanged. An empty sentence has no token to pool; its row is garbage
-    (it points at token 0), and the encoder gives it no weights.
+    tokens: np.ndarray  # (M,) positions of every sentence token in the flattened (B·length) batch
+    spans: np.ndarray  # (N, longest sentence) rows into `tokens`, one per sentence, in order
+    windows: np.ndarray  # (B, most sentences in a window) rows into the N sentences, per window
+    window_of: np.ndarray  # (N,) each sentence's window
+
+
+def span_index(windows: Sequence[Window], length: int) -> SpanIndex:
+    """Index arrays that let the graph pool each sentence over its own tokens, and each window
+    over its sentences.
+
+    Only sentence tokens are projected onto the vocabulary (`tokens`): context-only, [CLS] and
+    [SEP] positions are not. Rows are padded with their own first entry, since a max over a
+    repeated entry is unchanged. An empty sentence has no token to pool; its row is garbage (it
+    points at token 0), and the encoder gives it no weights.
     """
     tokens: list[np.ndarray] = []
     rows: list[tuple[int, int]] = []
@@ -182,14 +191,21 @@ def span_index(windows: Sequence[Window], length: int) -> tuple[np.ndarray, np.n
             tokens.append(np.arange(r * length + a, r * length + b))
             rows.append((m, b - a))
             m += b - a
-    width = max([n for _, n in rows] + [1])
-    spans = np.zeros((len(rows), width), np.int64)
-    for i, (start, n) in enumerate(rows):
-        if n:
-            spans[i] = start
-            spans[i, :n] = np.arange(start, start + n)
+    spans = _padded([(start, n) for start, n in rows])
+    counts = [len(w.spans) for w in windows]
+    firsts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64) if counts else np.zeros(0, np.int64)
     flat = np.concatenate(tokens) if tokens else np.zeros(0, np.int64)
-    return flat.astype(np.int64), spans
+    return SpanIndex(flat.astype(np.int64), spans, _padded(list(zip(firsts.tolist(), counts))),
+                     np.repeat(np.arange(len(windows)), counts).astype(np.int64))
+
+
+def _padded(runs: list[tuple[int, int]]) -> np.ndarray:
+    """(len(runs), longest) rows start..start+n-1, each padded with its own start."""
+    out = np.zeros((len(runs), max([n for _, n in runs] + [1])), np.int64)
+    for i, (start, n) in enumerate(runs):
+        out[i] = start
+        out[i, :n] = np.arange(start, start + n)
+    return out
 
 
 def pad_batch(items: Sequence[EncoderInput]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -1,10 +1,21 @@
-"""``ask --path GLOB --type EXT``: which indexed files a question is restricted to.
+"""``ask --path --type --since --before``: which indexed files a question is restricted to.
 
-``keeps`` is the exact test (``fnmatch``, and a case-insensitive suffix).  ``where`` is a SQL
-condition on the path column that holds for every path ``keeps`` keeps (and maybe a few more),
-so that SQLite drops most other files in C before Python sees a row: resolving a filter is then
-about one pass over the files table plus a lookup per kept file (measured at 1M sentences in
-237k files, a glob keeping 1% of them: 27 ms, against 180 ms for a Python test of every path).
+``--path`` takes TEXT or a GLOB (a pattern with ``*``, ``?`` or ``[``), as rg and fd users expect:
+
+* TEXT keeps the files whose path relative to their root (the indexed folder they lie under)
+  contains it; an absolute TEXT keeps the files at or below that path.
+* A GLOB keeps the files whose path relative to their root, or absolute path, it matches
+  (``notes/*``, ``*/library/*``, ``/home/me/*.md``), or the file name (``draft*`` at any depth,
+  as rg's ``-g`` and ``index --exclude`` read it).
+
+``--type EXT`` keeps EXT and the extensions that name the same kind of file (``htm`` and
+``html``: ``TYPE_ALIASES``).  ``--since``/``--before`` bound the file's modification time.
+
+``keeps`` is the exact test.  ``where`` is a SQL condition that holds for every file ``keeps``
+keeps (exact on the modification time, maybe a few more paths), so that SQLite drops most other
+files in C before Python sees a row: resolving a filter is then about one pass over the files
+table plus a lookup per kept file (measured at 1M sentences in 237k files, a glob keeping 1% of
+them: 27 ms, against 180 ms for a Python test of every path).
 """
 
 from __future__ import annotations
@@ -12,42 +23,126 @@ from __future__ import annotations
 import fnmatch
 import os
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 # A bracket set fnmatch and SQLite's GLOB read alike: letters, digits and ascending ranges of them.
 _PLAIN_SET = re.compile(r"(?:[A-Za-z0-9](?:-[A-Za-z0-9])?)+")
 _RANGE = re.compile(r"([A-Za-z0-9])-([A-Za-z0-9])")
+_GLOB_CHARS = frozenset("*?[")
+# Extensions `ask --type` reads as one kind of file: `--type htm` also keeps .html files.  Here
+# rather than beside extract.READERS, which imports every reader: ~20 ms on a cold `ask --type`.
+TYPE_ALIASES = (
+    frozenset({".html", ".htm"}),
+    frozenset({".md", ".markdown"}),
+    frozenset({".txt", ".text"}),
+    frozenset({".rst", ".rest"}),
+)
+
+
+def is_under(path: str, prefix: str) -> bool:
+    """Whether ``path`` is ``prefix`` or lies below it, by whole components (/a/bc is not under /a/b)."""
+    return path == prefix or path.startswith(prefix.rstrip(os.sep) + os.sep)
 
 
 @dataclass(frozen=True)
 class PathFilter:
-    """Frozen (hashable by value): the index caches the sentence mask it resolves to under it."""
+    """Frozen (hashable by value): the index caches the sentence mask it resolves to under it.
+
+    ``since``/``before``: seconds since the epoch; a file is kept when since <= mtime < before.
+    """
 
     glob: str | None = None
     ext: str | None = None
+    since: float | None = None
+    before: float | None = None
 
     @property
-    def suffix(self) -> str | None:
-        return ("." + self.ext.lstrip(".").lower()) if self.ext else None
+    def suffixes(self) -> tuple[str, ...]:
+        """The lower-case suffixes ``ext`` keeps (with its aliases); () keeps any."""
+        return tuple(sorted(type_suffixes(self.ext))) if self.ext else ()
 
-    def keeps(self, paths: list[str]) -> list[bool]:
-        """Whether each path is kept."""
-        suffix = self.suffix
-        globbed = set(fnmatch.filter(paths, self.glob)) if self.glob else None  # one compiled pattern
-        return [(suffix is None or p.lower().endswith(suffix)) and (globbed is None or p in globbed) for p in paths]
+    def keeps(self, paths: Sequence[str], roots: Sequence[str] = (),
+              mtimes: Sequence[float] | None = None) -> list[bool]:
+        """Whether each file is kept; ``roots`` are the indexed roots (for paths relative to
+        them), ``mtimes`` the files' modification times (needed with ``since`` or ``before``)."""
+        keep = _path_keeps(self.glob, paths, roots) if self.glob else [True] * len(paths)
+        suffixes = self.suffixes
+        if suffixes:
+            keep = [k and p.lower().endswith(suffixes) for k, p in zip(keep, paths)]
+        if self.since is not None or self.before is not None:
+            if mtimes is None:
+                raise ValueError("a filter on the modification time needs the files' mtimes")
+            lo = float("-inf") if self.since is None else self.since
+            hi = float("inf") if self.before is None else self.before
+            keep = [k and lo <= m < hi for k, m in zip(keep, mtimes)]
+        return keep
 
-    def where(self, column: str) -> tuple[str, list[str]]:
-        """(SQL condition on ``column``, its parameters): true for every path ``keeps`` keeps."""
-        conds, args = [], []
-        if self.glob and os.path.normcase("A/") == "A/":  # (Windows' fnmatch folds case and slashes)
+    def where(self, column: str, mtime_column: str = "mtime") -> tuple[str, list]:
+        """(SQL condition on the path ``column`` and ``mtime_column``, its parameters): true for
+        every file ``keeps`` keeps."""
+        conds: list[str] = []
+        args: list = []
+        glob = self.glob
+        if glob and not is_glob(glob):
+            # the relative path, and an absolute TEXT's folder, are parts of the path
+            conds.append(f"instr({column}, ?) > 0")
+            args.append(glob.rstrip(os.sep) if os.path.isabs(glob) else glob)  # instr(x, '') is 1
+        elif glob and os.path.normcase("A/") == "A/":  # (Windows' fnmatch folds case and slashes)
+            # the relative path and the name end the path: a leading * lets GLOB reach them
             conds.append(f"{column} GLOB ?")
-            args.append(sql_glob(self.glob))
-        if self.suffix:
+            args.append(sql_glob(glob) if os.path.isabs(glob) else "*" + sql_glob(glob))
+        suffixes = self.suffixes
+        if suffixes:
             # LIKE folds ASCII case only, and str.lower() can turn other letters into ASCII ones
             # (the Kelvin sign into "k"): paths with any non-ASCII character are kept for Python
-            conds.append(f"({column} LIKE ? ESCAPE '\\' OR length(CAST({column} AS BLOB)) <> length({column}))")
-            args.append("%" + re.sub(r"([%_\\])", r"\\\1", self.suffix))
+            likes = " OR ".join(f"{column} LIKE ? ESCAPE '\\'" for _ in suffixes)
+            conds.append(f"({likes} OR length(CAST({column} AS BLOB)) <> length({column}))")
+            args += ["%" + re.sub(r"([%_\\])", r"\\\1", s) for s in suffixes]
+        if self.since is not None:
+            conds.append(f"{mtime_column} >= ?")  # floats compare alike in SQLite and Python
+            args.append(float(self.since))
+        if self.before is not None:
+            conds.append(f"{mtime_column} < ?")
+            args.append(float(self.before))
         return " AND ".join(conds) or "1", args
+
+
+def type_suffixes(ext: str) -> frozenset[str]:
+    """The suffixes `ask --type EXT` keeps: EXT (with or without its dot, any case) and its aliases."""
+    suffix = "." + ext.lstrip(".").lower()
+    return next((group for group in TYPE_ALIASES if suffix in group), frozenset({suffix}))
+
+
+def is_glob(pattern: str) -> bool:
+    """Whether ``--path`` reads ``pattern`` as a glob rather than as text."""
+    return not _GLOB_CHARS.isdisjoint(pattern)
+
+
+def relative(path: str, roots: Sequence[str]) -> str:
+    """``path`` relative to the deepest of ``roots`` it lies below; its name when it is a root
+    itself (a file indexed on its own) or lies below none."""
+    for root in sorted(roots, key=len, reverse=True):
+        base = root.rstrip(os.sep) + os.sep
+        if len(path) > len(base) and path.startswith(base):
+            return path[len(base):]
+    return os.path.basename(path)
+
+
+def _path_keeps(pattern: str, paths: Sequence[str], roots: Sequence[str]) -> list[bool]:
+    if not is_glob(pattern):
+        if os.path.isabs(pattern):
+
+            return [is_under(p, pattern) for p in paths]
+        return [pattern in relative(p, roots) for p in paths]
+    whole = set(fnmatch.filter(paths, pattern))  # fnmatch.filter compiles the pattern once
+    if os.path.isabs(pattern):
+        return [p in whole for p in paths]
+    # tried on the name and on the path relative to the root, as `index --exclude` is
+    rels = [relative(p, roots) for p in paths]
+    names = [os.path.basename(p) for p in paths]
+    rel_hits, name_hits = set(fnmatch.filter(rels, pattern)), set(fnmatch.filter(names, pattern))
+    return [p in whole or r in rel_hits or n in name_hits for p, r, n in zip(paths, rels, names)]
 
 
 def sql_glob(pattern: str) -> str:

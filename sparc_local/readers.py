@@ -1,7 +1,9 @@
-"""Readers for each supported format: bytes on disk to raw paragraphs (RawBlock).
+"""Readers for text, HTML and PDF: bytes on disk to raw paragraphs (RawBlock), and what the
+readers of the other formats (zipdocs, mail) share.
 
-extract.extract() dispatches here and finishes the blocks; every failure is an ExtractError
-with a one-line reason.
+Every reader takes (path, max_chars, max_unpacked) and returns (raw blocks, whether it stopped
+early); extract.READERS maps each extension to one. Every failure is an ExtractError with a
+one-line reason. This module imports nothing from extract, so there is no import cycle.
 """
 
 from __future__ import annotations
@@ -12,11 +14,33 @@ import logging
 import re
 import threading
 import warnings
-import zipfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from sparc_local.extract import ExtractError, _norm, _one_line
+
+class ExtractError(Exception):
+    """A file could not be read; str(err) is a one-line reason fit to show the user."""
+
+    def __init__(self, reason: str) -> None:
+        reason = " ".join(str(reason).split()) or "unknown error"
+        super().__init__(reason)
+        self.reason = reason
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0e-\x1f\x7f]")
+_WS = re.compile(r"\s+")
+
+
+def _norm(text: str) -> str:
+    return _WS.sub(" ", _CONTROL.sub(" ", text)).strip()
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+RawBlock = tuple[str, "int | None", "int | None", tuple[int, ...]]
+Read = tuple[Iterable[RawBlock], bool]  # a reader's raw blocks, and whether it stopped early
 
 _BOMS = (
     (codecs.BOM_UTF32_LE, "utf-32"),
@@ -138,7 +162,11 @@ _RULE = re.compile(r"^\s*([=\-~^*#+_`:'\".])\1{2,}\s*$")
 _MD_IMAGE_LINK = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
 _MD_EMPHASIS = re.compile(r"(\*\*|__|\*|`)(?=\S)(.+?)(?<=\S)\1")
 
-RawBlock = tuple[str, "int | None", "int | None", tuple[int, ...]]
+
+def plain_text(path: Path, max_chars: int, max_unpacked: int, markup: str | None = None) -> Read:
+    """A text file; markup 'md'/'rst' (see text_blocks)."""
+    text, cut = read_text(path, max_chars)
+    return text_blocks(text, markup), cut
 
 
 def text_blocks(text: str, markup: str | None) -> list[RawBlock]:
@@ -199,21 +227,35 @@ _BLOCK_TAGS = frozenset(
 _META_CHARSET = re.compile(rb"<meta[^>]*?charset\s*=\s*[\"']?\s*([A-Za-z0-9_.:-]+)", re.I)
 
 
-def _html_charset(head: bytes) -> str | None:
-    m = _META_CHARSET.search(head)
-    if not m:
+def declared_charset(label: str | bytes | None) -> str | None:
+    """The codec for a charset a file declares (HTML meta, MIME), None if unknown or useless."""
+    if not label:
         return None
     try:
-        name = codecs.lookup(m.group(1).decode("ascii")).name
+        name = codecs.lookup(label.decode("ascii") if isinstance(label, bytes) else label).name
     except (LookupError, UnicodeDecodeError):
         return None
     if name in ("latin-1", "iso8859-1", "ascii"):
-        return "cp1252"  # what browsers do
+        return "cp1252"  # what browsers and mail readers do (WHATWG Encoding)
     return None if name.startswith("utf-16") else name
 
 
-def html_blocks(text: str) -> list[RawBlock]:
+def _html_charset(head: bytes) -> str | None:
+    m = _META_CHARSET.search(head)
+    return declared_charset(m.group(1)) if m else None
+
+
+def html_file(path: Path, max_chars: int, max_unpacked: int) -> Read:
+    text, cut = read_text(path, max_chars, html=True)
+    return html_blocks(text), cut
+
+
+def html_blocks(text: str, keep_title: bool = True) -> list[RawBlock]:
+    """Paragraphs of an HTML page. keep_title=False drops <title>: an e-book chapter's or an
+    e-mail's title is the book's or a template's, not its text."""
     from html.parser import HTMLParser
+
+    skip_tags = _SKIP_TAGS if keep_title else _SKIP_TAGS | {"title"}
 
     class Parser(HTMLParser):
         def __init__(self) -> None:
@@ -234,13 +276,13 @@ def html_blocks(text: str) -> list[RawBlock]:
             if tag == "title":
                 self.flush()
                 self.title_start = len(self.out)
-            if tag in _SKIP_TAGS:
+            if tag in skip_tags:
                 self.skip += 1
             elif tag in _BLOCK_TAGS:
                 self.flush()
 
         def handle_endtag(self, tag: str) -> None:
-            if tag in _SKIP_TAGS:
+            if tag in skip_tags:
                 self.skip = max(0, self.skip - 1)
             elif tag in _BLOCK_TAGS:
                 self.flush()
@@ -335,7 +377,7 @@ def _pdf_paragraphs(text: str) -> list[str]:
     return [_join_lines(p) for p in paras]
 
 
-def pdf_blocks(path: Path, max_chars: int) -> list[RawBlock]:
+def pdf_blocks(path: Path, max_chars: int, max_unpacked: int) -> Read:
     from pypdf import PdfReader
     from pypdf.errors import DependencyError
 
@@ -381,50 +423,4 @@ def pdf_blocks(path: Path, max_chars: int) -> list[RawBlock]:
         if errors:
             raise ExtractError(f"not a valid PDF ({_one_line(errors[0])})")
         raise ExtractError("no text layer (scanned PDF?)")
-    return out
-
-
-# ---------------------------------------------------------------------------------- DOCX
-
-
-def docx_blocks(path: Path, max_unpacked: int) -> list[RawBlock]:
-    try:
-        with zipfile.ZipFile(path) as zf:
-            infos = zf.infolist()
-            names = {i.filename for i in infos}
-    except zipfile.BadZipFile as e:
-        raise ExtractError("not a valid DOCX (not a zip file)") from e
-    # zipfile never inflates an entry past its declared size, so checking these sizes is enough.
-    total = sum(i.file_size for i in infos)
-    absurd = any(
-        i.file_size > 10_000_000 and i.file_size > 200 * max(i.compress_size, 1) for i in infos
-    )
-    if total > max_unpacked or absurd:
-        raise ExtractError("DOCX too large when unpacked (possible zip bomb)")
-    if "word/document.xml" not in names:
-        raise ExtractError("not a valid DOCX (no word/document.xml)")
-
-    import docx
-    from docx.table import Table
-
-    try:
-        doc = docx.Document(str(path))
-        out: list[RawBlock] = []
-        for item in doc.iter_inner_content():
-            if isinstance(item, Table):
-                for row in item.rows:
-                    cells, seen = [], set()
-                    for cell in row.cells:  # merged cells repeat; keep each once
-                        if id(cell._tc) not in seen:
-                            seen.add(id(cell._tc))
-                            cells.append(_norm(cell.text))
-                    out.append((" | ".join(c for c in cells if c), None, None, ()))
-            else:
-                out.append((item.text, None, None, ()))
-    except ExtractError:
-        raise
-    except Exception as e:  # python-docx / lxml on a damaged package
-        raise ExtractError(f"not a valid DOCX ({_one_line(e)})") from e
-    return out
-
-
+    return out, False

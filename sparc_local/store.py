@@ -47,7 +47,7 @@ import numpy as np
 from . import postings as codec
 from . import search as _search
 from .errors import DataDirUnusable, IndexCorrupt, SchemaTooNew, SparcError
-from .pathfilter import PathFilter
+from .pathfilter import PathFilter, is_under
 from .segments import _CHUNK, MERGE_FACTOR, Segments, _chunks, _level, _qmarks
 from .sparse import SparseVectors
 
@@ -191,11 +191,6 @@ class FileRecord:
 
 
 _FILE_COLS = "id, path, size, mtime, hash, status, error, n_sentences, indexed_at"
-
-
-def is_under(path: str, prefix: str) -> bool:
-    """Whether ``path`` is ``prefix`` or lies below it, by whole components (/a/bc is not under /a/b)."""
-    return path == prefix or path.startswith(prefix.rstrip(os.sep) + os.sep)
 
 
 def _covered(path: str, roots: Iterable[str]) -> bool:
@@ -717,8 +712,9 @@ class Index(Segments):
 
     def _filter_mask(self, c: sqlite3.Connection, file_filter: PathFilter) -> np.ndarray | None:
         """A bool per sentence id (below ``_read_state``'s bound): True for the live sentences of
-        the files whose path ``file_filter`` keeps; None when it keeps none.  Cached with the
-        snapshot's tombstones.
+        the files ``file_filter`` keeps (by path, relative to the roots, and modification time);
+        None when it keeps none.  Cached with the snapshot's tombstones (the roots and mtimes
+        are of the same snapshot).
 
         Why ranges: ``write_files`` gives a file's sentences consecutive ids, so one grouped row
         per kept file (read from the sentences_file index) marks them; a file whose ids are not
@@ -728,10 +724,11 @@ class Index(Segments):
         if file_filter in masks:
             return masks[file_filter]
         size = self._state[2]
-        cond, args = file_filter.where("f.path")
-        rows = c.execute("SELECT f.id, f.path, min(s.id), max(s.id), count(*) FROM files f"
+        cond, args = file_filter.where("f.path", "f.mtime")
+        rows = c.execute("SELECT f.id, f.path, f.mtime, min(s.id), max(s.id), count(*) FROM files f"
                          f" JOIN sentences s ON s.file_id = f.id WHERE {cond} GROUP BY f.id", args).fetchall()
-        ranges = [(r[0], *r[2:]) for r, k in zip(rows, file_filter.keeps([r[1] for r in rows])) if k]
+        keep = file_filter.keeps([r[1] for r in rows], roots=self._stored_roots(), mtimes=[r[2] for r in rows])
+        ranges = [(r[0], *r[3:]) for r, k in zip(rows, keep) if k]
         if not ranges:
             masks[file_filter] = None
             return None
@@ -752,7 +749,7 @@ class Index(Segments):
 
         Exact (identical to summing every posting), see ``search.top_k_blobs``.  ``stats``, if
         given, receives counters for benchmarks.  ``file_filter``: only sentences of the files
-        whose path it keeps are ranked (a mask inside scoring, so pruning stays exact)."""
+        it keeps are ranked (a mask inside scoring, so pruning stays exact)."""
         # not np.unique: it imports numpy.ma on the ask path
         toks = sorted(set(token_ids.tolist() if isinstance(token_ids, np.ndarray) else map(int, token_ids)))
         rows: list[tuple[int, bytes]] = []

@@ -34,7 +34,7 @@ from pathlib import Path
 from sparc_local.extract import SUPPORTED, ExtractError, iter_files, path_key
 from sparc_local.ignore import IGNORE_FILES, Rules
 from sparc_local.modelinfo import ModelInfo
-from sparc_local.store import is_under as _under
+from sparc_local.pathfilter import is_under as _under
 
 log = logging.getLogger("sparc_local.watch")
 _SKIP_EVENTS = frozenset({"opened", "closed_no_write"})

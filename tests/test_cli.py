@@ -86,7 +86,7 @@ def test_ask_filters_and_explain(docs: Path):
     result = run("ask", "green tea steep", "--explain", "-k", "1")
     lines = result.output.splitlines()
     assert lines[0].startswith(f"1. {docs / 'tea.md'}:3  score ")
-    assert lines[1] == "   **Green tea should steep for three minutes.** Then drink it."
+    assert lines[1] == "   Green tea should steep for three minutes. Then drink it."  # piped: plain text
     # the explanation is the score itself, split by question token (SPARC Eq. 2)
     score = float(lines[0].rsplit("score ", 1)[1])
     parts = dict(p.rsplit(" ", 1) for p in lines[2].removeprefix("   = ").split(" + "))

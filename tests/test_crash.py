@@ -179,7 +179,7 @@ def test_kill_during_forget(tmp_path: Path, tiny_model_dir: Path):
     from sparc_local.encode import Encoder
     from sparc_local.indexer import forget, run_index
     from sparc_local.modelinfo import ModelInfo
-    from sparc_local.store import is_under
+    from sparc_local.pathfilter import is_under
 
     docs, private = tmp_path / "docs", tmp_path / "private"
     docs.mkdir()

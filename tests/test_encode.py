@@ -23,6 +23,17 @@ def test_checkpoint_names_round_trip(layout):
     assert all(np.array_equal(w[k], w2[k]) for k in w)
 
 
+def _assert_top_k_of(vectors, f: np.ndarray, info: ModelInfo, k: int = 20) -> None:
+    """Each row holds the K largest reference weights f (sentences x vocabulary), as a set (ties aside)."""
+    f[:, list(info.skip_ids)] = 0
+    for i in range(len(SENTENCES)):
+        tok, wt = vectors.row(i)
+        assert len(tok) <= k and np.all(wt > 0) and np.all(np.diff(wt) <= 0)
+        np.testing.assert_allclose(wt, f[i, tok], rtol=1e-4, atol=1e-5)
+        assert wt[-1] >= np.sort(f[i])[::-1][len(tok) - 1] - 1e-5
+        assert not set(tok.tolist()) & set(info.skip_ids)
+
+
 @pytest.mark.parametrize("layout", ["bert", "distilbert"])
 def test_onnx_graph_matches_torch_reference(tmp_path, layout):
     """The exported graph computes SPARC Eq. 4 + TopK exactly as the training model does."""
@@ -40,24 +51,17 @@ def test_onnx_graph_matches_torch_reference(tmp_path, layout):
         items = paragraph_inputs(enc.tokenizer, PARAGRAPHS, info.inputs)
         ids, types, mask = (torch.from_numpy(a) for a in pad_batch(items))
         f = ref.token_scores(ref(ids, types, mask), mask, torch.arange(info.vocab_size)).numpy()
-    f[:, list(info.skip_ids)] = 0
-    for i in range(len(SENTENCES)):
-        tok, wt = vectors.row(i)
-        assert len(tok) <= 20 and np.all(wt > 0) and np.all(np.diff(wt) <= 0)
-        np.testing.assert_allclose(wt, f[i, tok], rtol=1e-4, atol=1e-5)
-        # the K largest reference weights, as a set (ties aside)
-        assert wt[-1] >= np.sort(f[i])[::-1][len(tok) - 1] - 1e-5
-        assert not set(tok.tolist()) & set(info.skip_ids)
+    _assert_top_k_of(vectors, f, info)
 
 
-@pytest.mark.parametrize("layout", ["bert", "distilbert"])
-def test_window_graph_matches_torch_reference(tmp_path, layout):
+@pytest.mark.parametrize("layout,share", [("bert", 0.0), ("distilbert", 0.0), ("bert", 0.3)])
+def test_window_graph_matches_torch_reference(tmp_path, layout, share):
     """Model v2: one pass per paragraph window, each sentence pooled over its own tokens only,
     exactly as the training model computes it; several windows per long paragraph."""
     from sparc_local.inputs import SCHEME_WINDOW, pad_batch, span_index, window_inputs
     from sparc_local.training.model import Encoder as TorchEncoder
 
-    info = make_tiny_model(tmp_path / "m", layout=layout, top_k=20, scheme=SCHEME_WINDOW)
+    info = make_tiny_model(tmp_path / "m", layout=layout, top_k=20, scheme=SCHEME_WINDOW, window_share=share)
     enc = Encoder(info, threads=1, token_budget=64)
     vectors = enc.encode(PARAGRAPHS)
     assert len(vectors) == len(SENTENCES)
@@ -68,15 +72,12 @@ def test_window_graph_matches_torch_reference(tmp_path, layout):
     with torch.no_grad():
         ref.sparsity.fill_(0.5)
         ids, _, mask = (torch.from_numpy(a) for a in pad_batch([(x.ids, x.ids) for x in windows]))
-        at, spans = (torch.from_numpy(a) for a in span_index(windows, ids.shape[1]))
-        f = ref.span_scores(ref(ids, torch.zeros_like(ids), mask), at, spans, torch.arange(info.vocab_size)).numpy()
-    f[:, list(info.skip_ids)] = 0
-    for i in range(len(SENTENCES)):
-        tok, wt = vectors.row(i)
-        assert len(tok) <= 20 and np.all(wt > 0) and np.all(np.diff(wt) <= 0)
-        np.testing.assert_allclose(wt, f[i, tok], rtol=1e-4, atol=1e-5)
-        assert wt[-1] >= np.sort(f[i])[::-1][len(tok) - 1] - 1e-5
-        assert not set(tok.tolist()) & set(info.skip_ids)
+        index = span_index(windows, ids.shape[1])
+        at = type(index)(*(torch.from_numpy(getattr(index, k)) for k in index.__dataclass_fields__))
+        if share:
+            ref.share = torch.nn.Parameter(torch.logit(torch.tensor(share)))
+        f = ref.span_scores(ref(ids, torch.zeros_like(ids), mask), at, torch.arange(info.vocab_size)).numpy()
+    _assert_top_k_of(vectors, f, info)
 
 
 def test_segment_ids_matter_for_bert_only(tmp_path):

@@ -216,7 +216,7 @@ def test_question_without_a_usable_token(docs: Path, question: str):
 def test_empty_question_is_a_usage_error(question: str):
     result = runner.invoke(app, ["ask", question], catch_exceptions=False)
     assert result.exit_code == 2
-    assert result.stderr == ("Usage: root ask [OPTIONS] {QUESTION}\nTry 'root ask --help' for help.\n\n"
+    assert result.stderr == ("Usage: root ask [OPTIONS] QUESTION\nTry 'root ask --help' for help.\n\n"
                              "Error: Invalid value for 'QUESTION': the question is empty\n")
 
 

@@ -23,6 +23,18 @@ from typer.testing import CliRunner
 
 from sparc_local.cli import app
 from tests.test_extract import TEA, pdf_bytes
+from tests.test_formats import (
+    BILLION_LAUGHS,
+    big_mbox,
+    drm,
+    epub_bytes,
+    mbox_file,
+    message,
+    odt_bytes,
+    p,
+    pptx_file,
+    xhtml,
+)
 
 GOOD = "The museum ticket costs ten euros.\n"
 
@@ -45,12 +57,37 @@ def _encrypted(path: Path) -> None:
     plain.unlink()
 
 
-def _zip_bomb(path: Path) -> None:
+def _zip_bomb(path: Path, first: tuple[str, str] = ("[Content_Types].xml", "<Types/>"),
+              part: str = "word/document.xml") -> None:
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
-        zf.writestr("[Content_Types].xml", "<Types/>")
-        with zf.open("word/document.xml", "w") as f:
+        zf.writestr(*first)
+        with zf.open(part, "w") as f:
             for _ in range(20):  # 20 MB of zeros, ~20 KB on disk
                 f.write(bytes(1 << 20))
+
+
+def _odt_bomb(path: Path) -> None:
+    _zip_bomb(path, ("mimetype", "application/vnd.oasis.opendocument.text"), "content.xml")
+
+
+def _truncated_pptx(path: Path) -> None:
+    data = pptx_file(path, [("Title", "The museum is closed.", "")]).read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+
+
+def _docx_named(path: Path) -> None:
+    import docx
+
+    docx.Document().save(str(path))
+
+
+def _plain_zip(path: Path) -> None:
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr("hello.txt", "hi")
+
+
+_CHAPTERS = [("a.xhtml", xhtml("Book", "<p>One.</p>")), ("b.xhtml", xhtml("Book", "<p>Two.</p>"))]
+_PNG = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(range(256)) * 8
 
 
 def _symlink_loop(path: Path) -> None:
@@ -93,14 +130,39 @@ CASES = [
          "skipped {path}: DOCX too large when unpacked (possible zip bomb)"),
     Case("DOCX that is not a zip file", "fake.docx", _bytes(b"PK? no, plain text"),
          "skipped {path}: not a valid DOCX (not a zip file)"),
-    Case("binary file renamed .txt (PNG bytes)", "image.txt",
-         _bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(range(256)) * 8),
-         "skipped {path}: binary file, not text"),
+    Case("binary file renamed .txt (PNG bytes)", "image.txt", _bytes(_PNG), "skipped {path}: binary file, not text"),
     Case("invalid UTF-8 (cp1252 bytes)", "legacy.txt", _bytes("The café serves green tea.\n".encode("cp1252")),
          None),
     Case("symlink loop (a link to itself)", "loop.txt", _symlink_loop, "skipped {path}: symlink loop"),
     Case("broken symlink", "dangling.txt", _broken_symlink, "skipped {path}: broken symlink"),
     Case("FIFO named .txt (a read would block)", "pipe.txt", _fifo, "skipped {path}: not a regular file"),
+    Case("zip-bomb-like ODT (content.xml: 20 MB of zeros in 20 KB)", "bomb.odt", _odt_bomb,
+         "skipped {path}: ODT too large when unpacked (possible zip bomb)"),
+    Case("ODT whose XML declares entities (billion laughs)", "laughs.odt",
+         _bytes(odt_bytes(p("&lol9;"), doctype=BILLION_LAUGHS)),
+         "skipped {path}: ODT refused: content.xml declares XML entities (possible entity bomb)"),
+    Case("password-protected ODT", "locked.odt", _bytes(odt_bytes(p("secret"), encrypted=True)),
+         "skipped {path}: encrypted ODT (password-protected)"),
+    Case("truncated PPTX (first half of a real one)", "truncated.pptx", _truncated_pptx,
+         "skipped {path}: not a valid PPTX (truncated or damaged zip file)"),
+    Case("password-protected PPTX (an OLE compound file, as Office writes it)", "locked.pptx",
+         _bytes(b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + bytes(600)),
+         "skipped {path}: not a valid PPTX (password-protected, or the older binary format)"),
+    Case("DOCX renamed .pptx", "word.pptx", _docx_named,
+         "skipped {path}: not a valid PPTX (word/document.xml is not a presentation)"),
+    Case("empty file named .pptx (0 bytes)", "empty.pptx", _bytes(b""), "skipped {path}: not a valid PPTX (not a zip file)"),
+    Case("EPUB under DRM (every chapter encrypted)", "locked.epub",
+         _bytes(epub_bytes(_CHAPTERS, encryption=drm("OEBPS/a.xhtml", "OEBPS/b.xhtml"))),
+         "skipped {path}: encrypted EPUB (DRM)"),
+    Case("EPUB whose package document declares entities (billion laughs)", "laughs.epub",
+         _bytes(epub_bytes(_CHAPTERS, opf_doctype=BILLION_LAUGHS)),
+         "skipped {path}: EPUB refused: OEBPS/content.opf declares XML entities (possible entity bomb)"),
+    Case("zip file of something else, named .epub", "plain.epub", _plain_zip,
+         "skipped {path}: not a valid EPUB (no META-INF/container.xml)"),
+    Case("binary file renamed .eml (PNG bytes)", "image.eml", _bytes(_PNG),
+         "skipped {path}: binary file, not an e-mail message"),
+    Case("text file renamed .mbox", "notes.mbox", _bytes(b"Dear diary,\nFrom today on I drink tea.\n"),
+         "skipped {path}: not an mbox file (it does not start with a 'From ' line)"),
 ]
 # covered by the dedicated tests below; listed here for the doc
 OTHER_ROWS = [
@@ -111,6 +173,12 @@ OTHER_ROWS = [
     ("name that is not valid UTF-8 (b'caf\\xe9.txt')", "(nothing: indexed; shown as caf\\xe9.txt)"),
     ("file with more sentences than --max-sentences (default 100000; e.g. a 1 GB log)",
      "cut {path}: indexed its first N sentences (see --max-sentences)"),
+    ("e-mail in legacy charsets (ISO-8859-1 and KOI8-R bodies, a raw 8-bit Subject, a charset no codec knows)",
+     "(nothing: indexed)"),
+    ("empty .eml or .mbox (0 bytes)", "(nothing: indexed, with no sentence)"),
+    ("mbox of 10,000 messages", "(nothing: indexed; `ask` names the message: `{path} (message N)`)"),
+    ("EPUB chapter whose DOCTYPE declares entities (billion laughs)",
+     "(nothing: indexed; chapters are read as HTML, which never expands them)"),
     ("disk full while writing the index", "Error: the disk holding the index is full (DIR)\n"
      "Free some disk space and run `sparc-local index` again: the files indexed so far are kept."),
 ]
@@ -239,6 +307,63 @@ def test_sentence_cap_per_file(tmp_path: Path):
     assert lines[0] == f"cut {long}: indexed its first 3 sentences (see --max-sentences)"
     assert lines[1].startswith("Indexed 2 files (4 sentences), 0 unchanged, 0 removed, 0 skipped in ")
     assert json.loads(run("status", "--json").output)["errors"] == []
+
+
+# ------------------------------------------------------------------------------------ mail and e-books
+
+
+def test_mail_in_legacy_charsets_is_indexed(tmp_path: Path):
+    root = _folder(tmp_path)
+    (root / "latin.eml").write_bytes(bytes(message("Tea", "The café serves green tea.\n", charset="iso-8859-1")))
+    (root / "raw.eml").write_bytes("Subject: Bäckerei\n\nThe bread is baked in the oven.\n".encode("cp1252"))
+    (root / "unknown.eml").write_bytes(b"Subject: =?x-unknown?q?caf=E9?=\nContent-Type: text/plain; charset=x-unknown"
+                                       b"\nContent-Transfer-Encoding: 8bit\n\nThe caf\xe9 has a piano.\n")
+    mbox_file(root / "ru.mbox", [message("Hi", "Hello.\n"),
+                                 message("Письмо", "Привет. The train station is near the river.\n", charset="koi8-r")])
+    result = run("index", str(root), "-q")
+    assert (result.exit_code, result.output) == (0, "")
+
+    def top(question: str) -> tuple[str, int | None, str, str]:
+        a = _answers(question)[0]
+        return Path(a["path"]).name, a["page"], a["sentence"], a["context"]
+
+    assert top("café green tea") == ("latin.eml", 1, "The café serves green tea.", "The café serves green tea.")
+    assert top("bread oven") == ("raw.eml", 1, "The bread is baked in the oven.", "The bread is baked in the oven.")
+    assert top("piano") == ("unknown.eml", 1, "The café has a piano.", "The café has a piano.")
+    assert top("train station river") == ("ru.mbox", 2, "The train station is near the river.",
+                                          "Привет. The train station is near the river.")
+    assert json.loads(run("status", "--json").output)["errors"] == []
+
+
+def test_empty_mail_files_are_indexed_with_nothing_to_say(tmp_path: Path):
+    root = _folder(tmp_path)
+    (root / "empty.eml").write_bytes(b"")
+    (root / "empty.mbox").write_bytes(b"")
+    result = run("index", str(root))
+    assert result.output.startswith("Indexed 3 files (1 sentences), 0 unchanged, 0 removed, 0 skipped in ")
+    assert json.loads(run("status", "--json").output)["errors"] == []
+
+
+def test_mbox_of_10000_messages(tmp_path: Path):
+    root = _folder(tmp_path)
+    box = big_mbox(root / "big.mbox", 10_000, special={7777: "The piano school is in London."})
+    result = run("index", str(root), "-q")
+    assert (result.exit_code, result.output) == (0, "")
+    top = _answers("piano school london")[0]
+    assert (top["path"], top["page"], top["sentence"]) == (str(box), 7777, "The piano school is in London.")
+    human = run("ask", "piano school london", "-k", "1")
+    assert human.output.splitlines()[0].startswith(f"1. {box} (message 7777)  score ")
+    assert json.loads(run("status", "--json").output)["sentences"] == 20_001
+
+
+def test_epub_chapter_with_entity_declarations_is_read_as_html(tmp_path: Path):
+    root = _folder(tmp_path)
+    chapter = BILLION_LAUGHS.replace("lolz", "html") + "<html><body><p>The king built a bridge &lol9;.</p></body></html>"
+    (root / "book.epub").write_bytes(epub_bytes([("c.xhtml", chapter)]))
+    result = run("index", str(root), "-q")
+    assert (result.exit_code, result.output) == (0, "")
+    top = _answers("king built bridge")[0]
+    assert (top["path"], top["page"], top["sentence"]) == (str(root / "book.epub"), 1, "The king built a bridge &lol9;.")
 
 
 # ------------------------------------------------------------------------------------ permissions

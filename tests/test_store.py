@@ -664,7 +664,8 @@ def test_search_sees_other_connections_changes(db):
 def test_filtered_search_equals_exhaustive_over_the_kept_files(db, monkeypatch):
     """``file_filter`` ranks the sentences of the kept files only, exactly as summing every posting
     of theirs would (pruned path forced, several segments, tombstones), including a file whose
-    sentence ids are not consecutive; the mask is cached until the database changes."""
+    sentence ids are not consecutive, by path (relative to the roots), type and modification time;
+    the mask is cached until the database changes, roots included."""
     from sparc_local.pathfilter import PathFilter
 
     monkeypatch.setattr(S, "_PRUNE_MIN", 8)
@@ -672,13 +673,14 @@ def test_filtered_search_equals_exhaustive_over_the_kept_files(db, monkeypatch):
     rng = np.random.default_rng(21)
     names = [f"/d/{'ab'[f % 2]}/f{f}.{['txt', 'md', 'MD'][f % 3]}" for f in range(12)]
     with Index(db) as ix, Index(db) as writer:
-        for name in names:
+        ix.add_roots(["/d"])
+        for f, name in enumerate(names):
             rows, vecs = [], []
             for _ in range(40):
                 toks = np.unique(np.concatenate([[1, 2], rng.choice(60, 12, replace=False) + 3]))
                 vecs.append((toks, rng.choice([2.5, 2.6, 2.75], len(toks)).astype(np.float32)))
                 rows.append(SentenceRow("s", "s", 0))
-            ix.write_files([FileUpdate(name, 1, 1.0, "h", rows, SparseVectors.from_rows(vecs))], merge=False)
+            ix.write_files([FileUpdate(name, 1, 10.0 + f, "h", rows, SparseVectors.from_rows(vecs))], merge=False)
         ix.write_files([FileUpdate(names[3], 1, 2.0, "h2"), _update(rng, names[7], 30, "v2")], merge=False)
         # two sentences swap files: f0's and f2's ids are no longer consecutive
         (fa, a), (fb, b) = (ix.conn.execute("SELECT file_id, min(id) FROM sentences WHERE file_id ="
@@ -688,13 +690,17 @@ def test_filtered_search_equals_exhaustive_over_the_kept_files(db, monkeypatch):
 
         def reference(q, k, flt):
             with ix.read_transaction() as c:
-                rows = c.execute("SELECT s.id, f.path FROM sentences s JOIN files f ON f.id = s.file_id").fetchall()
-                allow = np.zeros(1 + max(i for i, _ in rows), bool)
-                allow[[i for i, p in rows if flt.keeps([p])[0]]] = True
+                rows = c.execute("SELECT s.id, f.path, f.mtime FROM sentences s JOIN files f ON f.id = s.file_id"
+                                 ).fetchall()
+                roots = [r[0] for r in c.execute("SELECT path FROM roots")]
+                allow = np.zeros(1 + max(r[0] for r in rows), bool)
+                allow[[i for i, p, m in rows if flt.keeps([p], roots=roots, mtimes=[m])[0]]] = True
                 return S.score(ix.postings(q), k, ix.tombstones(), scale=ix.weight_scale, allow=allow)
 
         filters = [PathFilter(ext="md"), PathFilter(glob="*/a/*"), PathFilter(glob="*/b/*", ext=".TXT"),
-                   PathFilter(glob=names[0]), PathFilter(glob=names[7]), PathFilter(glob=names[3])]
+                   PathFilter(glob=names[0]), PathFilter(glob=names[7]), PathFilter(glob=names[3]),
+                   PathFilter(glob="a/"), PathFilter(glob="b/f1*"), PathFilter(glob="f1?.*", ext="markdown"),
+                   PathFilter(since=14.0), PathFilter(glob="/d/b", before=17.0), PathFilter(since=12.0, before=1e9)]
         for flt in filters:
             for _ in range(10):
                 q = np.concatenate([[1, 2], rng.choice(60, int(rng.integers(1, 6)), replace=False) + 3])
@@ -710,3 +716,12 @@ def test_filtered_search_equals_exhaustive_over_the_kept_files(db, monkeypatch):
         ids, _ = ix.search(_all_tokens(), None, file_filter=PathFilter(glob="*/new.md"))
         assert [r["path"] for r in ix.sentences(ids)] == ["/d/a/new.md"] * 5
         assert len(ix.search(_all_tokens(), None, file_filter=PathFilter(ext="pdf"))[0]) == 0
+        # a deeper root changes what lies "in a/" relative to the roots: the next question sees it
+        flt = PathFilter(glob="a/f1*")
+        ids, _ = ix.search(_all_tokens(), None, file_filter=flt)
+        assert {r["path"] for r in ix.sentences(ids)} == {"/d/a/f10.md"}
+        writer.remove_roots(["/d"])
+        writer.add_roots(["/d/a", "/d/b"])
+        assert len(ix.search(_all_tokens(), None, file_filter=flt)[0]) == 0
+        ids, _ = ix.search(_all_tokens(), None, file_filter=PathFilter(glob="f1*"))
+        assert {r["path"] for r in ix.sentences(ids)} == {"/d/b/f1.md", "/d/a/f10.md", "/d/b/f11.MD"}

@@ -56,14 +56,14 @@ def tiny_weights(layout: str, vocab: int, seed: int = 0):
 
 
 def make_tiny_model(folder: Path, layout: str = "bert", int8: bool = False, top_k: int = 32,
-                    seed: int = 0, quant: str | None = None, scheme: str = "pair") -> ModelInfo:
+                    seed: int = 0, quant: str | None = None, scheme: str = "pair", window_share: float = 0.0) -> ModelInfo:
     folder.mkdir(parents=True, exist_ok=True)
     tok = write_tokenizer(folder / "source-tokenizer.json")
     vocab = json.loads(tok.read_text())["model"]["vocab"]
     cfg, w = tiny_weights(layout, len(vocab), seed)
     info = export_model(cfg, w, tok, folder, name=f"tiny-{layout}", source="random (tests)", sparsity_w=0.5,
                         top_k=top_k, max_length=48, quant=quant or (QUANT_WEIGHTS if int8 else QUANT_FP32),
-                        inputs={"scheme": scheme})
+                        inputs={"scheme": scheme}, window_share=window_share)
     tok.unlink()
     return info
 

@@ -42,6 +42,8 @@ class Encoder(nn.Module):
             self.layers.append(layer)
         # learnable sparsity parameter w of SPARC Eq. 4, stored as w (exp(w) scales the activation)
         self.sparsity = nn.Parameter(torch.zeros(()))
+        # model v2's window share λ = sigmoid(share) (span_scores); None: each sentence's own tokens only
+        self.share: nn.Parameter | None = None
 
     def forward(self, ids: torch.Tensor, types: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """Contextual token embeddings H(s), shape (B, L, d)."""
@@ -71,22 +73,26 @@ class Encoder(nn.Module):
         dots = torch.einsum("bld,vd->blv", hidden * mask.unsqueeze(-1).to(hidden.dtype), e)
         return torch.log1p(F.relu(dots.max(dim=1).values) * torch.exp(self.sparsity))
 
-    def span_scores(self, hidden: torch.Tensor, tokens: torch.Tensor, spans: torch.Tensor,
-                    token_ids: torch.Tensor) -> torch.Tensor:
+    def span_scores(self, hidden: torch.Tensor, at, token_ids: torch.Tensor) -> torch.Tensor:
         """f(v, s) for each sentence of a window batch (model v2), shape (N, V_sub).
 
-        The max of SPARC Eq. 4 runs over the sentence's own token positions only (`tokens` and
-        `spans`, from inputs.span_index); the rest of the window shapes them through attention.
+        SPARC Eq. 4's max runs over the sentence's own token positions (`at`, an
+        inputs.SpanIndex of tensors); the rest of the window shapes them through attention. With
+        a window share λ = sigmoid(self.share), f = log(1 + ReLU((1−λ)·max_s + λ·max_window)·exp(w)),
+        where max_window is over the window's sentences: a little of the paragraph's evidence.
         """
-        h = hidden.reshape(-1, hidden.shape[-1])[tokens]  # (M, d): sentence tokens only
-        dots = (h @ self.word[token_ids].T)[spans]  # (N, T, V_sub)
-        return torch.log1p(F.relu(dots.max(dim=1).values) * torch.exp(self.sparsity))
+        h = hidden.reshape(-1, hidden.shape[-1])[at.tokens]  # (M, d): sentence tokens only
+        pooled = (h @ self.word[token_ids].T)[at.spans].max(dim=1).values  # (N, V_sub)
+        if self.share is not None:
+            lam = torch.sigmoid(self.share)
+            window = pooled[at.windows].max(dim=1).values[at.window_of]
+            pooled = (1 - lam) * pooled + lam * window
+        return torch.log1p(F.relu(pooled) * torch.exp(self.sparsity))
 
     @torch.no_grad()
-    def span_threshold(self, hidden: torch.Tensor, tokens: torch.Tensor, spans: torch.Tensor,
-                       sample: torch.Tensor, k: int, vocab: int) -> torch.Tensor:
+    def span_threshold(self, hidden: torch.Tensor, at, sample: torch.Tensor, k: int, vocab: int) -> torch.Tensor:
         """Each sentence's estimated K-th largest f over the vocabulary (see topk_threshold)."""
-        f = self.span_scores(hidden, tokens, spans, sample)
+        f = self.span_scores(hidden, at, sample)
         rank = max(1, min(f.shape[1], round(k * sample.numel() / vocab)))
         return f.topk(rank, dim=1).values[:, -1]
 

@@ -62,6 +62,8 @@ class Trainer:
         self.model = Encoder(cfg, w)
         with torch.no_grad():
             self.model.sparsity.fill_(args.w_init)
+        if args.window_share:
+            self.model.share = torch.nn.Parameter(torch.tensor(math.log(args.window_share / (1 - args.window_share))))
         self.pool = self._pool()
         self.spec = InputSpec(args.max_length, self.cls_id, self.sep_id, args.context_sentences, args.context_order,
                               args.scheme)
@@ -73,10 +75,11 @@ class Trainer:
             self.window_of = np.repeat(np.arange(len(self.windows)), sizes)
         else:
             self.inputs = paragraph_inputs(self.tokenizer, self.pool.paragraphs, self.spec)
-        enc_params = [p for n, p in self.model.named_parameters() if p.requires_grad and n != "sparsity"]
+        scalars = [p for p in (self.model.sparsity, self.model.share) if p is not None]
+        enc_params = [p for n, p in self.model.named_parameters() if p.requires_grad and n not in ("sparsity", "share")]
         self.opt = torch.optim.Adam([
             {"params": enc_params, "lr": args.lr},
-            {"params": [self.model.sparsity], "lr": args.w_lr},
+            {"params": scalars, "lr": args.w_lr},
         ])
         self.base_lrs = [args.lr, args.w_lr]
         self.step = 0
@@ -144,12 +147,13 @@ class Trainer:
             wins = sorted({int(self.window_of[c]) for c in cand})
             windows = [self.windows[w] for w in wins]
             ids, _, mask = (torch.from_numpy(a) for a in pad_batch([(w.ids, np.zeros_like(w.ids)) for w in windows]))
-            at, spans = (torch.from_numpy(a) for a in span_index(windows, ids.shape[1]))
+            index = span_index(windows, ids.shape[1])
+            at = type(index)(*(torch.from_numpy(getattr(index, k)) for k in index.__dataclass_fields__))
             hidden = self.model(ids, torch.zeros_like(ids), mask)
-            f = self.model.span_scores(hidden, at, spans, tokens)
+            f = self.model.span_scores(hidden, at, tokens)
             if self.args.topk:
                 f = f * self._keep(f, hard, lambda sample: self.model.span_threshold(
-                    hidden, at, spans, sample, self.args.topk, len(self.kept_vocab)))
+                    hidden, at, sample, self.args.topk, len(self.kept_vocab)))
             sents = [int(self.first[w]) + j for w in wins for j in range(len(self.windows[w].spans))]
             return f, sents
         ids, types, mask = (torch.from_numpy(a) for a in pad_batch([self.inputs[c] for c in cand]))
@@ -207,6 +211,7 @@ class Trainer:
             self.step += 1
             rec = {"step": self.step, "loss": round(loss.item(), 4),
                    "exp_w": round(math.exp(self.model.sparsity.item()), 3),
+                   **({"share": round(torch.sigmoid(self.model.share).item(), 4)} if self.model.share is not None else {}),
                    "lr": self.opt.param_groups[0]["lr"], "elapsed": round(time.time() - t0, 1)}
             self.log.write(json.dumps(rec) + "\n")
             self.log.flush()
@@ -254,6 +259,8 @@ class Trainer:
         """Canonical weights plus w, which the exporter turns into a shipped ONNX model."""
         w = self.model.export_weights()
         w["sparsity.w"] = np.asarray(self.model.sparsity.item(), dtype=np.float32)
+        if self.model.share is not None:
+            w["window.share"] = np.asarray(torch.sigmoid(self.model.share).item(), dtype=np.float32)
         out = self.run / "final.npz"
         save_canonical(out, self.cfg, w)
         return out
@@ -270,6 +277,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--max-length", type=int, default=128)
     p.add_argument("--context-sentences", type=int, default=6, help="see inputs.InputSpec; export with the same")
     p.add_argument("--context-order", choices=CONTEXT_ORDERS, default="document")
+    p.add_argument("--window-share", type=float, default=0.0,
+                   help="window scheme: initial λ of the window's pooled signal (0: own tokens only, not learned)")
     p.add_argument("--scheme", choices=[SCHEME_PAIR, SCHEME_WINDOW], default=SCHEME_PAIR,
                    help="pair: [CLS] sentence [SEP] context [SEP] per sentence; window: one pass per paragraph window")
     p.add_argument("--lr", type=float, default=3e-5)

@@ -1,0 +1,383 @@
+"""`ask` at the command line: its filters (--path as text or a glob relative to the indexed folders,
+--type with its aliases, --since/--before), its output piped and on a terminal, usage lines, shell
+completion, and the console entry point, which answers a plain `ask` without the Typer app and must
+read arguments exactly as the app does.  Real files, a real SQLite index, the tiny model."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+import typer.main
+from typer.testing import CliRunner
+
+from sparc_local.ask import Answer
+from sparc_local.cli import app
+from sparc_local.clicommon import run_ask
+from sparc_local.entry import ASK_FLAGS, ASK_VALUES, plain_ask
+from sparc_local.render import _Style, format_answers
+
+pytestmark = pytest.mark.usefixtures("active_tiny")
+
+runner = CliRunner()
+QUESTION = "the tea tower train river museum"
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _when(text: str) -> float:
+    return datetime.fromisoformat(text).timestamp()
+
+
+@pytest.fixture
+def docs(tmp_path: Path) -> Path:
+    """Four files in three folders, with known modification times, indexed."""
+    root = tmp_path / "docs"
+    files = {
+        "tea.md": ("# Tea\n\nGreen tea should steep for three minutes. Then drink it.\n", "2026-01-10T00:00"),
+        "library/history.txt": ("The king built the tower in one year.\n", "2025-06-01T12:00"),
+        "library/trip.htm": ("<html><body><p>The train station is by the river.</p></body></html>",
+                             "2025-12-31T23:59"),
+        "notes/museum.html": ("<html><body><p>The museum ticket was for the history of music.</p></body></html>",
+                              "2026-02-01T08:30"),
+    }
+    for rel, (text, when) in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        os.utime(path, (_when(when), _when(when)))
+    result = runner.invoke(app, ["index", str(root), "-q"])
+    assert (result.exit_code, result.output) == (0, "")
+    return root
+
+
+def kept(docs: Path, *args: str) -> list[str]:
+    """The files (relative to docs) of every answer `ask QUESTION --json ARGS` gives."""
+    result = runner.invoke(app, ["ask", QUESTION, "--json", "-k", "50", *args], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return sorted({str(Path(a["path"]).relative_to(docs)) for a in json.loads(result.output)})
+
+
+ALL = ["library/history.txt", "library/trip.htm", "notes/museum.html", "tea.md"]
+
+
+# ------------------------------------------------------------------------------------ filters
+
+
+def test_every_file_answers_unfiltered(docs: Path):
+    assert kept(docs) == ALL
+
+
+def test_path_is_text_or_a_glob_relative_to_the_indexed_folder(docs: Path):
+    assert kept(docs, "--path", "library") == ["library/history.txt", "library/trip.htm"]
+    assert kept(docs, "--path", "library/h") == ["library/history.txt"]
+    assert kept(docs, "--path", "library/*") == ["library/history.txt", "library/trip.htm"]
+    assert kept(docs, "--path", "tr*") == ["library/trip.htm"]  # a name, at any depth
+    assert kept(docs, "--path", "*.htm*") == ["library/trip.htm", "notes/museum.html"]
+    # absolute: a glob as before, and a text keeps what lies at or below it
+    assert kept(docs, "--path", "*/library/*") == ["library/history.txt", "library/trip.htm"]
+    assert kept(docs, "--path", f"{docs}/*.md") == ["tea.md"]
+    assert kept(docs, "--path", str(docs / "notes")) == ["notes/museum.html"]
+    assert kept(docs, "--path", str(docs / "note")) == []  # a whole folder name, not a prefix of one
+    # the indexed folder's own path is not part of the relative path
+    nothing = runner.invoke(app, ["ask", QUESTION, "--path", docs.name])
+    assert (nothing.exit_code, nothing.output) == (0, "No answer found.\n")
+
+
+def test_type_keeps_the_extension_and_its_aliases(docs: Path):
+    html = ["library/trip.htm", "notes/museum.html"]
+    for ext in ("htm", "html", ".HTML", "Htm"):
+        assert kept(docs, "--type", ext) == html, ext
+    assert kept(docs, "--type", "markdown") == kept(docs, "--type", "md") == ["tea.md"]
+    assert kept(docs, "--type", "text") == kept(docs, "--type", ".txt") == ["library/history.txt"]
+    assert kept(docs, "--type", "pdf") == []
+    assert kept(docs, "--type", "htm", "--path", "library") == ["library/trip.htm"]
+
+
+def test_since_and_before_bound_the_modification_time(docs: Path):
+    assert kept(docs, "--since", "2026-01-10") == ["notes/museum.html", "tea.md"]  # from its midnight on
+    assert kept(docs, "--before", "2026-01-10") == ["library/history.txt", "library/trip.htm"]
+    assert kept(docs, "--since", "2025-12-31T23:59", "--before", "2026-01-10") == ["library/trip.htm"]
+    assert kept(docs, "--since", "2025-12-31 23:59:01") == ["notes/museum.html", "tea.md"]
+    assert kept(docs, "--since", "2026-01-01", "--type", "md") == ["tea.md"]
+    assert kept(docs, "--before", "2025-01-01") == []
+
+
+def test_filters_rank_inside_the_kept_files(docs: Path):
+    """A mask inside scoring: -k 1 is the best answer of the kept files, not a filtered top 1."""
+    best = json.loads(runner.invoke(app, ["ask", "green tea steep", "--json", "-k", "1"]).output)
+    assert Path(best[0]["path"]).name == "tea.md"
+    for args in (["--path", "library"], ["--type", "html"], ["--before", "2026-01-10"]):
+        ranked = json.loads(runner.invoke(app, ["ask", "green tea steep", "--json", "-k", "50", *args]).output)
+        top = json.loads(runner.invoke(app, ["ask", "green tea steep", "--json", "-k", "1", *args]).output)
+        assert top == ranked[:1] and top[0]["path"] != best[0]["path"], args
+
+
+@pytest.mark.parametrize("option", ["--since", "--before"])
+@pytest.mark.parametrize("value", ["2026-13-01", "yesterday", "01/02/2026", ""])
+def test_a_bad_date_is_a_usage_error(option: str, value: str):
+    result = runner.invoke(app, ["ask", "tea", option, value], catch_exceptions=False)
+    assert result.exit_code == 2
+    assert result.stderr == ("Usage: root ask [OPTIONS] QUESTION\nTry 'root ask --help' for help.\n\n"
+                             f"Error: Invalid value for '{option}': \"{value}\" is not a date: "
+                             "use YYYY-MM-DD or YYYY-MM-DDTHH:MM\n")
+
+
+# ------------------------------------------------------------------------------------ output
+
+
+def test_piped_output_is_plain_text(docs: Path):
+    answers = json.loads(runner.invoke(app, ["ask", "green tea steep", "--json", "-k", "2"]).output)
+    result = runner.invoke(app, ["ask", "green tea steep", "-k", "2"])
+    assert result.exit_code == 0
+    assert answers[0]["sentence"] == "Green tea should steep for three minutes."
+    assert result.output == "".join(f"{a['rank']}. {a['path']}:{a['line']}  score {a['score']:.2f}\n"
+                                    f"   {a['context']}\n" for a in answers)
+    assert "**" not in result.output and "\x1b" not in result.output
+
+
+def _answer(sentence: str, before: str = "", after: str = "", **kw) -> Answer:
+    return Answer(1, 12.5, "/d/tea.md", None, 3, sentence, before + sentence + after, len(before), **kw)
+
+
+def test_terminal_output_wraps_between_words_with_a_hanging_indent():
+    a = _answer("Green tea should steep for three minutes with a decorator.", "Before. ", " Then drink it.",
+                contributions={"tea": 2.5, "green": 1.25, "steep": 0.5})
+    assert format_answers([a], explain=True, style=_Style(True), width=30) == (
+        "\x1b[1m1.\x1b[0m /d/tea.md:3  \x1b[2mscore 12.50\x1b[0m\n"
+        "   Before. \x1b[1;33mGreen tea should\x1b[0m\n"
+        "   \x1b[1;33msteep for three minutes\x1b[0m\n"
+        "   \x1b[1;33mwith a decorator.\x1b[0m Then\n"
+        "   drink it.\n"
+        "   \x1b[2m= tea 2.50 + green 1.25\x1b[0m\n"
+        "   \x1b[2m+ steep 0.50\x1b[0m\n")
+    # NO_COLOR keeps bold and dim, as rich does; a word wider than a line is cut; wide characters
+    # take two columns
+    b = _answer("Tea:", after=" supercalifragilisticexpialidocious 東京の緑茶はおいしい")
+    assert format_answers([b], style=_Style(True, colour=False), width=20) == (
+        "\x1b[1m1.\x1b[0m /d/tea.md:3  \x1b[2mscore 12.50\x1b[0m\n"
+        "   \x1b[1mTea:\x1b[0m\n"
+        "   supercalifragilis\n"
+        "   ticexpialidocious\n"
+        "   東京の緑茶はおい\n"
+        "   しい\n")
+    # wide enough: one line each, as piped, with the emphasis
+    assert format_answers([a], style=_Style(True), width=200) == (
+        "\x1b[1m1.\x1b[0m /d/tea.md:3  \x1b[2mscore 12.50\x1b[0m\n"
+        "   Before. \x1b[1;33mGreen tea should steep for three minutes with a decorator.\x1b[0m Then drink it.\n")
+    assert format_answers([a], style=_Style(False), width=None) == (
+        "1. /d/tea.md:3  score 12.50\n"
+        "   Before. Green tea should steep for three minutes with a decorator. Then drink it.\n")
+
+
+def test_styles_follow_the_terminal_and_its_conventions(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    class Tty:
+        def isatty(self) -> bool:
+            return True
+
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    monkeypatch.setenv("TERM", "xterm")
+    with open(tmp_path / "out", "w") as f:
+        assert not _Style.of(f).on
+    assert (_Style.of(Tty()).on, _Style.of(Tty()).colour) == (True, True)
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert (_Style.of(Tty()).on, _Style.of(Tty()).colour) == (True, False)
+    monkeypatch.setenv("TERM", "dumb")
+    assert not _Style.of(Tty()).on
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="a pseudo-terminal")
+def test_ask_in_a_terminal_of_40_columns(docs: Path):
+    """The real command on a pseudo-terminal: styled, and wrapped between words at its width."""
+    import fcntl
+    import pty
+    import struct
+    import termios
+
+    score = json.loads(runner.invoke(app, ["ask", "green tea steep", "--json", "-k", "1"]).output)[0]["score"]
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 40, 0, 0))
+    env = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "COLUMNS")}
+    proc = subprocess.Popen([sys.executable, "-m", "sparc_local", "ask", "green tea steep", "-k", "1"],
+                            stdout=slave, stderr=slave, env={**env, "TERM": "xterm"}, cwd=REPO)
+    os.close(slave)
+    out = b""
+    while True:
+        try:
+            chunk = os.read(master, 4096)
+        except OSError:  # EIO: the command ended and closed the terminal
+            break
+        if not chunk:
+            break
+        out += chunk
+    os.close(master)
+    assert proc.wait() == 0
+    assert out.decode().replace("\r\n", "\n") == (
+        f"\x1b[1m1.\x1b[0m {docs / 'tea.md'}:3  \x1b[2mscore {score:.2f}\x1b[0m\n"
+        "   \x1b[1;33mGreen tea should steep for three\x1b[0m\n"
+        "   \x1b[1;33mminutes.\x1b[0m Then drink it.\n")
+
+
+# ------------------------------------------------------------------------------------ usage lines
+
+
+def test_usage_lines_read_as_command_lines():
+    def usage(*args: str) -> str:
+        return runner.invoke(app, [*args, "--help"], prog_name="sparc-local").output.splitlines()[0]
+
+    assert usage("ask") == "Usage: sparc-local ask [OPTIONS] QUESTION"
+    assert usage("forget") == "Usage: sparc-local forget [OPTIONS] PATH"
+    assert usage("index") == "Usage: sparc-local index [OPTIONS] [PATHS]..."
+    assert usage("eval") == "Usage: sparc-local eval [OPTIONS] DATASET_DIR"
+    result = runner.invoke(app, ["service", "--help"], prog_name="sparc-local", terminal_width=100)
+    assert result.output == (
+        "Usage: sparc-local service [OPTIONS] ACTION\n\n"
+        "  Run `watch` at login as a systemd user service (Linux) or a launchd agent (macOS).\n\n"
+        "Arguments:\n"
+        "  ACTION  install (write the service file) or uninstall (remove it).  [required]\n\n"
+        "Options:\n"
+        "  --help  Show this message and exit.\n")
+    wrong = runner.invoke(app, ["service", "start"], prog_name="sparc-local")
+    assert (wrong.exit_code, wrong.stderr) == (2, (
+        "Usage: sparc-local service [OPTIONS] ACTION\nTry 'sparc-local service --help' for help.\n\n"
+        "Error: Invalid value for 'ACTION': 'start' is not one of 'install', 'uninstall'.\n"))
+
+
+# ------------------------------------------------------------------------------------ completion
+
+
+def _cli(*args: str, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "sparc_local", *args], capture_output=True, text=True,
+                          env={**os.environ, **env}, cwd=REPO)
+
+
+BASH_SCRIPT = """\
+_sparc_local_completion() {
+    local IFS=$'
+'
+    COMPREPLY=( $( env COMP_WORDS="${COMP_WORDS[*]}" \\
+                   COMP_CWORD=$COMP_CWORD \\
+                   _SPARC_LOCAL_COMPLETE=complete_bash $1 ) )
+    return 0
+}
+
+complete -o default -F _sparc_local_completion sparc-local"""
+
+
+def test_completion_script_for_bash():
+    """Click's spelling of the instruction (bash_source) works as well as Typer's (source_bash)."""
+    for instruction in ("bash_source", "source_bash"):
+        done = _cli(_SPARC_LOCAL_COMPLETE=instruction)
+        assert (done.returncode, done.stdout, done.stderr) == (0, f"\n{BASH_SCRIPT}\n\n", ""), instruction
+
+
+@pytest.mark.parametrize("line, expected", [
+    ("sparc-local as", "ask"),
+    ("sparc-local ask --ty", "--type"),
+    ("sparc-local ask --type h", "htm\nhtml"),
+    ("sparc-local ask --type m", "markdown\nmbox\nmd"),
+    ("sparc-local service ", "install\nuninstall"),
+    ("sparc-local --ins", "--install-completion"),
+])
+def test_completion_of_commands_options_and_values(line: str, expected: str):
+    words = line.split(" ")
+    for instruction in ("complete_bash", "bash_complete"):  # the script's, and Click's spelling
+        done = _cli(_SPARC_LOCAL_COMPLETE=instruction, COMP_WORDS=line, COMP_CWORD=str(len(words) - 1))
+        assert (done.returncode, done.stdout, done.stderr) == (0, expected + "\n", ""), instruction
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+def test_install_completion(tmp_path: Path):
+    """Run from bash, as a user would: Typer finds the shell among the command's parents."""
+    cmd = f"{shlex.quote(sys.executable)} -m sparc_local --install-completion"
+    done = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, cwd=REPO,
+                          env={**os.environ, "HOME": str(tmp_path)})
+    script = tmp_path / ".bash_completions" / "sparc-local.sh"
+    assert (done.returncode, done.stderr) == (0, "")
+    assert done.stdout == (f"bash completion installed in {script}\n"
+                           "Completion will take effect once you restart the terminal\n")
+    assert script.read_text() == BASH_SCRIPT
+    assert (tmp_path / ".bashrc").read_text() == f"\nsource '{script}'\n"
+
+
+# ------------------------------------------------------------------------------------ the entry point
+
+
+def _click_params(args: list[str]) -> dict:
+    group = typer.main.get_command(app)
+    ctx = group.make_context("sparc-local", list(args))
+    command = group.get_command(ctx, args[0])
+    return command.make_context(args[0], list(args[1:]), parent=ctx).params
+
+
+PLAIN = [
+    ["ask", "green tea"],
+    ["ask", "green tea", "-k", "3", "--json"],
+    ["ask", "-k3", "--explain", "green tea"],
+    ["ask", "--top-k=7", "green tea", "--path", "library", "--type=htm"],
+    ["ask", "green tea", "--path", "a", "--path", "b*"],  # the last one counts
+    ["ask", "green tea", "--since", "2026-01-10", "--before=2026-02-01T08:30"],
+    ["ask", "green tea", "--path="],
+]
+NOT_PLAIN = [  # left to the Typer app
+    ["ask"], ["ask", ""], ["ask", "  "], ["ask", "a", "b"], ["ask", "--help"], ["ask", "-h", "tea"],
+    ["ask", "tea", "-k", "0"], ["ask", "tea", "-k", "x"], ["ask", "tea", "-k=3"], ["ask", "tea", "-k"],
+    ["ask", "tea", "--json=1"], ["ask", "tea", "--since", "2026-13-01"], ["ask", "tea", "--top"],
+    ["ask", "tea", "--path", "-x"], ["ask", "--", "-5 degrees"], ["ask", "-"], ["status"], ["--version"],
+    ["--help"], [],
+]
+
+
+def test_plain_ask_reads_arguments_as_the_typer_app_does():
+    defaults = dict(question=None, top_k=10, as_json=False, path=None, type_=None, explain=False, since=None,
+                    before=None)
+    for args in PLAIN:
+        assert {**defaults, **plain_ask(args)} == _click_params(args), args
+    for args in NOT_PLAIN:
+        assert plain_ask(args) is None, args
+    # the option names are the Typer command's
+    ask = typer.main.get_command(app).commands["ask"]
+    opts = {o: p.is_flag for p in ask.params if isinstance(p, typer.core.TyperOption) for o in p.opts}
+    opts.pop("--help", None)
+    assert opts == {**{o: False for o in ASK_VALUES}, **{o: True for o in ASK_FLAGS}}
+    assert set(ASK_VALUES.values()) | set(ASK_FLAGS.values()) | {"question"} == set(defaults)
+    import inspect
+
+    assert list(inspect.signature(run_ask).parameters) == list(defaults)
+
+
+@pytest.mark.parametrize("args", [
+    ["ask", "green tea steep", "-k", "2"], ["ask", "green tea", "--json", "-k", "1", "--type", "md"],
+    ["ask", "green tea", "--path", "*.pdf"], ["ask", ""], ["ask", "tea", "--since", "2026-13-01"],
+    ["ask", "tea", "-k", "0"], ["ask", "tea", "--nope"], ["ask", "?!"],
+], ids=str)
+def test_the_entry_point_answers_as_the_typer_app(docs: Path, args: list[str]):
+    """The console script (`python -m sparc_local`, entry.main) and the Typer app print the same,
+    and exit the same, whether the entry point answers itself or hands over."""
+    typer_run = runner.invoke(app, args, prog_name="sparc-local")
+    done = _cli(*args)
+    assert (done.returncode, done.stdout, done.stderr) == (typer_run.exit_code, typer_run.stdout,
+                                                           typer_run.stderr)
+
+
+def test_no_answers_without_an_index_through_the_entry_point():
+    done = _cli("ask", "green tea")
+    assert (done.returncode, done.stdout, done.stderr) == (
+        1, "", "Error: there is no index yet\nRun `sparc-local index FOLDER` first.\n")
+
+
+def test_plain_ask_imports_no_cli_library(docs: Path):
+    """Nor the encoder, the readers (extract imports them all) or, for an ASCII question, tokenizers."""
+    code = ("import sys; from sparc_local.entry import main; assert main(['ask', 'green tea']) == 0; "
+            "assert main(['ask', 'tea', '--type', 'htm', '--path', 'library', '--since', '2020-01-01']) == 0; "
+            "print([m for m in ('typer', 'click', 'rich', 'shellingham', 'onnxruntime', 'onnx', 'torch', "
+            "'tokenizers', 'sparc_local.cli', 'sparc_local.encode', 'sparc_local.extract') if m in sys.modules])")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1] == "[]"
