@@ -135,7 +135,7 @@ class _StateWriter:
 
     def __call__(self, status: dict, running: bool = True) -> None:
         keys = ("phase", "queue", "last_error", "last_batch_at", "indexed", "removed", "errors", "observer",
-                "roots", "missing_roots", "paused")
+                "roots", "missing_roots", "paused", "requests")
         data = dict(self.base, running=running, **{k: status.get(k) for k in keys})
         if data != self.last:
             _write_json(self.path, data)
@@ -149,7 +149,7 @@ def serve(watcher, lock: WriterLock, on_tick: Callable[[dict], None] | None = No
     previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGTERM, signal.SIGINT)}
     state = _StateWriter()
     pidfile = pid_path()
-    _write_json(state.path, dict(state.base, running=True, phase="starting", queue=0, last_error=None))
+    state(watcher.status())  # phase "starting"; whether it takes requests is known from now on
     pidfile.write_text(f"{os.getpid()}\n")
     log.info("watcher started (pid %d) on %s; lock %s", os.getpid(), ", ".join(watcher.roots),
              "recovered from dead pid %s" % lock.stale.get("pid") if lock.stale else "taken")

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from sparc_local.daemon import COMMAND, _read_json, _write_json, running_pid
+from sparc_local.daemon import COMMAND, _read_json, _write_json, running_pid, state_path
 from sparc_local.errors import SparcError
 from sparc_local.lock import LockHeld, WriterLock, pid_alive
 
@@ -34,6 +34,7 @@ INBOX = "requests"  # folder of the data dir
 REQUEST, TAKEN, DONE, PROGRESS = ".json", ".taken", ".done", ".progress"
 STALE = 3600.0  # seconds after which an answer nobody collected is deleted
 PROGRESS_EVERY = 0.2  # seconds between two progress files
+TAKE_TIMEOUT = 60.0  # a live watcher takes a request within one encoder batch (or its 5 s root check)
 
 T = TypeVar("T")
 
@@ -60,11 +61,13 @@ class Request:
 
 
 def _watcher_pid(record: dict | None) -> int | None:
-    """The pid of the running watcher if it is the lock's holder (it serves requests), else None."""
+    """The pid of the running watcher if it holds the lock and takes requests (its state file
+    says so: a watcher of an older version never answers), else None."""
     pid = (record or {}).get("pid")
     if not pid or (record or {}).get("command") != COMMAND or running_pid() != pid:
         return None
-    return pid
+    state = _read_json(state_path())
+    return pid if state.get("pid") == pid and state.get("requests") is True else None
 
 
 def as_writer(command: str, wait: float, local: Callable[[], T], request: Request,
@@ -97,9 +100,12 @@ def as_writer(command: str, wait: float, local: Callable[[], T], request: Reques
 
 
 def submit(request: Request, pid: int, *, on_event: Callable[[str, list], None] | None = None,
-           on_progress: Callable[[dict], None] | None = None, poll: float = 0.05) -> dict:
+           on_progress: Callable[[dict], None] | None = None, poll: float = 0.05,
+           take_timeout: float = TAKE_TIMEOUT) -> dict:
     """Send ``request`` to the watcher (pid) and wait for the outcome ({"ok": ...}); a
-    SparcError it met is raised here as a ``SparcError`` with its message and remedy."""
+    SparcError it met is raised here as a ``SparcError`` with its message and remedy.
+    WatcherFailed if it leaves the request untaken for take_timeout seconds."""
+    deadline = time.monotonic() + take_timeout
     folder = inbox_path()
     folder.mkdir(mode=0o700, exist_ok=True)
     rid = f"{time.time_ns():020d}-{os.getpid()}"
@@ -121,6 +127,12 @@ def submit(request: Request, pid: int, *, on_event: Callable[[str, list], None] 
                 if paths[DONE].exists():
                     continue
                 raise _WatcherGone
+            if time.monotonic() > deadline and paths[REQUEST].exists():
+                with contextlib.suppress(FileNotFoundError):  # (taken this instant: wait for it)
+                    paths[REQUEST].unlink()
+                    raise WatcherFailed(f"the watcher (pid {pid}) did not take the request in {take_timeout:g}s",
+                                        "Stop it with `sparc-local watch --stop`, run the command again, "
+                                        "then start the watcher again.")
             time.sleep(poll)
     finally:
         for suffix in (REQUEST, PROGRESS):  # withdrawn if still waiting (an exit, Ctrl-C)

@@ -195,10 +195,12 @@ class Watcher:
         return self._thread is not None and self._thread.is_alive()
 
     def status(self) -> dict:
-        """A snapshot: phase, queue (paths waiting), counters, last_error, observer kind."""
+        """A snapshot: phase, queue (paths waiting), counters, last_error, observer kind, and
+        whether it takes requests of other commands (handoff.py)."""
         with self._cond:
             queue = len(self._pending) + len(self._retry_due) + self._stats["batch"]
-            return dict(self._stats, queue=queue, roots=list(self.roots), model_loaded=self._encoder is not None)
+            return dict(self._stats, queue=queue, roots=list(self.roots), model_loaded=self._encoder is not None,
+                        requests=self._inbox is not None)
 
     def note(self, path: str, is_dir: bool = False) -> None:
         """Record that `path` changed (called by the observer thread)."""

@@ -111,11 +111,12 @@ def test_forget_is_answered_during_a_long_catch_up(tmp_path: Path, tiny_model_di
 
 
 HOLDER = """
-import sys, time
-from sparc_local.daemon import COMMAND, pid_path
+import os, sys, time
+from sparc_local.daemon import COMMAND, _write_json, pid_path, state_path
 from sparc_local.lock import WriterLock
 WriterLock(COMMAND).acquire()
-pid_path().write_text("%d\\n" % __import__("os").getpid())
+pid_path().write_text("%d\\n" % os.getpid())
+_write_json(state_path(), dict(pid=os.getpid(), requests=sys.argv[1] == "takes-requests"))
 print("holding", flush=True)
 time.sleep(120)
 """
@@ -128,7 +129,7 @@ def test_command_does_it_itself_when_the_watcher_dies(tmp_path: Path, sparc_home
     (docs / "a.txt").write_text("Green tea.\n")
     (docs / "b.txt").write_text("Black tea.\n")
     assert runner.invoke(app, ["index", str(docs), "-q"]).exit_code == 0
-    holder = subprocess.Popen([sys.executable, "-c", HOLDER], stdout=subprocess.PIPE, text=True,
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, "takes-requests"], stdout=subprocess.PIPE, text=True,
                               env={**os.environ, "SPARC_LOCAL_HOME": str(sparc_home)})
     assert holder.stdout.readline().strip() == "holding"  # the lock and pid of a watcher that answers nothing
     out = {}
@@ -142,3 +143,30 @@ def test_command_does_it_itself_when_the_watcher_dies(tmp_path: Path, sparc_home
     assert (out["r"].exit_code, out["r"].output) == (
         0, f"Forgot 1 file under {docs / 'a.txt'}; `sparc-local index {docs / 'a.txt'}` brings it back.\n")
     assert indexed_paths() == {str(docs / "b.txt")} and os.listdir(inbox) == []  # the request was withdrawn
+
+
+def test_a_watcher_that_takes_no_requests(tmp_path: Path, sparc_home: Path):
+    """A watcher whose state file does not say it takes requests (another version): the command
+    waits for the lock and says who holds it, as before; one that says so but never takes the
+    request: the command gives up after take_timeout with what to do."""
+    (tmp_path / "a.txt").write_text("Green tea.\n")
+    assert runner.invoke(app, ["index", str(tmp_path), "-q"]).exit_code == 0
+    env = {**os.environ, "SPARC_LOCAL_HOME": str(sparc_home)}
+    for mode in ("old", "takes-requests"):
+        holder = subprocess.Popen([sys.executable, "-c", HOLDER, mode], stdout=subprocess.PIPE, text=True, env=env)
+        try:
+            assert holder.stdout.readline().strip() == "holding"
+            if mode == "old":
+                result = runner.invoke(app, ["index", str(tmp_path), "--wait", "0.2"])
+                assert result.exit_code == 1
+                assert result.output.startswith(f"Error: another sparc-local process is writing the index "
+                                                f"(pid {holder.pid}, `sparc-local watch`, since ")
+            else:
+                with pytest.raises(handoff.WatcherFailed) as err:
+                    handoff.submit(handoff.Request("forget", {"path": str(tmp_path)}), holder.pid, take_timeout=0.3)
+                assert str(err.value) == f"the watcher (pid {holder.pid}) did not take the request in 0.3s"
+                assert err.value.remedy.startswith("Stop it with `sparc-local watch --stop`")
+                assert os.listdir(sparc_home / handoff.INBOX) == []
+        finally:
+            holder.kill()
+            holder.wait()
