@@ -344,6 +344,7 @@ def _run_index(index: Index, roots: list[str], model: ModelInfo, encoder_factory
             reason = "permission denied" if isinstance(err, PermissionError) else f"cannot read: {err.strerror or err}"
             pending.append(_Pending(key, size, mtime, "", [], [], error=reason))
             error(key, reason)
+            progress.bytes_read += size  # read as far as it goes: no sentences
             continue
         if not force and rec is not None and rec.hash == digest and rec.status == "ok":
             index.touch_file(key, size, mtime)
