@@ -223,7 +223,7 @@ def status(as_json: bool = typer.Option(False, "--json", help="Print a JSON obje
     index_model = st.get("model") or None
     out = {k: st[k] for k in ("files", "sentences", "postings", "db_bytes", "model", "last_update", "errors")}
     out.update(roots=roots, database=str(db))
-    from sparc_local.daemon import read_status
+    from sparc_local.watchfiles import read_status
 
     out["watch"] = read_status()
     try:
@@ -376,7 +376,7 @@ def watch(
     stop: bool = typer.Option(False, "--stop", help="Stop the background watcher."),
 ) -> None:
     """Keep the index up to date as files change (catch up first; Ctrl-C or --stop ends it)."""
-    from sparc_local import daemon
+    from sparc_local import daemon, watchfiles
 
     if stop:
         pid = daemon.stop()
@@ -396,7 +396,7 @@ def watch(
         pid = daemon.spawn(daemon.watch_args(roots if paths_ else [], threads=threads, wait=wait,
                                              low_priority=not normal_priority, pause_on_battery=not on_battery,
                                              **opts))
-        typer.echo(f"Watching {', '.join(roots)} in the background (pid {pid}); log: {daemon.log_path()}\n"
+        typer.echo(f"Watching {', '.join(roots)} in the background (pid {pid}); log: {watchfiles.log_path()}\n"
                    "Stop it with `sparc-local watch --stop`.")
         return
     console = _console()

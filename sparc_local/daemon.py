@@ -16,7 +16,6 @@ picked up by the catch-up pass of the next start.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import signal
@@ -26,90 +25,15 @@ import threading
 import time
 from collections.abc import Callable
 from logging.handlers import RotatingFileHandler
-from pathlib import Path
 
 from sparc_local.errors import SparcError
 from sparc_local.lock import WriterLock, pid_alive
+from sparc_local.watchfiles import (COMMAND, inbox_path, log_path, out_path, pid_path, proc_start, running_pid,
+                                    state_path, write_json)
 
 log = logging.getLogger("sparc_local.watch")
-COMMAND = "sparc-local watch"
-
-
 class DaemonError(SparcError):
     """The background watcher could not be started or stopped; str() says why."""
-
-
-def _file(name: str) -> Path:
-    from sparc_local.paths import user_dir
-
-    return user_dir() / name
-
-
-def pid_path() -> Path:
-    return _file("watch.pid")
-
-
-def state_path() -> Path:
-    return _file("watch.json")
-
-
-def log_path() -> Path:
-    return _file("watch.log")
-
-
-def out_path() -> Path:
-    return _file("watch.out")
-
-
-def _proc_start(pid: int) -> str | None:
-    """The process's start time (Linux), to tell our watcher from a later process that reused its pid."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
-    except (OSError, IndexError):
-        return None
-
-
-def _read_json(path: Path) -> dict:
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
-def _write_json(path: Path, data: dict) -> None:
-    """Atomic replace, so a reader never sees half a file."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as fh:
-        json.dump(data, fh)
-    os.replace(tmp, path)
-
-
-def running_pid() -> int | None:
-    """The pid of the live watcher, or None (no pidfile, dead process, or pid reused since)."""
-    try:
-        pid = int(pid_path().read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        return None
-    if not pid_alive(pid):
-        return None
-    state = _read_json(state_path())
-    start = _proc_start(pid)
-    if state.get("pid") == pid and state.get("proc_start") and start and state["proc_start"] != start:
-        return None
-    return pid
-
-
-def read_status() -> dict:
-    """What `status` shows: {running, pid, since, queue, paused, last_error}. Never takes the lock.
-    ``paused``: why the watcher does not encode now ("on battery power"), or None."""
-    pid = running_pid()
-    state = _read_json(state_path())
-    live = pid is not None and state.get("pid") == pid
-    return dict(running=pid is not None, pid=pid, since=state.get("started_at") if live else None,
-                queue=int(state.get("queue", 0)) if live else 0, paused=state.get("paused") if live else None,
-                last_error=state.get("last_error"))
 
 
 def setup_logging(level: int = logging.INFO) -> logging.Handler:
@@ -130,7 +54,7 @@ class _StateWriter:
 
     def __init__(self) -> None:
         self.path = state_path()
-        self.base = dict(pid=os.getpid(), proc_start=_proc_start(os.getpid()), started_at=time.time())
+        self.base = dict(pid=os.getpid(), proc_start=proc_start(os.getpid()), started_at=time.time())
         self.last: dict | None = None
 
     def __call__(self, status: dict, running: bool = True) -> None:
@@ -138,7 +62,7 @@ class _StateWriter:
                 "roots", "missing_roots", "paused", "requests")
         data = dict(self.base, running=running, **{k: status.get(k) for k in keys})
         if data != self.last:
-            _write_json(self.path, data)
+            write_json(self.path, data)
             self.last = data
 
 
@@ -188,7 +112,6 @@ def run(roots: list[str], model, *, threads: int = 1, wait: float = 0.0,
     try:
         if pause_on_battery:
             options["on_battery"] = power.on_battery
-        from sparc_local.handoff import inbox_path
 
         options.setdefault("inbox", inbox_path())  # `forget` and `index` hand their writes to it
 
@@ -253,10 +176,10 @@ def stop(timeout: float = 60.0) -> int | None:
         with contextlib.suppress(OSError):
             pid_path().unlink()
         return None
-    start = _proc_start(pid)
+    start = proc_start(pid)
     os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + timeout
-    while pid_alive(pid) and _proc_start(pid) == start:
+    while pid_alive(pid) and proc_start(pid) == start:
         if time.monotonic() > deadline:
             raise DaemonError(f"the watcher (pid {pid}) did not stop within {timeout:.0f}s",
                               f"Kill it with `kill -9 {pid}`; the next start recovers its lock.")

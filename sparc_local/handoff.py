@@ -26,23 +26,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from sparc_local.daemon import COMMAND, _read_json, _write_json, running_pid, state_path
+from sparc_local.watchfiles import COMMAND, inbox_path, read_json, running_pid, state_path, write_json
 from sparc_local.errors import SparcError
 from sparc_local.lock import LockHeld, WriterLock, pid_alive
 
-INBOX = "requests"  # folder of the data dir
 REQUEST, TAKEN, DONE, PROGRESS = ".json", ".taken", ".done", ".progress"
 STALE = 3600.0  # seconds after which an answer nobody collected is deleted
 PROGRESS_EVERY = 0.2  # seconds between two progress files
 TAKE_TIMEOUT = 60.0  # a live watcher takes a request within one encoder batch (or its 5 s root check)
 
 T = TypeVar("T")
-
-
-def inbox_path() -> Path:
-    from sparc_local.paths import user_dir
-
-    return user_dir() / INBOX
 
 
 class _WatcherGone(Exception):
@@ -66,7 +59,7 @@ def _watcher_pid(record: dict | None) -> int | None:
     pid = (record or {}).get("pid")
     if not pid or (record or {}).get("command") != COMMAND or running_pid() != pid:
         return None
-    state = _read_json(state_path())
+    state = read_json(state_path())
     return pid if state.get("pid") == pid and state.get("requests") is True else None
 
 
@@ -110,16 +103,16 @@ def submit(request: Request, pid: int, *, on_event: Callable[[str, list], None] 
     folder.mkdir(mode=0o700, exist_ok=True)
     rid = f"{time.time_ns():020d}-{os.getpid()}"
     paths = {s: folder / f"{rid}{s}" for s in (REQUEST, TAKEN, DONE, PROGRESS)}
-    _write_json(paths[REQUEST], dict(kind=request.kind, args=request.args, pid=os.getpid()))
+    write_json(paths[REQUEST], dict(kind=request.kind, args=request.args, pid=os.getpid()))
     seen = None
     try:
         while True:
             if paths[DONE].exists():
-                answer = _read_json(paths[DONE])
+                answer = read_json(paths[DONE])
                 paths[DONE].unlink(missing_ok=True)
                 break
             if on_progress is not None and paths[PROGRESS].exists():
-                snap = _read_json(paths[PROGRESS])
+                snap = read_json(paths[PROGRESS])
                 if snap and snap != seen:
                     seen = snap
                     on_progress(snap)
@@ -195,7 +188,7 @@ class Inbox:
                 os.rename(path, self.folder / f"{rid}{TAKEN}")
             except FileNotFoundError:
                 continue
-            data = _read_json(self.folder / f"{rid}{TAKEN}")
+            data = read_json(self.folder / f"{rid}{TAKEN}")
             out.append(Request(str(data.get("kind")), data.get("args") or {}, rid))
         return out
 
@@ -204,10 +197,10 @@ class Inbox:
         if now - self._progress_at >= PROGRESS_EVERY:
             self._progress_at = now
             with contextlib.suppress(OSError):
-                _write_json(self.folder / f"{request.id}{PROGRESS}", snapshot)
+                write_json(self.folder / f"{request.id}{PROGRESS}", snapshot)
 
     def answer(self, request: Request, outcome: dict) -> None:
-        _write_json(self.folder / f"{request.id}{DONE}", outcome)
+        write_json(self.folder / f"{request.id}{DONE}", outcome)
         for suffix in (TAKEN, PROGRESS):
             (self.folder / f"{request.id}{suffix}").unlink(missing_ok=True)
 

@@ -371,7 +371,7 @@ class Watcher:
                 outcome = {"error": str(err), "remedy": err.remedy}
             except Exception as err:
                 log.exception("request %s failed", req.kind)
-                from sparc_local.daemon import log_path
+                from sparc_local.watchfiles import log_path
 
                 outcome = {"error": f"the watcher could not {req.kind}: {type(err).__name__}: {err}",
                            "remedy": f"See {log_path()}."}

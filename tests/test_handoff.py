@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from sparc_local import handoff
+from sparc_local import handoff, watchfiles
 from sparc_local.cli import app
 from sparc_local.modelinfo import ModelInfo
 from sparc_local.store import Index
@@ -68,7 +68,7 @@ def test_forget_and_index_through_the_running_watcher(tmp_path: Path, sparc_home
         status = runner.invoke(app, ["status", "--json"]).output
         assert f'"roots": [\n  "{docs}",\n  "{more}"\n ]' in status
         assert "applied a request to forget" in (sparc_home / "watch.log").read_text()
-        assert not list((sparc_home / handoff.INBOX).iterdir())  # every request answered and collected
+        assert not list((sparc_home / watchfiles.INBOX).iterdir())  # every request answered and collected
     finally:
         stopped = cli(sparc_home, "watch", "--stop")
     assert stopped.returncode == 0, stopped.stderr
@@ -94,7 +94,7 @@ def test_forget_is_answered_during_a_long_catch_up(tmp_path: Path, tiny_model_di
                     progress(n)
             return super().encode(paragraphs, top_k, slow)
 
-    w = Watcher([str(docs)], info, lambda: Slow(info, threads=1), inbox=sparc_home / handoff.INBOX)
+    w = Watcher([str(docs)], info, lambda: Slow(info, threads=1), inbox=sparc_home / watchfiles.INBOX)
     w.start(wait=False)
     try:
         wait_until(lambda: (sparc_home / "index.db").exists() and str(private) in indexed_paths(), "first batch")
@@ -112,7 +112,8 @@ def test_forget_is_answered_during_a_long_catch_up(tmp_path: Path, tiny_model_di
 
 HOLDER = """
 import os, sys, time
-from sparc_local.daemon import COMMAND, _write_json, pid_path, state_path
+from sparc_local.watchfiles import COMMAND, pid_path, state_path
+from sparc_local.watchfiles import write_json as _write_json
 from sparc_local.lock import WriterLock
 WriterLock(COMMAND).acquire()
 pid_path().write_text("%d\\n" % os.getpid())
@@ -135,7 +136,7 @@ def test_command_does_it_itself_when_the_watcher_dies(tmp_path: Path, sparc_home
     out = {}
     t = threading.Thread(target=lambda: out.update(r=runner.invoke(app, ["forget", str(docs / "a.txt")])))
     t.start()
-    inbox = sparc_home / handoff.INBOX
+    inbox = sparc_home / watchfiles.INBOX
     wait_until(lambda: inbox.exists() and any(n.endswith(handoff.REQUEST) for n in os.listdir(inbox)), "request sent")
     holder.kill()
     holder.wait()
@@ -166,7 +167,7 @@ def test_a_watcher_that_takes_no_requests(tmp_path: Path, sparc_home: Path):
                     handoff.submit(handoff.Request("forget", {"path": str(tmp_path)}), holder.pid, take_timeout=0.3)
                 assert str(err.value) == f"the watcher (pid {holder.pid}) did not take the request in 0.3s"
                 assert err.value.remedy.startswith("Stop it with `sparc-local watch --stop`")
-                assert os.listdir(sparc_home / handoff.INBOX) == []
+                assert os.listdir(sparc_home / watchfiles.INBOX) == []
         finally:
             holder.kill()
             holder.wait()
