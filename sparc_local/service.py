@@ -98,9 +98,9 @@ def unit_text(python: str = sys.executable) -> str:
 
 
 def plist_bytes(python: str = sys.executable) -> bytes:
-    from sparc_local.paths import user_dir
+    from sparc_local.watchfiles import out_path
 
-    out = str(user_dir() / "watch.out")
+    out = str(out_path())
     agent = dict(Label=LABEL, ProgramArguments=_command(python), RunAtLoad=True,
                  KeepAlive=dict(SuccessfulExit=False), ProcessType="Background", LowPriorityIO=True, Nice=10,
                  StandardOutPath=out, StandardErrorPath=out)
