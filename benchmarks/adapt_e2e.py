@@ -25,11 +25,11 @@ from pathlib import Path
 
 def build_index(data: Path, model_dir: Path | None) -> dict:
     """Index the corpus's sentences with the base model (skipped if the index already has them)."""
-    from sparc_local import reqa
-    from sparc_local.evaluate import encode_corpus, truncate
-    from sparc_local.modelinfo import ModelInfo, active_model
+    from sparc_local.evaluation import reqa
+    from sparc_local.evaluation.evaluate import encode_corpus, truncate
+    from sparc_local.model.info import ModelInfo, active_model
     from sparc_local.paths import db_path
-    from sparc_local.store import FileUpdate, Index, SentenceRow
+    from sparc_local.index.store import FileUpdate, Index, SentenceRow
 
     info = ModelInfo.load(model_dir) if model_dir else active_model()
     ds = reqa.load(data)
@@ -43,7 +43,7 @@ def build_index(data: Path, model_dir: Path | None) -> dict:
         for i, p in enumerate(ds.passages):
             members.setdefault(p, []).append(i)
         updates = []
-        from sparc_local.sparse import SparseVectors
+        from sparc_local.model.sparse import SparseVectors
 
         for passage, rows in members.items():
             para = " ".join(ds.texts[i] for i in rows)
@@ -66,7 +66,7 @@ def build_index(data: Path, model_dir: Path | None) -> dict:
 def child(args: argparse.Namespace) -> dict:
     from sparc_local.adapt.run import AdaptOptions, adapt, revert, train_adapted_model
     from sparc_local.paths import db_path
-    from sparc_local.store import Index
+    from sparc_local.index.store import Index
 
     if args.model:  # the base the pointer names; adapt starts from the active model's base
         (Path(os.environ["SPARC_LOCAL_HOME"]) / "active-model").write_text(str(Path(args.model).resolve()))
@@ -143,13 +143,13 @@ def main() -> None:
           f"peak RSS {r['peak_rss_mb']:.0f} MB; load avg {os.getloadavg()[0]:.2f}")
     result = {"adapt": r, "index": built}
     if args.eval:
-        from sparc_local.evaluate import evaluate
-        from sparc_local.modelinfo import ModelInfo
+        from sparc_local.evaluation.evaluate import evaluate
+        from sparc_local.model.info import ModelInfo
 
         for which, folder in (("base", None), ("adapted", Path(r["model_dir"]))):
             info = ModelInfo.load(folder) if folder else ModelInfo.load(args.model) if args.model else None
             if info is None:
-                from sparc_local.modelinfo import shipped_model_dir
+                from sparc_local.model.info import shipped_model_dir
 
                 info = ModelInfo.load(shipped_model_dir())
             m = evaluate(args.data, info)

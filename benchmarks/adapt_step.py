@@ -31,7 +31,7 @@ MASK_ID = 103  # [MASK] in the bert-base-uncased vocab MiniLM uses
 
 def run_one(length: int, mode: str, batch: int, steps: int) -> dict:
     from sparc_local.adapt import Adam, forward_backward, mask_tokens, prepare
-    from sparc_local.weights import load_checkpoint
+    from sparc_local.model.weights import load_checkpoint
 
     cfg, w = load_checkpoint(MODEL)
     rng = np.random.default_rng(0)

@@ -18,8 +18,8 @@ import time
 
 import numpy as np
 
-from sparc_local.sparse import SparseVectors
-from sparc_local.store import FileUpdate, Index, SentenceRow
+from sparc_local.model.sparse import SparseVectors
+from sparc_local.index.store import FileUpdate, Index, SentenceRow
 
 
 def token_sampler(rng, vocab: int, uniform: bool):

@@ -54,7 +54,7 @@ def drift(a: dict, b: dict) -> str:
 
 
 def main() -> None:
-    from sparc_local.modelinfo import ModelInfo, shipped_model_dir
+    from sparc_local.model.info import ModelInfo, shipped_model_dir
 
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("models", nargs="*", type=Path)
@@ -65,7 +65,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         if args.dynamic:
             from sparc_local.adapt.model import load_encoder_weights
-            from sparc_local.export import QUANT_DYNAMIC, export_model
+            from sparc_local.model.export import QUANT_DYNAMIC, export_model
 
             info = ModelInfo.load(models[0])
             cfg, w = load_encoder_weights(info)

@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from sparc_local import reqa
+from sparc_local.evaluation import reqa
 
 
 def sizes(db: Path) -> str:
@@ -55,11 +55,11 @@ def main() -> None:
         for name in names:
             (docs / f"{name}.txt").write_text(" ".join(passages[name]) + "\n")
 
-        from sparc_local.encode import Encoder
-        from sparc_local.indexer import forget, run_index
-        from sparc_local.modelinfo import ModelInfo, active_model
+        from sparc_local.model.encoder import Encoder
+        from sparc_local.pipeline import forget, run_index
+        from sparc_local.model.info import ModelInfo, active_model
         from sparc_local.paths import db_path
-        from sparc_local.store import Index
+        from sparc_local.index.store import Index
 
         info = ModelInfo.load(Path(args.model)) if args.model else active_model()
         db = db_path()

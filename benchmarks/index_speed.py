@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from sparc_local import reqa
+from sparc_local.evaluation import reqa
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "reqa" / "squad-dev"
 

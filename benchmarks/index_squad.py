@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from sparc_local import reqa
+from sparc_local.evaluation import reqa
 
 
 def main() -> None:
@@ -45,11 +45,11 @@ def main() -> None:
         for name in names:
             (docs / f"{name}.txt").write_text(" ".join(passages[name]) + "\n")
 
-        from sparc_local.encode import Encoder
-        from sparc_local.indexer import run_index
-        from sparc_local.modelinfo import ModelInfo, active_model
+        from sparc_local.model.encoder import Encoder
+        from sparc_local.pipeline import run_index
+        from sparc_local.model.info import ModelInfo, active_model
         from sparc_local.paths import db_path
-        from sparc_local.store import Index
+        from sparc_local.index.store import Index
 
         info = ModelInfo.load(Path(args.model)) if args.model else active_model()
         if args.model:
@@ -72,7 +72,7 @@ def main() -> None:
                   f"{stats['posting_bytes'] / report.sentences:.0f} bytes/sentence postings only, "
                   f"{stats['postings'] / report.sentences:.0f} postings/sentence")
 
-            from sparc_local.ask import Asker
+            from sparc_local.query.ask import Asker
 
             asker = Asker(idx, info)
             questions = [q for _, q, _ in ds.queries]

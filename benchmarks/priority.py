@@ -23,7 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from sparc_local import reqa
+from sparc_local.evaluation import reqa
 
 PROBE = """
 import sys, time

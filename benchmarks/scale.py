@@ -78,7 +78,8 @@ def _parse_size(s: str) -> int:
 
 def load_real(info, eval_home: Path) -> list[dict]:
     """Real passages (paragraphs): [{name, texts, T (n, K) token ids, W (n, K) weights}] for both sets."""
-    from sparc_local import evaluate, reqa
+    from sparc_local.evaluation import evaluate
+    from sparc_local.evaluation import reqa
 
     K = info.top_k
 
@@ -125,8 +126,8 @@ def crossover(rng, TA, WA, TB, WB):
 
 def batches(passages: list[dict], size: int, batch: int, seed: int = 0):
     """Yield lists of FileUpdate holding ``size`` sentences in all, ~``batch`` sentences each."""
-    from sparc_local.sparse import SparseVectors
-    from sparc_local.store import FileUpdate, SentenceRow
+    from sparc_local.model.sparse import SparseVectors
+    from sparc_local.index.store import FileUpdate, SentenceRow
 
     rng = np.random.default_rng(seed)
     allT = np.concatenate([p["T"] for p in passages])
@@ -160,7 +161,7 @@ def batches(passages: list[dict], size: int, batch: int, seed: int = 0):
 
 
 def build(db: Path, passages: list[dict], size: int, batch: int, info) -> float:
-    from sparc_local.store import Index
+    from sparc_local.index.store import Index
 
     tmp = db.with_suffix(".building")
     for suffix in ("", "-wal", "-shm"):
@@ -219,9 +220,9 @@ def db_breakdown(ix) -> dict[str, int]:
 ASK_CHILD = r"""
 import json, sys, time
 t0 = time.perf_counter()
-from sparc_local.ask import Asker
-from sparc_local.modelinfo import ModelInfo, shipped_model_dir
-from sparc_local.store import Index
+from sparc_local.query.ask import Asker
+from sparc_local.model.info import ModelInfo, shipped_model_dir
+from sparc_local.index.store import Index
 t1 = time.perf_counter()
 index = Index(sys.argv[1])
 t2 = time.perf_counter()
@@ -277,8 +278,8 @@ def kept_sentences(ix, glob: str) -> np.ndarray:
 
 
 def measure(db: Path, questions: list[str], tokens: list[np.ndarray], check: int, rounds: int, k: int = 10) -> dict:
-    from sparc_local.pathfilter import PathFilter
-    from sparc_local.store import Index
+    from sparc_local.query.pathfilter import PathFilter
+    from sparc_local.index.store import Index
 
     ask = ask_process(db, questions[:20])
     filters = [PathFilter(glob) for _, glob in FILTERS]
@@ -406,12 +407,12 @@ def main() -> None:
     cpu = args.cpu if args.cpu is not None else max(os.sched_getaffinity(0))
     os.sched_setaffinity(0, {cpu})
 
-    from sparc_local import reqa
-    from sparc_local.modelinfo import load_tokenizer
-    from sparc_local.modelinfo import ModelInfo, shipped_model_dir
-    from sparc_local.query import query_token_ids
-    from sparc_local.postings import LAYOUT_VERSION
-    from sparc_local.store import SCHEMA_VERSION
+    from sparc_local.evaluation import reqa
+    from sparc_local.model.info import load_tokenizer
+    from sparc_local.model.info import ModelInfo, shipped_model_dir
+    from sparc_local.query.tokens import query_token_ids
+    from sparc_local.index.postings import LAYOUT_VERSION
+    from sparc_local.index.store import SCHEMA_VERSION
 
     info = ModelInfo.load(shipped_model_dir())
     tok = load_tokenizer(info.tokenizer_path)
@@ -432,7 +433,7 @@ def main() -> None:
             build(db, passages, size, args.batch, info)
         if args.build_only:
             continue
-        from sparc_local.store import Index
+        from sparc_local.index.store import Index
 
         with Index(db) as ix:
             build_s = float(ix.get_meta("bench_build_seconds") or "nan")

@@ -69,7 +69,7 @@ def naive() -> Splitter:
 
 
 def rules() -> Splitter:
-    from sparc_local.segment import split_sentences
+    from sparc_local.ingest.sentences import split_sentences
 
     return lambda text: _starts(text, split_sentences(text))
 

@@ -63,9 +63,9 @@ def main() -> None:
         nouns, cities = WORDS[30:60], WORDS[60:]
     else:
         nouns, cities = NOUNS, CITIES
-    from sparc_local.ask import Asker
-    from sparc_local.modelinfo import active_model
-    from sparc_local.store import Index
+    from sparc_local.query.ask import Asker
+    from sparc_local.model.info import active_model
+    from sparc_local.index.store import Index
 
     info = active_model()
     root = Path(tempfile.mkdtemp(prefix="sparc-watch-bench-docs-"))

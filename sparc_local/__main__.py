@@ -1,3 +1,3 @@
-from sparc_local.entry import console
+from sparc_local.cli.entry import console
 
 console()

@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from sparc_local.store import Index
+from sparc_local.index.store import Index
 
 
 def wait_until(pred: Callable[[], object], what: str, timeout: float = 30.0) -> None:

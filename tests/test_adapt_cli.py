@@ -14,9 +14,9 @@ from typer.testing import CliRunner
 
 from sparc_local.adapt.model import load_adapt_weights, load_encoder_weights
 from sparc_local.adapt.run import AdaptOptions, adapt
-from sparc_local.cli import app
-from sparc_local.modelinfo import ModelInfo
-from sparc_local.store import Index
+from sparc_local.cli.app import app
+from sparc_local.model.info import ModelInfo
+from sparc_local.index.store import Index
 from tests.tiny import WORDS, make_tiny_adapt_model, make_tiny_model, tiny_vocab, tiny_weights
 
 runner = CliRunner()
@@ -233,7 +233,7 @@ def test_training_batches_are_unpadded_sentences(docs: Path, sparc_home: Path, t
     assert run("index", str(docs), "-q").exit_code == 0
     from sparc_local.adapt.reencode import live_sentence_ids
     from sparc_local.adapt.run import token_batches
-    from sparc_local.modelinfo import load_tokenizer
+    from sparc_local.model.info import load_tokenizer
 
     with Index(sparc_home / "index.db") as idx:
         ids = live_sentence_ids(idx)
@@ -301,7 +301,7 @@ def test_adapt_int8_model(docs: Path, sparc_home: Path, tmp_path: Path, quant: s
 def test_ask_after_adapt_never_imports_adapt(docs: Path, sparc_home: Path) -> None:
     assert run("index", str(docs), "-q").exit_code == 0
     assert run("adapt", "--steps", "1", "-q").exit_code == 0
-    code = ("import sys; from typer.testing import CliRunner; from sparc_local.cli import app; "
+    code = ("import sys; from typer.testing import CliRunner; from sparc_local.cli.app import app; "
             "r = CliRunner().invoke(app, ['ask', 'green tea']); assert r.exit_code == 0, r.output; "
             "print([m for m in sys.modules if m in ('onnxruntime', 'onnx', 'torch') "
             "or m.startswith('sparc_local.adapt')])")
@@ -332,7 +332,7 @@ def test_head_trainer_writes_a_head_adapt_can_use(tmp_path: Path, encoder: str) 
 
     from sparc_local.adapt.head import train_head
     from sparc_local.adapt.model import ENCODER_FILE
-    from sparc_local.weights import to_checkpoint_names
+    from sparc_local.model.weights import to_checkpoint_names
 
     data = _fake_reqa(tmp_path / "reqa")
     info = make_tiny_model(tmp_path / "model", int8=True)

@@ -12,7 +12,7 @@ F = torch.nn.functional
 
 from sparc_local.adapt import TokenBatch, adapt_embeddings, forward_backward, mask_tokens  # noqa: E402
 from sparc_local.training.model import Encoder  # noqa: E402
-from sparc_local.weights import random_weights  # noqa: E402
+from sparc_local.model.weights import random_weights  # noqa: E402
 
 LAYOUTS = ["bert", "distilbert"]
 PAD, MASK_ID = 0, 4

@@ -18,11 +18,11 @@ import pytest
 import typer.main
 from typer.testing import CliRunner
 
-from sparc_local.ask import Answer
-from sparc_local.cli import app
-from sparc_local.clicommon import run_ask
-from sparc_local.entry import ASK_FLAGS, ASK_VALUES, plain_ask
-from sparc_local.render import _Style, format_answers
+from sparc_local.query.ask import Answer
+from sparc_local.cli.app import app
+from sparc_local.cli.common import run_ask
+from sparc_local.cli.entry import ASK_FLAGS, ASK_VALUES, plain_ask
+from sparc_local.cli.render import _Style, format_answers
 
 pytestmark = pytest.mark.usefixtures("active_tiny")
 
@@ -374,10 +374,10 @@ def test_no_answers_without_an_index_through_the_entry_point():
 
 def test_plain_ask_imports_no_cli_library(docs: Path):
     """Nor the encoder, the readers (extract imports them all) or, for an ASCII question, tokenizers."""
-    code = ("import sys; from sparc_local.entry import main; assert main(['ask', 'green tea']) == 0; "
+    code = ("import sys; from sparc_local.cli.entry import main; assert main(['ask', 'green tea']) == 0; "
             "assert main(['ask', 'tea', '--type', 'htm', '--path', 'library', '--since', '2020-01-01']) == 0; "
             "print([m for m in ('typer', 'click', 'rich', 'shellingham', 'onnxruntime', 'onnx', 'torch', "
-            "'tokenizers', 'sparc_local.cli', 'sparc_local.encode', 'sparc_local.extract') if m in sys.modules])")
+            "'tokenizers', 'sparc_local.cli.app', 'sparc_local.model.encoder', 'sparc_local.ingest.extract') if m in sys.modules])")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[-1] == "[]"

@@ -13,7 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from sparc_local import __version__
-from sparc_local.cli import app
+from sparc_local.cli.app import app
 
 runner = CliRunner()
 
@@ -162,9 +162,9 @@ def test_database_is_private(docs: Path, sparc_home: Path):
 
 def test_ask_never_imports_onnxruntime(docs: Path, sparc_home: Path):
     run("index", str(docs), "-q")
-    code = ("import sys; from typer.testing import CliRunner; from sparc_local.cli import app; "
+    code = ("import sys; from typer.testing import CliRunner; from sparc_local.cli.app import app; "
             "r = CliRunner().invoke(app, ['ask', 'green tea']); assert r.exit_code == 0, r.output; "
-            "bad = [m for m in ('onnxruntime', 'onnx', 'torch', 'sparc_local.encode') if m in sys.modules]; "
+            "bad = [m for m in ('onnxruntime', 'onnx', 'torch', 'sparc_local.model.encoder') if m in sys.modules]; "
             "print(bad)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env={**os.environ, "SPARC_LOCAL_HOME": str(sparc_home)})
@@ -173,10 +173,10 @@ def test_ask_never_imports_onnxruntime(docs: Path, sparc_home: Path):
 
 
 def test_cli_reference_is_up_to_date():
-    from sparc_local.clidoc import render
+    from sparc_local.cli.doc import render
 
     path = Path(__file__).resolve().parent.parent / "docs" / "cli.md"
-    assert path.read_text() == render(), "docs/cli.md is stale: run `python -m sparc_local.clidoc > docs/cli.md`"
+    assert path.read_text() == render(), "docs/cli.md is stale: run `python -m sparc_local.cli.doc > docs/cli.md`"
 
 
 def test_index_real_formats_and_bad_files(tmp_path: Path):

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from sparc_local.ask import Asker
-from sparc_local.modelinfo import active_model
-from sparc_local.store import Index
+from sparc_local.query.ask import Asker
+from sparc_local.model.info import active_model
+from sparc_local.index.store import Index
 
 CALLS = 1000
 WORDS = "tea green river bridge tower paris museum ticket bread oven piano school book king war".split()

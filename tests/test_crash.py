@@ -13,17 +13,17 @@ from pathlib import Path
 
 import pytest
 
-from sparc_local.store import Index
+from sparc_local.index.store import Index
 
 TRIALS = 20
 # index with tiny batches, so a run writes dozens of segments and triggers tiered merges
 INDEX_SCRIPT = """
 import sys
 from pathlib import Path
-from sparc_local.encode import Encoder
-from sparc_local.indexer import run_index
-from sparc_local.modelinfo import ModelInfo
-from sparc_local.store import Index
+from sparc_local.model.encoder import Encoder
+from sparc_local.pipeline import run_index
+from sparc_local.model.info import ModelInfo
+from sparc_local.index.store import Index
 info = ModelInfo.load(Path(sys.argv[2]))
 committed = [0]
 def on_progress(p):
@@ -133,8 +133,8 @@ def test_kill_during_index_and_merge(tmp_path: Path, tiny_model_dir: Path, seed:
 # n-th SQL statement (n = 0: never), and prints each statement's first words as it runs it
 FORGET_SCRIPT = """
 import os, signal, sys
-from sparc_local.indexer import forget
-from sparc_local.store import Index
+from sparc_local.pipeline import forget
+from sparc_local.index.store import Index
 
 class KillBefore:
     def __init__(self, conn, n):
@@ -176,10 +176,10 @@ def test_kill_during_forget(tmp_path: Path, tiny_model_dir: Path):
     forgotten) leaves the folder forgotten and its text gone from the database files."""
     import shutil
 
-    from sparc_local.encode import Encoder
-    from sparc_local.indexer import forget, run_index
-    from sparc_local.modelinfo import ModelInfo
-    from sparc_local.pathfilter import is_under
+    from sparc_local.model.encoder import Encoder
+    from sparc_local.pipeline import forget, run_index
+    from sparc_local.model.info import ModelInfo
+    from sparc_local.query.pathfilter import is_under
 
     docs, private = tmp_path / "docs", tmp_path / "private"
     docs.mkdir()
@@ -243,7 +243,7 @@ def test_kill_during_forget(tmp_path: Path, tiny_model_dir: Path):
 MERGE_SCRIPT = """
 import sys, time
 from pathlib import Path
-from sparc_local.store import Index
+from sparc_local.index.store import Index
 with Index(Path(sys.argv[1])) as idx:
     print("start", flush=True)
     t0 = time.perf_counter()
@@ -259,8 +259,8 @@ def _synthetic_index(db: Path) -> None:
     then a tenth of the files rewritten, so the merge also has tombstones to drop."""
     import numpy as np
 
-    from sparc_local.sparse import SparseVectors
-    from sparc_local.store import FileUpdate, SentenceRow
+    from sparc_local.model.sparse import SparseVectors
+    from sparc_local.index.store import FileUpdate, SentenceRow
 
     rng = np.random.default_rng(5)
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from sparc_local.indexer import run_index
-from sparc_local.modelinfo import ModelInfo
-from sparc_local.store import Index
+from sparc_local.pipeline import run_index
+from sparc_local.model.info import ModelInfo
+from sparc_local.index.store import Index
 
 pytestmark = pytest.mark.usefixtures("active_tiny")
 
@@ -26,7 +26,7 @@ def _vacuumed_size(db: Path, tmp_path: Path) -> int:
 def test_no_slack_after_tiered_merges(tmp_path: Path, tiny_model_dir: Path):
     """Ten batches: tiered merging folds them into one segment before the run ends, so the end
     of the run has nothing left to merge; the merged-away pages must still go back."""
-    from sparc_local.encode import Encoder
+    from sparc_local.model.encoder import Encoder
 
     root = tmp_path / "docs"
     root.mkdir()

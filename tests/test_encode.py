@@ -1,9 +1,9 @@
 import numpy as np
 import pytest
 
-from sparc_local.encode import Encoder
-from sparc_local.modelinfo import ModelInfo
-from sparc_local.weights import canonicalize, random_weights, to_checkpoint_names
+from sparc_local.model.encoder import Encoder
+from sparc_local.model.info import ModelInfo
+from sparc_local.model.weights import canonicalize, random_weights, to_checkpoint_names
 from tests.tiny import make_tiny_model, tiny_weights
 
 torch = pytest.importorskip("torch")
@@ -37,7 +37,7 @@ def _assert_top_k_of(vectors, f: np.ndarray, info: ModelInfo, k: int = 20) -> No
 @pytest.mark.parametrize("layout", ["bert", "distilbert"])
 def test_onnx_graph_matches_torch_reference(tmp_path, layout):
     """The exported graph computes SPARC Eq. 4 + TopK exactly as the training model does."""
-    from sparc_local.inputs import pad_batch, paragraph_inputs
+    from sparc_local.model.inputs import pad_batch, paragraph_inputs
     from sparc_local.training.model import Encoder as TorchEncoder
     info = make_tiny_model(tmp_path / "m", layout=layout, top_k=20)
     enc = Encoder(info, threads=1, token_budget=64)  # small budget: several length buckets
@@ -58,7 +58,7 @@ def test_onnx_graph_matches_torch_reference(tmp_path, layout):
 def test_window_graph_matches_torch_reference(tmp_path, layout, share):
     """Model v2: one pass per paragraph window, each sentence pooled over its own tokens only,
     exactly as the training model computes it; several windows per long paragraph."""
-    from sparc_local.inputs import SCHEME_WINDOW, pad_batch, span_index, window_inputs
+    from sparc_local.model.inputs import SCHEME_WINDOW, pad_batch, span_index, window_inputs
     from sparc_local.training.model import Encoder as TorchEncoder
 
     info = make_tiny_model(tmp_path / "m", layout=layout, top_k=20, scheme=SCHEME_WINDOW, window_share=share)
@@ -110,8 +110,8 @@ def test_inputs_never_padded_by_the_tokenizer_file(tmp_path):
     """A tokenizer.json with fixed padding (as all-MiniLM-L6-v2's has) must not leak [PAD] into inputs."""
     import json
 
-    from sparc_local.inputs import InputSpec, paragraph_inputs
-    from sparc_local.modelinfo import load_tokenizer
+    from sparc_local.model.inputs import InputSpec, paragraph_inputs
+    from sparc_local.model.info import load_tokenizer
     from tests.tiny import write_tokenizer
 
     path = write_tokenizer(tmp_path / "tok.json")

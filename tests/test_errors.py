@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from sparc_local.cli import app
-from sparc_local.modelinfo import ACTIVE_POINTER, CONFIG_FILE, ModelInfo, shipped_model_dir
+from sparc_local.cli.app import app
+from sparc_local.model.info import ACTIVE_POINTER, CONFIG_FILE, ModelInfo, shipped_model_dir
 from sparc_local.paths import db_path
-from sparc_local.store import SCHEMA_VERSION, Index
+from sparc_local.index.store import SCHEMA_VERSION, Index
 
 pytestmark = pytest.mark.usefixtures("active_tiny")
 
@@ -224,7 +224,7 @@ def test_empty_question_is_a_usage_error(question: str):
 
 
 def test_service_folder_under_a_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    from sparc_local import service
+    from sparc_local.watch import service
 
     (tmp_path / "file").write_text("not a folder")
     monkeypatch.setenv(service.ENV_DIR, str(tmp_path / "file" / "units"))

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from sparc_local.extract import Block, ExtractError, document_text, extract, iter_files
+from sparc_local.ingest.extract import Block, ExtractError, document_text, extract, iter_files
 
 # ------------------------------------------------------------------------------------ helpers
 
@@ -452,7 +452,7 @@ def test_iter_files_symlink_loop_and_duplicates(tmp_path: Path) -> None:
 
 
 def test_bundled_sample_corpus() -> None:
-    from sparc_local.segment import segment
+    from sparc_local.ingest.sentences import segment
 
     sample = Path(__file__).resolve().parents[1] / "sparc_local" / "sample"
     questions = (sample / "QUESTIONS.txt").read_text(encoding="utf-8").splitlines()

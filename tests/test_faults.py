@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from sparc_local.cli import app
+from sparc_local.cli.app import app
 
 pytestmark = pytest.mark.usefixtures("active_tiny")
 
@@ -72,7 +72,7 @@ def test_full_disk_is_a_clear_error_and_the_index_stays_intact(tmp_path: Path, s
     assert answers[0]["path"] == str(first / "tea.txt")
     assert json.loads(run("ask", "capital of france", "--json", "-k", "1").output)[0]["path"] == str(first / "city.txt")
     st = json.loads(run("status", "--json").output)
-    from sparc_local.store import Index
+    from sparc_local.index.store import Index
 
     with Index(db) as idx:
         assert idx.verify() == []

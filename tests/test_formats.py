@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from sparc_local.cli import app
-from sparc_local.extract import ExtractError, extract
+from sparc_local.cli.app import app
+from sparc_local.ingest.extract import ExtractError, extract
 from tests.test_extract import texts, write
 
 # ------------------------------------------------------------------------------------ builders
@@ -558,7 +558,7 @@ def test_mbox_of_10000_messages_is_streamed_and_capped(tmp_path: Path) -> None:
 
 def test_mbox_message_cap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A message past MAX_MESSAGE_BYTES is read up to the cap: its text first, not the attachment."""
-    from sparc_local import mail
+    from sparc_local.ingest import mail
 
     monkeypatch.setattr(mail, "MAX_MESSAGE_BYTES", 50_000)
     msg = message("Photos", "The photos are attached.\n")

@@ -13,11 +13,13 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from sparc_local import handoff, watchfiles
-from sparc_local.cli import app
-from sparc_local.modelinfo import ModelInfo
-from sparc_local.store import Index
-from sparc_local.watch import Watcher
+from sparc_local.watch import handoff
+
+from sparc_local.watch import files as watchfiles
+from sparc_local.cli.app import app
+from sparc_local.model.info import ModelInfo
+from sparc_local.index.store import Index
+from sparc_local.watch.watcher import Watcher
 from tests.helpers import cli, indexed_paths, wait_until
 
 runner = CliRunner()
@@ -76,7 +78,7 @@ def test_forget_and_index_through_the_running_watcher(tmp_path: Path, sparc_home
 
 def test_forget_is_answered_during_a_long_catch_up(tmp_path: Path, tiny_model_dir: Path, sparc_home: Path):
     """A request waits at most one encoder batch, not for the catch-up to end."""
-    from sparc_local.encode import Encoder
+    from sparc_local.model.encoder import Encoder
 
     docs = tmp_path / "docs"
     docs.mkdir()
@@ -112,9 +114,9 @@ def test_forget_is_answered_during_a_long_catch_up(tmp_path: Path, tiny_model_di
 
 HOLDER = """
 import os, sys, time
-from sparc_local.watchfiles import COMMAND, pid_path, state_path
-from sparc_local.watchfiles import write_json as _write_json
-from sparc_local.lock import WriterLock
+from sparc_local.watch.files import COMMAND, pid_path, state_path
+from sparc_local.watch.files import write_json as _write_json
+from sparc_local.index.lock import WriterLock
 WriterLock(COMMAND).acquire()
 pid_path().write_text("%d\\n" % os.getpid())
 _write_json(state_path(), dict(pid=os.getpid(), requests=sys.argv[1] == "takes-requests"))

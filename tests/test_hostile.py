@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from sparc_local.cli import app
+from sparc_local.cli.app import app
 from tests.test_extract import TEA, pdf_bytes
 from tests.test_formats import (
     BILLION_LAUGHS,
@@ -234,7 +234,7 @@ def test_all_hostile_inputs_in_one_run(tmp_path: Path):
 def test_file_vanishing_during_the_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, point: str):
     """The file is really deleted from disk at one of the three points between finding and reading
     it. The hook that chooses the moment wraps the indexer's own step (walk, hash or extract)."""
-    import sparc_local.indexer as indexer
+    import sparc_local.pipeline as indexer
 
     root = _folder(tmp_path)
     gone = root / "gone.txt"

@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from sparc_local.cli import app
-from sparc_local.extract import iter_files
-from sparc_local.ignore import Rules
-from sparc_local.modelinfo import ModelInfo
-from sparc_local.store import Index
-from sparc_local.watch import Watcher
+from sparc_local.cli.app import app
+from sparc_local.ingest.extract import iter_files
+from sparc_local.ingest.ignore import Rules
+from sparc_local.model.info import ModelInfo
+from sparc_local.index.store import Index
+from sparc_local.watch.watcher import Watcher
 from tests.helpers import indexed_paths, wait_until
 
 runner = CliRunner()
@@ -102,7 +102,7 @@ def test_index_and_no_ignore(tmp_path: Path):
 
 
 def test_watcher_follows_an_edited_ignore_file(tmp_path: Path, tiny_model_dir: Path):
-    from sparc_local.encode import Encoder
+    from sparc_local.model.encoder import Encoder
 
     root = make_tree(tmp_path / "docs")
     info = ModelInfo.load(tiny_model_dir)

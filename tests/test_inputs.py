@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from sparc_local.inputs import InputSpec, paragraph_inputs
-from sparc_local.modelinfo import load_tokenizer
+from sparc_local.model.inputs import InputSpec, paragraph_inputs
+from sparc_local.model.info import load_tokenizer
 from tests.tiny import write_tokenizer
 
 WORDS = "tea green black steep minutes water boil cup tower paris".split()  # one token each
@@ -72,11 +72,11 @@ PASSAGE = ["Green tea should steep for three minutes.", "Black tea takes longer.
 def test_index_and_eval_give_the_encoder_the_same_inputs(tmp_path, tiny_model_dir, monkeypatch):
     """A ReQA passage written as a file and indexed gets, sentence for sentence, the encoder
     inputs `eval` builds for it (issue #12: every figure is the product's own path)."""
-    from sparc_local import encode
-    from sparc_local.evaluate import evaluate
-    from sparc_local.indexer import run_index
-    from sparc_local.modelinfo import ModelInfo
-    from sparc_local.store import Index
+    from sparc_local.model import encoder as encode
+    from sparc_local.evaluation.evaluate import evaluate
+    from sparc_local.pipeline import run_index
+    from sparc_local.model.info import ModelInfo
+    from sparc_local.index.store import Index
 
     seen: list[list] = []
 
@@ -108,7 +108,7 @@ def test_index_and_eval_give_the_encoder_the_same_inputs(tmp_path, tiny_model_di
 
 
 def test_windows_cover_every_sentence_once_with_context_on_both_sides(tok):
-    from sparc_local.inputs import SCHEME_WINDOW, window_inputs
+    from sparc_local.model.inputs import SCHEME_WINDOW, window_inputs
 
     para = [" ".join(WORDS[i:i + 3]) for i in range(8)]  # 8 sentences of 3 tokens
     short = window_inputs(tok, [para[:3]], InputSpec(16, 2, 3, scheme=SCHEME_WINDOW))

@@ -15,12 +15,12 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from sparc_local.cli import app
-from sparc_local.lock import LockHeld, WriterLock, holder, lock_path, pid_alive
+from sparc_local.cli.app import app
+from sparc_local.index.lock import LockHeld, WriterLock, holder, lock_path, pid_alive
 
 HOLD = """
 import sys, time
-from sparc_local.lock import WriterLock
+from sparc_local.index.lock import WriterLock
 WriterLock(sys.argv[1]).acquire()
 print("locked", flush=True)
 time.sleep(120)

@@ -8,7 +8,7 @@ import sqlite3
 import numpy as np
 import pytest
 
-from sparc_local.pathfilter import PathFilter, is_glob, sql_glob
+from sparc_local.query.pathfilter import PathFilter, is_glob, sql_glob
 
 
 def _sql_kept(paths: list[str], flt: PathFilter) -> set[str]:
@@ -121,8 +121,8 @@ def test_type_keeps_its_aliases():
 def test_type_aliases_name_one_kind_of_file_each():
     """Each group of aliases holds a type `index` reads, and the types of a group it reads share a
     reader (a new reader with other names joins a group, or starts one)."""
-    from sparc_local.extract import READERS
-    from sparc_local.pathfilter import TYPE_ALIASES
+    from sparc_local.ingest.extract import READERS
+    from sparc_local.query.pathfilter import TYPE_ALIASES
 
     for group in TYPE_ALIASES:
         assert group & set(READERS), group

@@ -11,11 +11,13 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from sparc_local import daemon, power
-from sparc_local.cli import app
-from sparc_local.modelinfo import ModelInfo
-from sparc_local.store import Index
-from sparc_local.watch import Watcher
+from sparc_local import power
+
+from sparc_local.watch import daemon
+from sparc_local.cli.app import app
+from sparc_local.model.info import ModelInfo
+from sparc_local.index.store import Index
+from sparc_local.watch.watcher import Watcher
 from tests.helpers import indexed_paths, wait_until
 
 runner = CliRunner()
@@ -46,7 +48,7 @@ def test_low_priority_is_inherited_by_later_threads():
 
 @linux
 def test_index_runs_at_low_priority_unless_told(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    import sparc_local.indexer as indexer
+    import sparc_local.pipeline as indexer
 
     (tmp_path / "a.txt").write_text("Green tea steeps for three minutes.\n")
     real, seen = indexer.run_index, []
@@ -67,7 +69,7 @@ def test_index_runs_at_low_priority_unless_told(tmp_path: Path, monkeypatch: pyt
 @linux
 def test_threads_cap_the_encoder(tiny_model_dir: Path):
     """onnxruntime starts threads - 1 pool threads: --threads 1 adds none, 2 adds one."""
-    from sparc_local.encode import Encoder
+    from sparc_local.model.encoder import Encoder
 
     info = ModelInfo.load(tiny_model_dir)
 
@@ -118,7 +120,7 @@ def _files() -> set[str]:
 
 
 def test_watcher_pauses_on_battery_then_resumes(tmp_path: Path, tiny_model_dir: Path, sparc_home: Path):
-    from sparc_local.encode import Encoder
+    from sparc_local.model.encoder import Encoder
 
     root = tmp_path / "docs"
     root.mkdir()
@@ -160,7 +162,7 @@ def test_watcher_pauses_on_battery_then_resumes(tmp_path: Path, tiny_model_dir: 
 def test_watcher_stops_encoding_when_unplugged_mid_run(tmp_path: Path, tiny_model_dir: Path):
     """The probe says battery while the catch-up encodes: it stops after the current encoder
     batch, keeps what it committed, and finishes once on mains again."""
-    from sparc_local.encode import Encoder
+    from sparc_local.model.encoder import Encoder
 
     root = tmp_path / "docs"
     root.mkdir()

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from sparc_local.cli import app
-from sparc_local.segments import SCRUB_PENDING
+from sparc_local.cli.app import app
+from sparc_local.index.segments import SCRUB_PENDING
 
 runner = CliRunner()
 SECRET = "Zanzibar treasury passphrase"
@@ -49,10 +49,10 @@ def refuse(*args, **kwargs):
 socket.socket = socket.create_connection = refuse
 
 from typer.testing import CliRunner
-from sparc_local.cli import app
-from sparc_local.encode import Encoder
-from sparc_local.modelinfo import ModelInfo
-from sparc_local.watch import Watcher
+from sparc_local.cli.app import app
+from sparc_local.model.encoder import Encoder
+from sparc_local.model.info import ModelInfo
+from sparc_local.watch.watcher import Watcher
 
 home, docs = Path(os.environ["SPARC_LOCAL_HOME"]), Path(sys.argv[1])
 model = make_tiny_adapt_model(home.parent / "model")

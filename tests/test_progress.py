@@ -8,16 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from sparc_local.indexer import Progress, run_index
-from sparc_local.modelinfo import ModelInfo
-from sparc_local.progress import describe
-from sparc_local.store import Index
+from sparc_local.pipeline import Progress, run_index
+from sparc_local.model.info import ModelInfo
+from sparc_local.cli.progress import describe
+from sparc_local.index.store import Index
 
 pytestmark = pytest.mark.usefixtures("active_tiny")
 
 
 def _run(root: Path, info: ModelInfo, **kw) -> tuple:
-    from sparc_local.encode import Encoder
+    from sparc_local.model.encoder import Encoder
 
     seen: list[Progress] = []
     with Index() as idx:

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from tokenizers import Tokenizer
 
-from sparc_local.modelinfo import shipped_model_dir
-from sparc_local.query import QueryTokenizer
+from sparc_local.model.info import shipped_model_dir
+from sparc_local.query.tokens import QueryTokenizer
 from tests.tiny import WORDS, write_tokenizer
 
 
@@ -104,7 +104,7 @@ def test_a_damaged_tokenizer_is_reported_as_the_library_reads_it(tmp_path: Path)
 def test_ask_path_imports_no_tokenizers_library_for_an_ascii_question(tokenizer_file: Path):
     import subprocess
 
-    code = ("import sys; from sparc_local.query import QueryTokenizer; "
+    code = ("import sys; from sparc_local.query.tokens import QueryTokenizer; "
             f"QueryTokenizer({str(tokenizer_file)!r}).encode('green tea?'); print('tokenizers' in sys.modules)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert (done.returncode, done.stdout) == (0, "False\n"), done.stderr

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from sparc_local import postings as P
-from sparc_local import search as S
+from sparc_local.index import postings as P
+from sparc_local.query import scoring as S
 
 
 def _csr_from_dense(M: np.ndarray) -> dict[int, tuple[np.ndarray, np.ndarray]]:
@@ -282,7 +282,7 @@ def short_bitmaps(monkeypatch):
 
 def _v1_blob(ids: np.ndarray, q: np.ndarray) -> bytes:
     """A FORMAT_V1 blob as layout 4 and earlier wrote it (still in users' indexes)."""
-    from sparc_local import varint as V
+    from sparc_local.index import varint as V
 
     return bytes([V.FORMAT_V1]) + V.varint_bytes(len(ids)) + q.tobytes() + V.varint_encode(V.gaps(ids)).tobytes()
 

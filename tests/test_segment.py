@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from sparc_local.extract import Block, document_text, extract
-from sparc_local.segment import MAX_SENTENCE_CHARS, Sentence, paragraphs, segment, split_sentences
+from sparc_local.ingest.extract import Block, document_text, extract
+from sparc_local.ingest.sentences import MAX_SENTENCE_CHARS, Sentence, paragraphs, segment, split_sentences
 
 
 def sents(text: str) -> list[str]:

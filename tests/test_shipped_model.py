@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from sparc_local.cli import app
-from sparc_local.modelinfo import ModelInfo, shipped_model_dir
+from sparc_local.cli.app import app
+from sparc_local.model.info import ModelInfo, shipped_model_dir
 
 pytestmark = pytest.mark.slow
 GOLDEN = Path(__file__).parent / "golden" / "shipped_model.json"
@@ -30,7 +30,7 @@ def test_encoder_matches_golden_values():
 def test_golden_check_fails_when_the_model_changes(tmp_path, change):
     """The check is not so loose that it passes a different model or export."""
     from sparc_local.adapt.model import load_encoder_weights
-    from sparc_local.export import QUANT_DYNAMIC, QUANT_WEIGHTS, export_model
+    from sparc_local.model.export import QUANT_DYNAMIC, QUANT_WEIGHTS, export_model
     from tests.golden.make_golden import compare, golden
 
     info = ModelInfo.load(shipped_model_dir())

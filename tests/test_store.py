@@ -12,12 +12,12 @@ import textwrap
 import numpy as np
 import pytest
 
-from sparc_local import postings as P
-from sparc_local import search as S
-from sparc_local import segments
+from sparc_local.index import postings as P
+from sparc_local.query import scoring as S
+from sparc_local.index import segments
 from sparc_local.errors import SchemaTooNew
-from sparc_local.sparse import SparseVectors
-from sparc_local.store import MIGRATIONS, SCHEMA_VERSION, FileUpdate, Index, SentenceRow
+from sparc_local.model.sparse import SparseVectors
+from sparc_local.index.store import MIGRATIONS, SCHEMA_VERSION, FileUpdate, Index, SentenceRow
 
 VOCAB = 500
 
@@ -369,9 +369,9 @@ def test_kill_9_mid_write_leaves_old_state(db):
     script = textwrap.dedent(
         f"""
         import os, signal, numpy as np
-        from sparc_local import postings as P
-        from sparc_local.store import Index, FileUpdate, SentenceRow
-        from sparc_local.sparse import SparseVectors
+        from sparc_local.index import postings as P
+        from sparc_local.index.store import Index, FileUpdate, SentenceRow
+        from sparc_local.model.sparse import SparseVectors
         real = P.encode_groups
         def die(*a):
             real(*a)
@@ -586,7 +586,7 @@ def test_migration_2_moves_contexts_into_paragraphs(tmp_path):
     """A version-1 database (context stored per sentence) opens as version 2 with nothing lost."""
     import sqlite3
 
-    from sparc_local.store import MIGRATIONS, Index
+    from sparc_local.index.store import MIGRATIONS, Index
 
     db = tmp_path / "v1.db"
     conn = sqlite3.connect(db)
@@ -612,8 +612,8 @@ def test_migration_2_moves_contexts_into_paragraphs(tmp_path):
 def test_pruned_search_equals_exhaustive_across_segments(db, monkeypatch):
     """Index.search through the pruned path (forced) equals summing every posting, with
     several segments, tombstones, near-stop tokens stored as bitmaps, and tied scores."""
-    from sparc_local import postings as P
-    from sparc_local import search as S
+    from sparc_local.index import postings as P
+    from sparc_local.query import scoring as S
 
     monkeypatch.setattr(S, "_PRUNE_MIN", 8)
     monkeypatch.setattr(P, "BITMAP_MIN_N", 8)  # bitmaps on these small lists (the default is 32768)
@@ -666,7 +666,7 @@ def test_filtered_search_equals_exhaustive_over_the_kept_files(db, monkeypatch):
     of theirs would (pruned path forced, several segments, tombstones), including a file whose
     sentence ids are not consecutive, by path (relative to the roots), type and modification time;
     the mask is cached until the database changes, roots included."""
-    from sparc_local.pathfilter import PathFilter
+    from sparc_local.query.pathfilter import PathFilter
 
     monkeypatch.setattr(S, "_PRUNE_MIN", 8)
     monkeypatch.setattr(P, "BITMAP_MIN_N", 8)

@@ -21,12 +21,12 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from sparc_local.ask import Asker
-from sparc_local.cli import app
-from sparc_local.lock import WriterLock
-from sparc_local.modelinfo import ModelInfo
-from sparc_local.store import Index
-from sparc_local.watch import Watcher
+from sparc_local.query.ask import Asker
+from sparc_local.cli.app import app
+from sparc_local.index.lock import WriterLock
+from sparc_local.model.info import ModelInfo
+from sparc_local.index.store import Index
+from sparc_local.watch.watcher import Watcher
 from tests.helpers import cli as run_cli
 
 DEADLINE = 15.0
@@ -51,7 +51,7 @@ def start(tiny_model_dir: Path):
     info = ModelInfo.load(tiny_model_dir)
 
     def _start(roots: list[Path], **kw) -> Watcher:
-        from sparc_local.encode import Encoder
+        from sparc_local.model.encoder import Encoder
 
         opts = dict(quiet_period=0.2, max_delay=2.0, root_poll=0.3, retry_delays=(0.2, 0.2, 0.2), busy_delay=0.2)
         w = Watcher([str(r) for r in roots], info, lambda: Encoder(info, threads=1), **{**opts, **kw})
@@ -251,7 +251,7 @@ def test_restart_catches_up(root: Path, start):
 
 
 def test_bad_file_is_retried_then_reread_when_fixed(root: Path, start, caplog):
-    caplog.set_level(logging.WARNING, logger="sparc_local.watch")
+    caplog.set_level(logging.WARNING, logger="sparc_local.watch.watcher")
     w = start([root])
     bad = root / "notes.txt"
     bad.write_bytes(bytes(range(256)) * 2)  # half-written garbage: not text
@@ -311,10 +311,10 @@ def test_polling_observer(root: Path, start):
 ENOSPC_SCRIPT = """
 import json, sys, time
 from pathlib import Path
-from sparc_local.encode import Encoder
-from sparc_local.modelinfo import ModelInfo
-from sparc_local.store import Index
-from sparc_local.watch import Watcher
+from sparc_local.model.encoder import Encoder
+from sparc_local.model.info import ModelInfo
+from sparc_local.index.store import Index
+from sparc_local.watch.watcher import Watcher
 info, root = ModelInfo.load(Path(sys.argv[1])), Path(sys.argv[2])
 w = Watcher([str(root)], info, lambda: Encoder(info, threads=1), quiet_period=0.2, poll_interval=0.2)
 w.start(timeout=15)
@@ -395,7 +395,7 @@ def test_daemon_start_status_stop(root: Path, sparc_home: Path):
 
 
 def test_service_install_uninstall(tmp_path: Path, monkeypatch):
-    from sparc_local import service
+    from sparc_local.watch import service
 
     monkeypatch.setenv(service.ENV_DIR, str(tmp_path / "units"))
     result = runner.invoke(app, ["service", "install"])
@@ -426,10 +426,10 @@ def test_service_install_uninstall(tmp_path: Path, monkeypatch):
 def test_ask_and_status_stay_light(root: Path, sparc_home: Path):
     """`ask` imports neither watchdog nor the writer-side modules; `status` never takes the lock."""
     assert runner.invoke(app, ["index", str(root), "-q"]).exit_code == 0
-    code = ("import sys; from typer.testing import CliRunner; from sparc_local.cli import app; "
+    code = ("import sys; from typer.testing import CliRunner; from sparc_local.cli.app import app; "
             "r = CliRunner().invoke(app, ['ask', 'green tea']); assert r.exit_code == 0, r.output; "
             "print([m for m in sys.modules if m.startswith('watchdog') or m in "
-            "('sparc_local.watch', 'sparc_local.daemon', 'sparc_local.lock', 'sparc_local.service')])")
+            "('sparc_local.watch.watcher', 'sparc_local.watch.daemon', 'sparc_local.index.lock', 'sparc_local.watch.service')])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env={**os.environ, "SPARC_LOCAL_HOME": str(sparc_home)})
     assert out.returncode == 0, out.stderr

@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 
 from sparc_local.adapt.model import HEAD_FILE, save_npz
-from sparc_local.export import QUANT_FP32, QUANT_WEIGHTS, export_model
-from sparc_local.modelinfo import ModelInfo
-from sparc_local.weights import random_weights
+from sparc_local.model.export import QUANT_FP32, QUANT_WEIGHTS, export_model
+from sparc_local.model.info import ModelInfo
+from sparc_local.model.weights import random_weights
 
 WORDS = (
     "the a of and to in is was for on with as by at it from that this which who what when where how why "

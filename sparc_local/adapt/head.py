@@ -33,8 +33,8 @@ from torch import nn
 from sparc_local.adapt.model import (ENCODER_FILE, HEAD_FILE, HEAD_NAMES, load_adapt_weights, load_encoder_weights,
                                     save_npz)
 from sparc_local.adapt.train import mask_tokens, pad_sequences
-from sparc_local.modelinfo import CONFIG_FILE, ModelInfo
-from sparc_local.weights import ArchConfig, Weights
+from sparc_local.model.info import CONFIG_FILE, ModelInfo
+from sparc_local.model.weights import ArchConfig, Weights
 
 TRAIN_SETS = ("squad-train-head", "du2017-train", "wikiqa-train")  # never squad-dev or newsqa-dev
 HELD_OUT = 50  # passages with crc32 % HELD_OUT == 0 are held out for validation
@@ -97,7 +97,7 @@ def _load_encoder(path: Path, model: ModelInfo) -> tuple[ArchConfig, Weights, st
         cfg, w = load_encoder_weights(info)
         kind = "model" if path.resolve() == model.path.resolve() else f"folder:{info.id}"
     else:
-        from sparc_local.weights import load_checkpoint
+        from sparc_local.model.weights import load_checkpoint
 
         cfg, w = load_checkpoint(path)
         w = {k: v for k, v in w.items() if not k.startswith("mlm.")}
@@ -162,7 +162,7 @@ def train_head(encoder_path: Path, model_dir: Path, run_dir: Path, *, data_dir: 
                batch: int = 32, max_length: int = 64, lr: float = 1e-3, seed: int = 0, eval_every: int = 50,
                n_valid: int = 1024, log: Callable[[str], None] = print) -> dict:
     """Train, checkpointing to run_dir (resumes from it), then write MODEL_DIR/mlm_head.npz."""
-    from sparc_local.modelinfo import load_tokenizer
+    from sparc_local.model.info import load_tokenizer
     from sparc_local.training.model import Encoder
 
     model = ModelInfo.load(model_dir)

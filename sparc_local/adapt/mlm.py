@@ -25,7 +25,7 @@ from typing import Literal
 import numpy as np
 from scipy.special import ndtr
 
-from sparc_local.weights import ArchConfig, Weights
+from sparc_local.model.weights import ArchConfig, Weights
 
 Mode = Literal["exact", "output_only"]
 MODES: tuple[str, ...] = ("exact", "output_only")

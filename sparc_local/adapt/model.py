@@ -22,8 +22,8 @@ from pathlib import Path
 import numpy as np
 
 from sparc_local.errors import ModelError
-from sparc_local.modelinfo import CONFIG_FILE, ModelInfo
-from sparc_local.weights import ArchConfig, Weights
+from sparc_local.model.info import CONFIG_FILE, ModelInfo
+from sparc_local.model.weights import ArchConfig, Weights
 
 HEAD_FILE = "mlm_head.npz"
 ENCODER_FILE = "mlm_encoder.npz"
@@ -196,7 +196,7 @@ def replace_embeddings(src: Path, dst: Path, E: np.ndarray) -> str:
     import onnx
     from onnx import numpy_helper
 
-    from sparc_local.export import quantize_rows
+    from sparc_local.model.export import quantize_rows
 
     model = _load_onnx(src)
     by_prefix = {}

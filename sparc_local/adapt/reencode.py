@@ -23,8 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
-from sparc_local.modelinfo import ModelInfo
-from sparc_local.store import FileUpdate, Index, SentenceRow
+from sparc_local.model.info import ModelInfo
+from sparc_local.index.store import FileUpdate, Index, SentenceRow
 
 BATCH_SENTENCES = 512  # sentences encoded and written per transaction, as `index` does
 _SKIP_META = {"weight_scale", "model", "model_path", "last_update"}

@@ -31,10 +31,10 @@ import numpy as np
 from sparc_local import paths
 from sparc_local.adapt.train import TokenBatch, adapt_embeddings, pad_sequences
 from sparc_local.errors import ModelError, ModelMissing, SparcError
-from sparc_local.modelinfo import load_tokenizer
-from sparc_local.modelinfo import ACTIVE_POINTER as POINTER
-from sparc_local.modelinfo import ModelInfo, active_model, shipped_model_dir
-from sparc_local.store import Index
+from sparc_local.model.info import load_tokenizer
+from sparc_local.model.info import ACTIVE_POINTER as POINTER
+from sparc_local.model.info import ModelInfo, active_model, shipped_model_dir
+from sparc_local.index.store import Index
 
 NEW_DB_SUFFIX = ".adapting"
 POOL_BATCHES = 16  # batches drawn together and grouped by length: little padding, still random
@@ -192,7 +192,7 @@ def _completed_steps(ckpt: Path) -> int:
 def _switch(index: Index, info: ModelInfo, threads: int | None, on_progress: Progress | None) -> int:
     """Re-encode the index with `info` into a new database, switch to it, point at `info`."""
     from sparc_local.adapt.reencode import reencode, remove_database, switch_database
-    from sparc_local.encode import Encoder
+    from sparc_local.model.encoder import Encoder
 
     new_db = index.path.with_name(index.path.name + NEW_DB_SUFFIX)
     try:

@@ -16,7 +16,7 @@ from typing import NamedTuple
 import numpy as np
 
 from sparc_local.adapt.mlm import IGNORE, Mode, forward_backward, prepare
-from sparc_local.weights import ArchConfig, Weights
+from sparc_local.model.weights import ArchConfig, Weights
 
 _CKPT_VERSION = 1
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
-from sparc_local.bm25 import BM25
-from sparc_local.reqa import ReqaSet, load
+from sparc_local.query.bm25 import BM25
+from sparc_local.evaluation.reqa import ReqaSet, load
 
 TRAIN_SETS = ("squad-train-head", "du2017-train", "wikiqa-train")
 # du2017 articles a00-a11 repeat squad-train-head's questions (lowercased): drop that copy.

@@ -1,6 +1,6 @@
 """The SPARC encoder in torch, for training only (torch is never a runtime dependency).
 
-Built from canonical weights (sparc_local.weights), so BERT and DistilBERT layouts train alike.
+Built from canonical weights (sparc_local.model.weights), so BERT and DistilBERT layouts train alike.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from sparc_local.weights import ArchConfig, Weights
+from sparc_local.model.weights import ArchConfig, Weights
 
 
 class Encoder(nn.Module):

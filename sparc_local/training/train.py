@@ -24,13 +24,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from sparc_local.inputs import (CONTEXT_ORDERS, SCHEME_PAIR, SCHEME_WINDOW, InputSpec, pad_batch, paragraph_inputs,
+from sparc_local.model.inputs import (CONTEXT_ORDERS, SCHEME_PAIR, SCHEME_WINDOW, InputSpec, pad_batch, paragraph_inputs,
                                 span_index, window_inputs)
-from sparc_local.modelinfo import load_tokenizer
-from sparc_local.query import query_token_ids, skip_token_ids
+from sparc_local.model.info import load_tokenizer
+from sparc_local.query.tokens import query_token_ids, skip_token_ids
 from sparc_local.training.data import Pool, build_pool, sample_batch
 from sparc_local.training.model import Encoder
-from sparc_local.weights import ArchConfig, load_checkpoint, load_canonical, save_canonical
+from sparc_local.model.weights import ArchConfig, load_checkpoint, load_canonical, save_canonical
 
 
 def _atomic_save(obj, path: Path) -> None:

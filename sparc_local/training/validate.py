@@ -5,7 +5,7 @@
 
 Export decisions (int8 or fp32, K, max length) are made here, never on the evaluation sets.
 The candidates are all sentences of the held-out passages; scoring is the product's own
-(query tokens from sparc_local.query, sums of f over the question's tokens).
+(query tokens from sparc_local.query.tokens, sums of f over the question's tokens).
 """
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ from pathlib import Path
 
 import numpy as np
 
-from sparc_local.encode import Encoder
-from sparc_local.evaluate import truncate
-from sparc_local.modelinfo import ModelInfo
-from sparc_local.query import query_token_ids
-from sparc_local.search import score
+from sparc_local.model.encoder import Encoder
+from sparc_local.evaluation.evaluate import truncate
+from sparc_local.model.info import ModelInfo
+from sparc_local.query.tokens import query_token_ids
+from sparc_local.query.scoring import score
 
 
 def _held_out_paragraphs(pool, sents: list[int]) -> list[list[str]]:

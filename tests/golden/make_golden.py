@@ -38,9 +38,9 @@ def golden(model_dir: Path | None = None) -> dict:
     """Every sentence's top K (token, weight) and each sample question's answer rank."""
     import onnxruntime
 
-    from sparc_local.encode import Encoder
-    from sparc_local.modelinfo import ModelInfo, shipped_model_dir
-    from sparc_local.query import query_token_ids
+    from sparc_local.model.encoder import Encoder
+    from sparc_local.model.info import ModelInfo, shipped_model_dir
+    from sparc_local.query.tokens import query_token_ids
 
     info = ModelInfo.load(model_dir or shipped_model_dir())
     enc = Encoder(info, threads=1)

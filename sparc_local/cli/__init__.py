@@ -1,0 +1,1 @@
+"""The command line: parsing, printing, progress; the console entry point."""

@@ -1,0 +1,427 @@
+"""The `sparc-local` command line. Parses, calls the library, prints.
+
+Exit codes: 0 success (files that could not be read are reported and listed by `status`),
+1 error (message on stderr, starting with "Error:"), 2 usage error. Every error a user can fix
+derives from ``errors.SparcError``; ``_App.invoke`` has ``clicommon.report`` print them, and nothing
+else does.  The console script is ``entry.console``: it answers a plain `ask` without this module.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from enum import Enum
+from pathlib import Path
+from typing import Optional
+
+import typer
+from typer.core import TyperArgument, TyperCommand, TyperGroup
+
+from sparc_local import __version__
+from sparc_local.cli.common import DATE_FORMS, DEFAULT_TOP_K, parse_date, report, run_ask
+from sparc_local.cli.common import open_index as _open_index
+from sparc_local.errors import ModelError, SparcError, UserError
+from sparc_local.query.pathfilter import TYPE_ALIASES
+
+
+class _App(TyperGroup):
+    """The one place a SparcError becomes `Error: <message>`, its remedy, and exit code 1."""
+
+    def invoke(self, ctx: typer.Context) -> object:
+        try:
+            return super().invoke(ctx)
+        except SparcError as err:
+            report(err)
+            raise typer.Exit(1) from None
+
+
+class _Command(TyperCommand):
+    """Usage lines as command lines write them (`ask [OPTIONS] QUESTION`), not as Typer's
+    `{QUESTION}`; an optional argument stays in brackets."""
+
+    def collect_usage_pieces(self, ctx: typer.Context) -> list[str]:
+        pieces = [self.options_metavar] if self.options_metavar else []
+        for param in self.get_params(ctx):
+            if isinstance(param, TyperArgument):
+                var = param.make_metavar(ctx)
+                pieces.append(var if param.required or var.startswith("[") else f"[{var}]")
+            else:
+                pieces += param.get_usage_pieces(ctx)
+        return pieces
+
+
+class _Typer(typer.Typer):
+    """Every command is a _Command unless it names its class."""
+
+    def command(self, *args, **kwargs):
+        kwargs["cls"] = kwargs.get("cls") or _Command
+        return super().command(*args, **kwargs)
+
+
+app = _Typer(cls=_App, no_args_is_help=True, rich_markup_mode=None,
+             help="Private question answering over your own files. Nothing leaves this machine.")
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"sparc-local {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                      help="Show the version and exit.")) -> None:
+    """Private question answering over your own files. Nothing leaves this machine."""
+
+
+def _console(quiet: bool = False):
+    from rich.console import Console
+
+    return Console(stderr=True, quiet=quiet, highlight=False, soft_wrap=True)
+
+
+def _model():
+    from sparc_local.model.info import active_model
+
+    return active_model()
+
+
+@app.command()
+def index(
+    paths_: list[Path] = typer.Argument(None, metavar="[PATHS]...",
+                                        help="Folders or files to index. Default: every folder indexed before."),
+    exclude: list[str] = typer.Option([], "--exclude", "-e", metavar="GLOB", help="Skip matching files (repeatable)."),
+    hidden: bool = typer.Option(False, "--hidden", help="Include hidden files and folders."),
+    no_ignore: bool = typer.Option(False, "--no-ignore",
+                                   help="Index what .gitignore and .ignore files list, too."),
+    threads: int = typer.Option(0, "--threads", "-t", help="Encoder threads (0: all cores)."),
+    normal_priority: bool = typer.Option(False, "--normal-priority",
+                                         help="Run at normal CPU and I/O priority (default: low, so the "
+                                              "programs you use stay responsive)."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Print errors only."),
+    wait: float = typer.Option(10.0, "--wait", metavar="SECONDS",
+                               help="Wait this long for another writer (e.g. `watch`) before giving up."),
+    max_sentences: int = typer.Option(100_000, "--max-sentences", metavar="N", min=1,
+                                      help="Index at most N sentences of one file (a huge log is cut there)."),
+) -> None:
+    """Index folders (or refresh the index): only new and changed files are read again."""
+    from sparc_local import power
+    from sparc_local.watch import handoff
+    from sparc_local.ingest.extract import path_key
+    from sparc_local.pipeline import run_index
+    from sparc_local.cli.progress import IndexProgress
+
+    info = _model()
+    if paths_:
+        roots = [str(p) for p in paths_]
+    else:
+        with _open_index(must_exist=False) as idx:
+            roots = idx.roots()
+    if not roots:
+        raise UserError("no folder to index", "Run `sparc-local index FOLDER`.")
+    for root in roots:
+        if not Path(root).expanduser().exists():
+            raise UserError(f"{path_key(root)}: no such file or folder", "Check the path and try again.")
+    roots = [str(Path(r).expanduser().absolute()) for r in roots]  # the watcher runs in another folder
+    options = dict(exclude=list(exclude), include_hidden=hidden, ignore_files=not no_ignore,
+                   max_sentences=max_sentences)
+    console = _console()
+
+    def encoder():
+        from sparc_local.model.encoder import Encoder
+
+        return Encoder(info, threads=threads or None)
+
+    def skipped(p: str, reason: str) -> None:
+        console.print(f"skipped {p}: {reason}", markup=False)
+
+    def capped(p: str, n: int) -> None:
+        console.print(f"cut {p}: indexed its first {n} sentences (see --max-sentences)", markup=False)
+
+    with power.low_priority(not normal_priority), \
+            IndexProgress(console, enabled=not quiet and console.is_terminal) as progress:
+        def local():
+            with _open_index(must_exist=False) as idx:
+                return run_index(idx, roots, info, encoder, **options, on_error=skipped, on_capped=capped,
+                                 on_progress=progress.update)
+
+        # while the watcher runs, it does the same work (and says the same)
+        report = handoff.index(roots, options, local, wait=wait, on_progress=progress.update,
+                               on_event=lambda kind, args: (skipped if kind == "error" else capped)(*args))
+    if not quiet:
+        typer.echo(f"Indexed {report.indexed} files ({report.sentences} sentences), {report.unchanged} unchanged, "
+                   f"{report.removed} removed, {len(report.errors)} skipped in {report.seconds:.1f}s.")
+
+
+def _not_empty(value: str) -> str:
+    if not value.strip():
+        raise typer.BadParameter("the question is empty")
+    return value
+
+
+def _date(value: Optional[str]) -> Optional[float]:
+    if value is None:
+        return None
+    try:
+        return parse_date(value)
+    except ValueError as err:
+        raise typer.BadParameter(str(err)) from None
+
+
+def _complete_type(incomplete: str) -> list[str]:
+    """`--type` completes to the extensions `index` reads and their aliases."""
+    from sparc_local.ingest.extract import SUPPORTED
+
+    names = sorted({suffix.lstrip(".") for suffix in SUPPORTED.union(*TYPE_ALIASES)})
+    return [name for name in names if name.startswith(incomplete.lstrip(".").lower())]
+
+
+_TYPE_ALIASES = ", ".join(" = ".join(sorted(s.lstrip(".") for s in group)) for group in TYPE_ALIASES)
+
+
+@app.command()
+def ask(
+    question: str = typer.Argument(..., metavar="QUESTION", callback=_not_empty,
+                                   help="A question in natural language."),
+    top_k: int = typer.Option(DEFAULT_TOP_K, "--top-k", "-k", min=1, help="Number of answers."),
+    as_json: bool = typer.Option(False, "--json", help="Print a JSON array."),
+    path: Optional[str] = typer.Option(
+        None, "--path", metavar="TEXT|GLOB",
+        help="Only files whose path in the indexed folder contains TEXT or matches GLOB (a GLOB may also "
+             "match the file name or the absolute path)."),
+    type_: Optional[str] = typer.Option(None, "--type", metavar="EXT", autocompletion=_complete_type,
+                                        help=f"Only files with this extension ({_TYPE_ALIASES} count as one)."),
+    since: Optional[str] = typer.Option(None, "--since", metavar="DATE", callback=_date,
+                                        help=f"Only files modified on or after DATE ({DATE_FORMS}, local time)."),
+    before: Optional[str] = typer.Option(None, "--before", metavar="DATE", callback=_date,
+                                         help="Only files modified before DATE."),
+    explain: bool = typer.Option(False, "--explain", help="Show each question token's contribution."),
+) -> None:
+    """Answer a question with the best matching sentences from your files."""
+    run_ask(question, top_k=top_k, as_json=as_json, path=path, type_=type_, explain=explain, since=since,
+            before=before)
+
+
+@app.command()
+def status(as_json: bool = typer.Option(False, "--json", help="Print a JSON object.")) -> None:
+    """Show what is indexed, with which model, and which files could not be read."""
+    from sparc_local import paths
+    from sparc_local.index.store import Index
+
+    db = paths.db_path()
+    if db.exists():
+        with Index(db) as idx:
+            st = idx.stats()
+            roots = idx.roots()
+    else:
+        st = {"files": 0, "sentences": 0, "postings": 0, "db_bytes": 0, "model": None, "last_update": None,
+              "errors": []}
+        roots = []
+    index_model = st.get("model") or None
+    out = {k: st[k] for k in ("files", "sentences", "postings", "db_bytes", "model", "last_update", "errors")}
+    out.update(roots=roots, database=str(db))
+    from sparc_local.watch.files import read_status
+
+    out["watch"] = read_status()
+    try:
+        out["active_model"] = _model().id
+    except ModelError:
+        out["active_model"] = None
+    if as_json:
+        typer.echo(json.dumps(out, ensure_ascii=False, indent=1))
+        return
+    from sparc_local.cli.render import print_status
+
+    print_status(out, model=index_model)
+
+
+@app.command()
+def forget(path: Path = typer.Argument(..., metavar="PATH", help="A file or folder to remove from the index.")) -> None:
+    """Remove a file or folder and all its sentences, and scrub their text from the database file."""
+    from sparc_local.watch import handoff
+    from sparc_local.pipeline import forget as forget_path
+
+    target = str(path.expanduser().absolute())
+
+    def local():
+        with _open_index() as idx:
+            return forget_path(idx, target)
+
+    done = handoff.forget(target, local, wait=10.0)  # while the watcher runs, it forgets the path itself
+    unreadable = f" and {_count(done.unreadable, 'unreadable file')}" if done.unreadable else ""
+    typer.echo(f"Forgot {_count(done.files, 'file')}{unreadable} under {done.path}; "
+               f"`sparc-local index {path}` brings it back.")
+    if not done.scrubbed:
+        typer.echo("Note: another program was reading the index, so the forgotten text stays in unused space of "
+                   "the database file until the next `sparc-local index` or `forget`.", err=True)
+
+
+@app.command("eval")
+def eval_(
+    dataset: Path = typer.Argument(..., metavar="DATASET_DIR", help="A ReQA folder (corpus.jsonl.gz, queries.jsonl.gz)."),
+    as_json: bool = typer.Option(False, "--json", help="Print a JSON object."),
+    k: int = typer.Option(10, "--k", min=1, help="Rank cut-off for MRR@k and R@k."),
+    top_k: int = typer.Option(0, "--top-k", help="Postings kept per sentence (0: the model's K)."),
+    model: Optional[Path] = typer.Option(None, "--model", help="A model folder (default: the active model)."),
+    threads: int = typer.Option(0, "--threads", "-t", help="Encoder threads (0: all cores)."),
+) -> None:
+    """Measure retrieval quality (MRR, recall) of SPARC and BM25 on a ReQA dataset."""
+    from sparc_local.evaluation import reqa
+    from sparc_local.evaluation.evaluate import evaluate
+    from sparc_local.model.info import ModelInfo
+    from sparc_local.cli.progress import bar
+
+    info = ModelInfo.load(model) if model else _model()
+    n = len(reqa.load(dataset).ids)
+    with bar(_console(as_json), "encoding", n) as advance:
+        result = evaluate(dataset, info, depth=k, top_k=top_k or None, threads=threads or None,
+                          progress=advance)
+    if as_json:
+        typer.echo(json.dumps(result))
+        return
+    from sparc_local.cli.render import print_eval
+
+    print_eval(result, k)
+
+
+@app.command()
+def adapt(
+    steps: int = typer.Option(500, "--steps", min=1, help="Training steps (batches of sentences)."),
+    batch_size: int = typer.Option(32, "--batch-size", min=1, help="Sentences per step."),
+    lr: float = typer.Option(5e-5, "--lr", min=0.0, help="Adam learning rate."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the sentence order and the masking."),
+    max_length: int = typer.Option(64, "--max-length", min=8, help="Tokens per sentence, longer ones are cut."),
+    revert: bool = typer.Option(False, "--revert", help="Go back to the model adapt started from."),
+    threads: int = typer.Option(0, "--threads", "-t", help="Encoder threads for re-encoding (0: all cores)."),
+    wait: float = typer.Option(10.0, "--wait", metavar="SECONDS", help="Wait this long for another writer."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Print errors only."),
+) -> None:
+    """Adapt the model's word embeddings to your indexed sentences (SPARC §5.1), then re-encode.
+
+    Trains on this machine (numpy, nothing leaves it) into a new model version; the old index and
+    model stay in use until the re-encoded index is complete. Interrupted, it resumes on rerun.
+    """
+    from sparc_local.adapt.run import AdaptOptions
+    from sparc_local.adapt.run import adapt as run_adapt
+    from sparc_local.adapt.run import revert as run_revert
+    from sparc_local.index.lock import WriterLock
+    from sparc_local.cli.render import AdaptProgress, print_adapt
+
+    console = _console()
+    try:
+        if not revert:  # revert also mends a damaged adapted model
+            _model()
+        with WriterLock("sparc-local adapt").acquire(wait):
+            if revert:
+                from sparc_local import paths
+
+                with (_open_index() if paths.db_path().exists() else contextlib.nullcontext()) as idx, \
+                        AdaptProgress(console, enabled=not quiet and console.is_terminal) as progress:
+                    done = run_revert(idx, threads=threads or None, on_progress=progress.update)
+            else:
+                opts = AdaptOptions(steps=steps, batch_size=batch_size, lr=lr, seed=seed, max_length=max_length,
+                                    threads=threads or None)
+                with _open_index() as idx, \
+                        AdaptProgress(console, enabled=not quiet and console.is_terminal) as progress:
+                    done = run_adapt(idx, opts, on_progress=progress.update)
+    except KeyboardInterrupt:
+        raise UserError("interrupted; the index and the active model are unchanged",
+                        "Run the same `sparc-local adapt` again to resume from its last checkpoint.") from None
+    if not quiet:
+        print_adapt(done, revert=revert)
+
+
+@app.command()
+def demo() -> None:
+    """Index the bundled sample files (in a separate demo index) and ask a sample question."""
+    import os
+
+    from sparc_local import paths
+    from sparc_local.sample import sample_dir, sample_questions
+
+    home = paths.user_dir() / "demo"
+    os.environ[paths.ENV_HOME] = str(home)
+    typer.echo(f"Indexing the sample files in {sample_dir()} ...")
+    index([sample_dir()], exclude=["QUESTIONS.txt"], hidden=False, no_ignore=False, threads=0,
+          normal_priority=False, quiet=False, wait=10.0, max_sentences=100_000)
+    question = sample_questions()[0]
+    typer.echo(f'\n$ sparc-local ask "{question}" -k 3\n')
+    run_ask(question, top_k=3)
+
+
+@app.command()
+def watch(
+    paths_: list[Path] = typer.Argument(None, metavar="[PATHS]...",
+                                        help="Folders or files to watch (they become indexed roots). "
+                                             "Default: every folder indexed before."),
+    quiet_period: float = typer.Option(2.0, "--quiet-period", metavar="SECONDS", min=0.0,
+                                       help="Index a batch of changes once no event came for this long."),
+    max_delay: float = typer.Option(10.0, "--max-delay", metavar="SECONDS", min=0.0,
+                                    help="Index a batch at the latest this long after its first change."),
+    exclude: list[str] = typer.Option([], "--exclude", "-e", metavar="GLOB", help="Skip matching files (repeatable)."),
+    hidden: bool = typer.Option(False, "--hidden", help="Include hidden files and folders."),
+    no_ignore: bool = typer.Option(False, "--no-ignore",
+                                   help="Index what .gitignore and .ignore files list, too."),
+    threads: int = typer.Option(1, "--threads", "-t", help="Encoder threads (0: all cores)."),
+    normal_priority: bool = typer.Option(False, "--normal-priority",
+                                         help="Run at normal CPU and I/O priority (default: low)."),
+    on_battery: bool = typer.Option(False, "--on-battery",
+                                    help="Keep indexing on battery power (default: pause until on mains power)."),
+    poll: bool = typer.Option(False, "--poll", help="Poll the folders instead of using OS events."),
+    wait: float = typer.Option(0.0, "--wait", metavar="SECONDS", help="Wait this long for another writer."),
+    daemon_: bool = typer.Option(False, "--daemon", help="Run in the background (log: watch.log in the data dir)."),
+    stop: bool = typer.Option(False, "--stop", help="Stop the background watcher."),
+) -> None:
+    """Keep the index up to date as files change (catch up first; Ctrl-C or --stop ends it)."""
+    from sparc_local.watch import daemon
+    from sparc_local.watch import files as watchfiles
+
+    if stop:
+        pid = daemon.stop()
+        typer.echo(f"Stopped the watcher (pid {pid})." if pid else "No watcher is running.")
+        return
+    info = _model()
+    with _open_index(must_exist=False) as idx:
+        roots = [str(p.expanduser().absolute()) for p in paths_] if paths_ else idx.roots()
+    if not roots:
+        raise UserError("no folder to watch", "Run `sparc-local watch FOLDER`.")
+    for root in (roots if paths_ else []):
+        if not Path(root).exists():
+            raise UserError(f"{root}: no such file or folder", "Check the path and try again.")
+    opts = dict(quiet_period=quiet_period, max_delay=max_delay, exclude=exclude, include_hidden=hidden,
+                ignore_files=not no_ignore, polling=poll)
+    if daemon_:
+        pid = daemon.spawn(daemon.watch_args(roots if paths_ else [], threads=threads, wait=wait,
+                                             low_priority=not normal_priority, pause_on_battery=not on_battery,
+                                             **opts))
+        typer.echo(f"Watching {', '.join(roots)} in the background (pid {pid}); log: {watchfiles.log_path()}\n"
+                   "Stop it with `sparc-local watch --stop`.")
+        return
+    console = _console()
+    with (console.status("starting") if console.is_terminal else contextlib.nullcontext()) as live:
+        daemon.run(roots, info, threads=threads, wait=wait, low_priority=not normal_priority,
+                   pause_on_battery=not on_battery,
+                   on_tick=(lambda st: live.update(daemon.describe(st))) if live else None, **opts)
+
+
+class ServiceAction(str, Enum):
+    install = "install"
+    uninstall = "uninstall"
+
+
+@app.command()
+def service(action: ServiceAction = typer.Argument(
+        ..., metavar="ACTION", help="install (write the service file) or uninstall (remove it).")) -> None:
+    """Run `watch` at login as a systemd user service (Linux) or a launchd agent (macOS)."""
+    from sparc_local.watch import service as svc
+
+    if action is ServiceAction.install:
+        done = svc.install()
+        typer.echo(f"Wrote {done.path}\nEnable it with: {done.enable}")
+        return
+    done = svc.uninstall()
+    typer.echo(f"Removed {done.path}\nThen run: {done.enable}" if done else "No service was installed.")

@@ -1,0 +1,67 @@
+"""What the `ask` command does, shared by the Typer app (cli.py) and the fast entry point (entry.py).
+
+Keep module-level imports light: this is on the ``ask`` path.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from sparc_local.errors import SparcError, UserError
+
+DEFAULT_TOP_K = 10
+DATE_FORMS = "YYYY-MM-DD or YYYY-MM-DDTHH:MM"
+
+
+def report(err: SparcError) -> None:
+    """`Error: <message>` and its remedy on stderr: every SparcError a command ends with is printed here."""
+    print(f"Error: {err}", file=sys.stderr)
+    if err.remedy:
+        print(err.remedy, file=sys.stderr)
+
+
+def open_index(must_exist: bool = True):
+    """The index (a store.Index, to use in a `with`); UserError when it must exist and does not."""
+    from sparc_local import paths
+    from sparc_local.index.store import Index
+
+    db = paths.db_path()
+    if must_exist and not db.exists():
+        raise UserError("there is no index yet", "Run `sparc-local index FOLDER` first.")
+    return Index(db)
+
+
+def parse_date(text: str) -> float:
+    """Seconds since the epoch of an ISO date (its midnight) or date and time, in local time
+    unless the text gives an offset; ValueError saying the forms otherwise."""
+    from datetime import datetime
+
+    try:
+        return datetime.fromisoformat(text.strip()).timestamp()
+    except (ValueError, OverflowError, OSError):  # OverflowError/OSError: beyond the platform's time_t
+        raise ValueError(f'"{text}" is not a date: use {DATE_FORMS}') from None
+
+
+def run_ask(question: str, top_k: int = DEFAULT_TOP_K, as_json: bool = False, path: str | None = None,
+            type_: str | None = None, explain: bool = False, since: float | None = None,
+            before: float | None = None) -> None:
+    """`ask`: the answers on stdout (text, or JSON), and a note on stderr when the index is stale."""
+    from sparc_local.query.ask import Asker
+    from sparc_local.model.info import active_model
+
+    info = active_model()
+    with open_index() as idx:
+        answers = Asker(idx, info).ask(question, k=top_k, path_glob=path, ext=type_, explain=explain,
+                                       since=since, before=before)
+        stale = idx.get_meta("model") not in (None, info.id)
+    if as_json:
+        import json
+
+        print(json.dumps([a.to_json() for a in answers], ensure_ascii=False, indent=1))
+        return
+    from sparc_local.cli.render import print_answers
+
+    print_answers(answers, explain=explain)
+    if stale:
+        print("Note: the index was built with another model; run `sparc-local index` to re-encode.",
+              file=sys.stderr)

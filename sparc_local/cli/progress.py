@@ -1,0 +1,82 @@
+"""Progress bars for the long-running commands (rich, on stderr)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeRemainingColumn
+
+if TYPE_CHECKING:
+    from sparc_local.pipeline import Progress as IndexRun
+
+MIN_PATH = 8  # characters of the current file's path worth showing
+
+
+def _clock(seconds: float) -> str:
+    s = int(seconds + 0.5)
+    return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60}:{s % 60:02d}"
+
+
+def describe(p: IndexRun, seconds: float, width: int = 80) -> str:
+    """One line of `index` progress: files and sentences done of the total (~: estimated from
+    the size of the files not read yet), sentences per second, the time left, and the current
+    file (its path cut from the left, at a folder if it can, to fit ``width``). ``seconds``: time
+    since indexing (not the walk) began."""
+    if p.phase == "scanning":
+        return f"scanning: {p.scanned} files"
+    total = p.sentences_estimate()
+    approx = "~" if p.bytes_read < p.bytes_total else ""
+    line = f"{p.files_done}/{p.files_total} files, {p.sentences_done}/{approx}{total} sentences"
+    if p.phase != "indexing":
+        line = f"{p.phase}: {line}"
+    rate = p.sentences_done / seconds if seconds > 0 else 0.0
+    if rate > 0:
+        line += f", {rate:.0f}/s, {_clock(max(total - p.sentences_done, 0) / rate)} left"
+    room = width - len(line) - 4  # ", " and the spinner
+    if p.current and room >= MIN_PATH:
+        path = p.current
+        if len(path) > room:
+            tail = path[-(room - 1):]
+            cut = tail.find(os.sep)
+            path = "…" + (tail[cut:] if 0 <= cut < len(tail) - 1 else tail)  # whole names where it can
+        line += ", " + path
+    return line
+
+
+class IndexProgress:
+    """`index`'s live line on stderr (see ``describe``); ``update`` is run_index's on_progress."""
+
+    def __init__(self, console: Console, enabled: bool = True) -> None:
+        self.console = console
+        self.progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), console=console,
+                                 disable=not enabled, transient=True)
+        self.started: float | None = None  # when the walk ended and indexing began
+
+    def __enter__(self) -> "IndexProgress":
+        self.progress.__enter__()
+        self.task = self.progress.add_task("scanning")
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.progress.__exit__(*exc)
+
+    def update(self, p: IndexRun) -> None:
+        now = time.perf_counter()
+        if self.started is None and p.phase != "scanning":
+            self.started = now
+        text = describe(p, now - (self.started or now), self.console.width)
+        self.progress.update(self.task, description=text)
+
+
+@contextlib.contextmanager
+def bar(console: Console, label: str, total: int, enabled: bool = True) -> Iterator[Callable[[int], None]]:
+    """A determinate bar; yields advance(n)."""
+    with Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                  console=console, transient=True, disable=not enabled) as progress:
+        task = progress.add_task(label, total=total)
+        yield lambda n: progress.advance(task, n)

@@ -1,0 +1,317 @@
+"""Human-readable output of ask, status and eval (the CLI's printing, kept out of cli.py).
+
+`ask` prints with plain ANSI codes and wraps its own lines: importing rich costs ~30 ms, a tenth
+of a cold `ask`, so rich is imported only by the other commands' printers.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import re
+import sys
+import unicodedata
+from pathlib import Path
+from typing import TYPE_CHECKING, TextIO
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from sparc_local.query.ask import Answer
+
+CONTEXT_CHARS = 200  # context shown on each side of the answering sentence
+
+
+def _stdout() -> Console:
+    from rich.console import Console
+
+    return Console(highlight=False, soft_wrap=True)
+
+
+def escape(text: str) -> str:
+    """rich markup escaping, imported only when a rich printer runs."""
+    from rich.markup import escape as rich_escape
+
+    return rich_escape(text)
+
+
+def _terminal(stream: TextIO) -> bool:
+    isatty = getattr(stream, "isatty", None)
+    return bool(isatty and isatty())
+
+
+def _columns(stream: TextIO) -> int:
+    """The terminal's width: $COLUMNS when set, as shutil and rich read it (shutil's own function
+    costs its imports, ~1.5 ms of a cold `ask`), else the terminal's, else 80."""
+    try:
+        return max(int(os.environ["COLUMNS"]), 1)
+    except (KeyError, ValueError):
+        pass
+    try:
+        return os.get_terminal_size(stream.fileno()).columns or 80
+    except (AttributeError, OSError, ValueError):
+        return 80
+
+
+class _Style:
+    """ANSI SGR codes on a terminal, as rich styles: none on TERM=dumb, no colour (bold and dim
+    stay) with NO_COLOR; nothing at all when the output is not a terminal (plain text)."""
+
+    def __init__(self, on: bool, colour: bool = True) -> None:
+        self.on = on
+        self.colour = colour
+
+    @classmethod
+    def of(cls, stream: TextIO) -> "_Style":
+        return cls(_terminal(stream) and os.environ.get("TERM") != "dumb", not os.environ.get("NO_COLOR"))
+
+    def __call__(self, text: str, code: str | None) -> str:
+        if not self.on or not code:
+            return text
+        if not self.colour:
+            code = ";".join(c for c in code.split(";") if c in _NO_COLOUR_CODES)
+        return f"\x1b[{code}m{text}\x1b[0m" if code else text
+
+
+_NO_COLOUR_CODES = ("1", "2")  # bold, dim
+_SENTENCE, _RANK, _DIM = "1;33", "1", "2"  # the answering sentence: bold yellow
+_INDENT = 3  # an answer's text hangs under its rank: "1. " is 3 columns
+_WORD = re.compile(r"(\s+)")
+
+Span = tuple[str, "str | None"]  # text and its SGR code (None: unstyled)
+
+
+# what an answer's `page` counts, by file type (readers store a slide, chapter or message number there)
+LOCATION_KINDS = {".pptx": "slide", ".epub": "chapter", ".mbox": "message", ".eml": "message"}
+
+
+def _where(a: Answer) -> str:
+    if a.page is not None:
+        kind = LOCATION_KINDS.get(Path(a.path).suffix.lower(), "page")
+        return f"{a.path} ({kind} {a.page})"
+    if a.line is not None:
+        return f"{a.path}:{a.line}"
+    return a.path
+
+
+def _in_context(a: Answer) -> list[Span]:
+    """The context with the sentence styled, trimmed to CONTEXT_CHARS on each side."""
+    ctx, start = a.context, a.offset
+    end = start + len(a.sentence)
+    if not ctx or ctx[start:end] != a.sentence:
+        return [(a.sentence, _SENTENCE)]
+    lo, hi = max(0, start - CONTEXT_CHARS), min(len(ctx), end + CONTEXT_CHARS)
+    before = ("…" if lo > 0 else "") + ctx[lo:start]
+    after = ctx[end:hi] + ("…" if hi < len(ctx) else "")
+    return [(before, None), (a.sentence, _SENTENCE), (after, None)]
+
+
+def _cells(text: str) -> int:
+    """Terminal columns of ``text``: East Asian wide characters take two, combining marks none."""
+    if text.isascii():
+        return len(text)
+    return sum(0 if unicodedata.combining(c) else 2 if unicodedata.east_asian_width(c) in "WF" else 1
+               for c in text)
+
+
+def _words(spans: list[Span]) -> list[list[Span]]:
+    """The spans cut at whitespace; a word may hold pieces of several spans (``x**y**`` is one word)."""
+    words: list[list[Span]] = []
+    word: list[Span] = []
+    for text, code in spans:
+        for part in _WORD.split(text):
+            if part.isspace():
+                if word:
+                    words.append(word)
+                word = []
+            elif part:
+                word.append((part, code))
+    if word:
+        words.append(word)
+    return words
+
+
+def _cut(word: list[Span], room: int) -> list[list[Span]]:
+    """A word wider than a line in pieces of at most ``room`` columns (at least a character each)."""
+    pieces: list[list[Span]] = [[]]
+    used = 0
+    for text, code in word:
+        for c in text:
+            w = _cells(c)
+            if used + w > room and used > 0:
+                pieces.append([])
+                used = 0
+            if pieces[-1] and pieces[-1][-1][1] == code:
+                pieces[-1][-1] = (pieces[-1][-1][0] + c, code)
+            else:
+                pieces[-1].append((c, code))
+            used += w
+    return pieces
+
+
+def _wrap(words: list[list[Span]], width: int | None, style: _Style) -> list[str]:
+    """Lines indented by _INDENT, broken between words so that none is wider than ``width``
+    columns (a word wider than a line is cut); one line when ``width`` is None."""
+    lines: list[list[list[Span]]] = [[]]
+    used = 0
+    room = None if width is None else max(width - _INDENT, 1)
+    for word in words:
+        w = sum(_cells(t) for t, _ in word)
+        if room is not None and lines[-1] and used + 1 + w > room:
+            lines.append([])
+        if not lines[-1]:
+            used = 0
+        if room is not None and w > room:
+            *whole, word = _cut(word, room)
+            for piece in whole:
+                lines[-1].append(piece)
+                lines.append([])
+            w = sum(_cells(t) for t, _ in word)
+        used += w + (1 if lines[-1] else 0)
+        lines[-1].append(word)
+    return [" " * _INDENT + _styled_line(line, style) for line in lines]
+
+
+def _styled_line(words: list[list[Span]], style: _Style) -> str:
+    """Words joined by spaces, one style sequence per run of a style (a space inside it included)."""
+    runs: list[list] = []
+    for i, word in enumerate(words):
+        if i:
+            same = runs[-1][1] == word[0][1]
+            runs.append([" ", runs[-1][1] if same else None])
+        for text, code in word:
+            runs.append([text, code])
+    merged: list[list] = []
+    for run in runs:
+        if merged and merged[-1][1] == run[1]:
+            merged[-1][0] += run[0]
+        else:
+            merged.append(run)
+    return "".join(style(text, code) for text, code in merged)
+
+
+def format_answers(answers: list[Answer], explain: bool = False, style: _Style | None = None,
+                   width: int | None = None) -> str:
+    """What `ask` prints.  On a terminal (``width`` columns) the text of an answer wraps between
+    words and hangs under its rank; elsewhere each part is one plain line, for grep and the like."""
+    style = style or _Style(False)
+    if not answers:
+        return "No answer found.\n"
+    lines = []
+    for a in answers:
+        lines.append(f"{style(f'{a.rank}.', _RANK)} {_where(a)}  {style(f'score {a.score:.2f}', _DIM)}")
+        if width is None:  # the context as it is: one line, its own whitespace kept
+            lines.append(" " * _INDENT + "".join(style(t, c) for t, c in _in_context(a)))
+        else:
+            lines += _wrap(_words(_in_context(a)), width, style)
+        if explain:
+            terms = [f"{t} {v:.2f}" for t, v in a.contributions.items()] or ["no matching token"]
+            parts = [[(f"{'=' if i == 0 else '+'} {term}", _DIM)] for i, term in enumerate(terms)]
+            lines += _wrap(parts, width, style)
+    return "\n".join(lines) + "\n"
+
+
+def print_answers(answers: list[Answer], explain: bool = False, out: TextIO | None = None) -> None:
+    out = out or sys.stdout
+    width = _columns(out) if _terminal(out) else None
+    out.write(format_answers(answers, explain, _Style.of(out), width))
+    out.flush()
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1024 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return str(n)
+
+
+def print_status(st: dict, model: str | None) -> None:
+    out = _stdout()
+    when = (dt.datetime.fromtimestamp(st["last_update"]).strftime("%Y-%m-%d %H:%M:%S")
+            if st.get("last_update") else "never")
+    out.print(f"Index:        {escape(st['database'])}")
+    out.print(f"Roots:        {escape(', '.join(st['roots'])) or '(none)'}")
+    out.print(f"Files:        {st['files']}")
+    out.print(f"Sentences:    {st['sentences']}")
+    out.print(f"Postings:     {st['postings']}")
+    out.print(f"Size:         {_size(st['db_bytes'])}")
+    out.print(f"Model:        {escape(model or '(none)')}")
+    out.print(f"Active model: {escape(st.get('active_model') or '(missing)')}")
+    out.print(f"Last update:  {when}")
+    w = st.get("watch") or {}
+    if w.get("running"):
+        since = dt.datetime.fromtimestamp(w["since"]).strftime("%Y-%m-%d %H:%M") if w.get("since") else "?"
+        line = f"running (pid {w['pid']}) since {since}, queue {w['queue']}"
+        if w.get("paused"):
+            line += f", paused {w['paused']}"
+    else:
+        line = "not running"
+    if w.get("last_error"):
+        line += f"; last error: {w['last_error']}"
+    out.print(f"Watcher:      {escape(line)}")
+    out.print(f"Errors:       {len(st['errors'])}")
+    for e in st["errors"]:
+        out.print(f"  {escape(e['path'])}: {escape(e['reason'])}")
+
+
+def print_eval(r: dict, k: int) -> None:
+    out = _stdout()
+    out.print(f"{r['dataset']}: {r['queries']} questions over {r['sentences']} sentences, model {r['model']}")
+    out.print(f"{'':8}{f'MRR@{k}':>9}{'R@1':>8}{f'R@{k}':>8}")
+    for name in ("sparc", "bm25"):
+        m = r[name]
+        out.print(f"{name.upper():8}{m[f'mrr@{k}']:>9.4f}{m['r@1']:>8.4f}{m[f'r@{k}']:>8.4f}")
+    s = r["sparc"]
+    out.print(f"SPARC: median {s['nnz_median']} postings per sentence; "
+              f"query latency p50 {s['latency_ms_p50']:.2f} ms, p99 {s['latency_ms_p99']:.2f} ms")
+
+
+class AdaptProgress:
+    """`adapt`'s progress on stderr: a bar per phase (training with its loss, re-encoding), with ETA.
+
+    `update(phase, done, total, loss)` is the library's on_progress callback.
+    """
+
+    _LABELS = {"train": "training", "export": "writing the model", "encode": "re-encoding"}
+
+    def __init__(self, console: Console, enabled: bool = True) -> None:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+        self.progress = Progress(TextColumn("{task.description:<18}"), BarColumn(), MofNCompleteColumn(),
+                                 TextColumn("{task.fields[loss]}"), TimeRemainingColumn(), console=console,
+                                 disable=not enabled, transient=True)
+        self.tasks: dict[str, int] = {}
+
+    def __enter__(self) -> "AdaptProgress":
+        self.progress.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.progress.__exit__(*exc)
+
+    def update(self, phase: str, done: int, total: int, loss: float | None) -> None:
+        if phase not in self.tasks:
+            self.tasks[phase] = self.progress.add_task(self._LABELS.get(phase, phase), total=total, completed=done,
+                                                       loss="")
+        self.progress.update(self.tasks[phase], completed=done, total=total,
+                             **({"loss": f"loss {loss:.3f}"} if loss is not None else {}))
+
+
+def print_adapt(result, revert: bool = False) -> None:
+    """The outcome of `adapt` (an AdaptResult) or of `adapt --revert` ((model, n) or None)."""
+    out = _stdout()
+    if revert:
+        if result is None:
+            out.print("The active model is not an adapted one: nothing to revert.")
+            return
+        info, n = result
+        out.print(f"Reverted to {escape(info.id)}; re-encoded {n} sentences.")
+        return
+    r = result
+    loss = f", MLM loss {r.first_loss:.3f} → {r.last_loss:.3f}" if r.first_loss is not None else ""
+    resumed = f" (resumed at step {r.resumed_from})" if r.resumed_from else ""
+    out.print(f"Adapted {escape(r.base.name)} to {r.corpus} sentences in {r.steps} steps{resumed}{loss}, "
+              f"{r.train_seconds:.0f}s; re-encoded {r.encoded} sentences in {r.encode_seconds:.0f}s.")
+    out.print(f"Active model: {escape(r.model.id)} ({escape(str(r.model.path))})")
+    out.print("`sparc-local adapt --revert` goes back to the original model.")

@@ -1,0 +1,120 @@
+"""`sparc-local eval`: ReQA metrics for SPARC and BM25 over the same sentences.
+
+The SPARC side goes through the product's own path: the same input builder and encoder as
+`index` (each passage is a paragraph), a real (throw-away) SQLite index, and the same query
+tokens and scoring as `ask`.
+Encoded corpora are cached by content hash, so a rerun with the same model skips encoding.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from sparc_local import paths
+
+from sparc_local.evaluation import reqa
+from sparc_local.model.info import load_tokenizer
+from sparc_local.model.info import ModelInfo
+from sparc_local.model.sparse import SparseVectors
+
+CACHE_K = 1000  # encode once at the largest K we study; smaller K is a prefix of it
+
+
+def _cache_file(ds_dir: Path, info: ModelInfo) -> Path:
+    h = hashlib.sha256()
+    for name in ("corpus.jsonl.gz",):
+        h.update((ds_dir / name).read_bytes())
+    h.update(f"inputs-v3|{info.id}|{info.inputs}|{CACHE_K}".encode())
+    folder = paths.user_dir() / "cache" / "eval"
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    return folder / f"{h.hexdigest()[:24]}.npz"
+
+
+def encode_corpus(ds: reqa.ReqaSet, ds_dir: Path, info: ModelInfo, threads: int | None,
+                  progress: Callable[[int], None] | None = None) -> SparseVectors:
+    cache = _cache_file(ds_dir, info)
+    if cache.exists():
+        with np.load(cache) as z:
+            return SparseVectors(z["indptr"], z["token_ids"], z["weights"])
+    from sparc_local.model.encoder import Encoder
+
+    vectors = Encoder(info, threads=threads).encode(ds.paragraphs(), top_k=CACHE_K, progress=progress)
+    tmp = cache.with_suffix(".tmp.npz")
+    np.savez(tmp, indptr=vectors.indptr, token_ids=vectors.token_ids, weights=vectors.weights)
+    tmp.replace(cache)
+    return vectors
+
+
+def truncate(vectors: SparseVectors, k: int) -> SparseVectors:
+    """Keep each row's k largest weights (rows are stored sorted by weight, descending)."""
+    return SparseVectors.from_rows([(t[:k], w[:k]) for t, w in (vectors.row(i) for i in range(len(vectors)))])
+
+
+def _metrics(ranked: list[list[str]], answers: list[set[str]], depth: int) -> dict:
+    rr, r1, rk = [], [], []
+    for got, gold in zip(ranked, answers):
+        hit = next((r for r, sid in enumerate(got[:depth]) if sid in gold), None)
+        rr.append(0.0 if hit is None else 1.0 / (hit + 1))
+        r1.append(1.0 if hit == 0 else 0.0)
+        rk.append(0.0 if hit is None else 1.0)
+    return {f"mrr@{depth}": float(np.mean(rr)), "r@1": float(np.mean(r1)), f"r@{depth}": float(np.mean(rk))}
+
+
+def evaluate(ds_dir: Path, info: ModelInfo, *, depth: int = 10, top_k: int | None = None,
+             threads: int | None = None, progress: Callable[[int], None] | None = None) -> dict:
+    from sparc_local.query.bm25 import BM25
+    from sparc_local.query.tokens import query_token_ids
+    from sparc_local.index.store import FileUpdate, Index, SentenceRow
+
+    ds_dir = Path(ds_dir)
+    ds = reqa.load(ds_dir)
+    k = top_k or info.top_k
+    vectors = truncate(encode_corpus(ds, ds_dir, info, threads, progress), k)
+    tokenizer = load_tokenizer(info.tokenizer_path)
+    skip = info.skip_array()
+    answers = [set(a) for _, _, a in ds.queries]
+
+    with tempfile.TemporaryDirectory(dir=paths.user_dir()) as tmp:
+        index = Index(Path(tmp) / "eval.db")
+        index.set_meta("model", info.id)
+        by_passage: dict[str, list[int]] = {}
+        for i, p in enumerate(ds.passages):
+            by_passage.setdefault(p, []).append(i)
+        updates = []
+        for passage, members in by_passage.items():
+            text = " ".join(ds.texts[i] for i in members)
+            rows = [SentenceRow(text=ds.texts[i], context=text, offset_in_context=text.find(ds.texts[i]))
+                    for i in members]
+            sub = vectors.slice(members[0], members[-1] + 1)  # a passage's sentences are consecutive
+            updates.append(FileUpdate(path=passage, size=0, mtime=0.0, hash=passage, sentences=rows, vectors=sub))
+        for start in range(0, len(updates), 500):
+            index.write_files(updates[start:start + 500], merge=False)
+        index.merge_all()
+        # db sentence ids -> dataset sentence ids (rows were inserted in passage order)
+        db_ids = [r[0] for r in index.conn.execute(
+            "SELECT s.id FROM sentences s JOIN files f ON f.id = s.file_id ORDER BY f.path, s.id")]
+        order = [i for p in sorted(by_passage) for i in by_passage[p]]
+        to_sid = {db: ds.ids[i] for db, i in zip(db_ids, order)}
+        ranked, latency = [], []
+        for _, question, _ in ds.queries:
+            tokens = query_token_ids(tokenizer, question, skip)
+            t0 = time.perf_counter()
+            ids, _scores = index.search(tokens, n=depth)
+            latency.append((time.perf_counter() - t0) * 1000)
+            ranked.append([to_sid[int(i)] for i in ids])
+        index.close()
+
+    bm25 = BM25(ds.texts)
+    bm25_ranked = [[ds.ids[i] for i in bm25.search(q, depth)[0]] for _, q, _ in ds.queries]
+    nnz = np.diff(vectors.indptr)
+    sparc = _metrics(ranked, answers, depth)
+    sparc.update(nnz_median=int(np.median(nnz)), latency_ms_p50=float(np.percentile(latency, 50)),
+                 latency_ms_p99=float(np.percentile(latency, 99)))
+    return {"dataset": ds.name, "queries": len(ds.queries), "sentences": len(ds.ids), "model": info.id,
+            "sparc": sparc, "bm25": _metrics(bm25_ranked, answers, depth)}

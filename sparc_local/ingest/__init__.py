@@ -1,0 +1,1 @@
+"""Reading files: walking roots, one reader per format, sentences and paragraphs."""

@@ -1,0 +1,247 @@
+"""Find the user's documents and turn them into paragraphs (blocks) with page/line for citations.
+
+Every failure on a single file surfaces as ExtractError with a one-line reason, so the indexer can
+report "skipped: <file>: <reason>" and go on instead of dying on one bad file among thousands.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from sparc_local.ingest import mail
+
+from sparc_local.ingest import odt
+
+from sparc_local.ingest import readers
+
+from sparc_local.ingest import zipdocs
+from sparc_local.ingest.readers import ExtractError, RawBlock, Read, _norm, _one_line
+
+if TYPE_CHECKING:
+    from sparc_local.ingest.ignore import Rules
+
+# The one place a file type is tied to its reader: (path, max_chars, max_unpacked) -> Read.
+READERS: dict[str, Callable[[Path, int, int], Read]] = {
+    ".txt": readers.plain_text,
+    ".md": partial(readers.plain_text, markup="md"),
+    ".rst": partial(readers.plain_text, markup="rst"),
+    ".html": readers.html_file,
+    ".htm": readers.html_file,
+    ".pdf": readers.pdf_blocks,
+    ".docx": zipdocs.docx_blocks,
+    ".odt": odt.odt_blocks,
+    ".pptx": zipdocs.pptx_blocks,
+    ".epub": zipdocs.epub_blocks,
+    ".eml": mail.eml_blocks,
+    ".mbox": mail.mbox_blocks,
+}
+SUPPORTED = frozenset(READERS)
+MAX_UNPACKED = 200_000_000  # bytes a DOCX, ODT, PPTX or EPUB may unpack to; real documents are far below this
+MAX_CHARS = 20_000_000  # characters read from one file: bounds memory whatever its size
+VANISHED = "file vanished while reading"
+
+OnError = Callable[[Path, str], None]
+
+
+def path_key(path: str | os.PathLike) -> str:
+    """The text a path is stored and shown as: a name that is not valid UTF-8 (bytes decoded with
+    surrogateescape) gets each stray byte as `\\xNN`, like `ls -b`, since SQLite text and the
+    terminal need valid UTF-8."""
+    text = os.fspath(path)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = "".join(f"\\x{ord(c) - 0xDC00:02x}" if 0xDC80 <= ord(c) <= 0xDCFF else c for c in text)
+        text = text.encode("utf-8", "replace").decode("utf-8")  # any other lone surrogate
+    return text
+
+
+@dataclass(frozen=True)
+class Block:
+    """A paragraph. `start` is its offset in document_text(blocks) (blocks joined by blank lines).
+
+    page is the 1-based location a reader can name: the page (PDF, and ODT when its layout is
+    saved), the slide (PPTX), the spine document (EPUB, chapter by chapter) or the message (mbox;
+    1 for .eml). line is the 1-based line where the paragraph starts (text and HTML).
+    line_starts holds, for text files, the offset in `text` where each following source line
+    begins, so a sentence can be cited by its own line. truncated marks the last block of a
+    document that was cut at max_chars.
+    """
+
+    text: str
+    page: int | None
+    line: int | None
+    start: int = 0
+    line_starts: tuple[int, ...] = field(default=(), repr=False)
+    truncated: bool = field(default=False, repr=False)
+
+
+def document_text(blocks: Iterable[Block]) -> str:
+    """The text that Block.start and Sentence.start/end index into."""
+    return "\n\n".join(b.text for b in blocks)
+
+
+# ---------------------------------------------------------------------------------- walking
+
+
+def _identity(path: Path | os.DirEntry[str]) -> tuple[int, int] | None:
+    """The real file behind a path (symlinks followed), to visit each folder and file once."""
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino)
+
+
+def iter_files(
+    roots: list[Path],
+    exclude: Iterable[str] = (),
+    include_hidden: bool = False,
+    on_error: OnError | None = None,
+    *,
+    ignore_files: bool = True,
+    rules: Rules | None = None,
+    base: Path | None = None,
+) -> Iterator[Path]:
+    """Supported files under roots, sorted, each real file once, never looping on symlinks.
+
+    What is skipped is ``ignore.Rules.skips``'s decision (``rules``, else one made of exclude,
+    include_hidden and ignore_files): hidden names, exclude's fnmatch globs tried on the name and
+    on the path relative to its root ("*.log", "build/*"), and what .gitignore/.ignore files
+    list; a skipped folder is not entered. A root the user named is never skipped by an ignore
+    file. ``base``: walk the roots (folders inside it) with the rules of that root, as a walk of
+    it would (the watcher rescanning one folder). Unreadable folders, broken links and explicit
+    files of unsupported type are skipped and reported to on_error(path, reason).
+    Raises ExtractError at once if a root does not exist.
+    """
+    from sparc_local.ingest.ignore import Rules
+
+    roots = [Path(r).expanduser() for r in roots]
+    for root in roots:
+        if not root.exists():
+            raise ExtractError(f"{root}: no such file or folder")
+    rules = rules or Rules(exclude, include_hidden, ignore_files)
+    return _walk(roots, rules, on_error or (lambda p, r: None), base)
+
+
+def _walk(roots: list[Path], rules: Rules, on_error: OnError, base: Path | None) -> Iterator[Path]:
+    seen: set[tuple[int, int] | None] = set()  # real files yielded
+    seen_dirs: set[tuple[int, int] | None] = set()  # real folders entered
+    for root in roots:
+        if not root.is_dir():
+            ident = _identity(root)
+            if root.suffix.lower() not in SUPPORTED:
+                on_error(root, f"unsupported file type '{root.suffix}'")
+            elif ident not in seen and not rules.excluded(root.name, root.name):
+                seen.add(ident)
+                yield root
+            continue
+        if _identity(root) in seen_dirs:
+            continue
+        seen_dirs.add(_identity(root))
+        top = os.fspath(base or root)
+        stack: list[Path] = [root]
+        while stack:
+            folder = stack.pop()
+            try:
+                with os.scandir(folder) as it:
+                    entries = sorted(it, key=lambda e: e.name)
+            except PermissionError:
+                on_error(folder, "permission denied")
+                continue
+            except OSError as e:
+                on_error(folder, e.strerror or type(e).__name__)
+                continue
+            subdirs: list[Path] = []
+            where = os.fspath(folder)
+            for entry in entries:
+                path = Path(entry.path)
+                try:
+                    is_dir = entry.is_dir()  # follows symlinks
+                    is_file = not is_dir and entry.is_file()
+                except OSError as err:
+                    if err.errno == errno.ELOOP:
+                        if not rules.skips(top, where, entry.name, False):
+                            on_error(path, "symlink loop")
+                        continue
+                    is_dir = is_file = False
+                if (is_file and path.suffix.lower() not in SUPPORTED) or rules.skips(top, where, entry.name, is_dir):
+                    continue
+                if is_dir:
+                    ident = _identity(entry)
+                    if ident is not None and ident not in seen_dirs:
+                        seen_dirs.add(ident)
+                        subdirs.append(path)
+                elif is_file:
+                    ident = _identity(entry)
+                    if ident is not None and ident not in seen:
+                        seen.add(ident)
+                        yield path
+                elif entry.is_symlink():
+                    on_error(path, "broken symlink")
+                elif path.suffix.lower() in SUPPORTED:
+                    on_error(path, "not a regular file")  # a FIFO or device: reading could block
+            stack.extend(reversed(subdirs))
+
+
+# ---------------------------------------------------------------------------------- dispatch
+
+
+def _finish(raw: Iterable[RawBlock], max_chars: int, cut: bool = False) -> list[Block]:
+    """Normalise, drop empty blocks, assign offsets, stop at max_chars. cut: the reader already
+    stopped early (the last block is marked truncated either way)."""
+    blocks: list[Block] = []
+    pos = 0
+    for text, page, line, line_starts in raw:
+        text = _norm(text)
+        if not text:
+            continue
+        room = max_chars - pos
+        if room <= 0:
+            cut = True
+            break
+        if len(text) > room:
+            text = text[:room].rstrip()
+            line_starts = tuple(s for s in line_starts if s < len(text))
+            cut = True
+        blocks.append(Block(text, page, line, pos, line_starts))
+        pos += len(text) + 2
+    if cut and blocks:
+        last = blocks[-1]
+        blocks[-1] = Block(last.text, last.page, last.line, last.start, last.line_starts, truncated=True)
+    return blocks
+
+
+def extract(
+    path: Path, max_chars: int = MAX_CHARS, max_unpacked: int = MAX_UNPACKED
+) -> list[Block]:
+    """Paragraphs of a supported file (see Block); raises ExtractError with a one-line reason."""
+    path = Path(path)
+    reader = READERS.get(path.suffix.lower())
+    if reader is None:
+        raise ExtractError(f"unsupported file type '{path.suffix}'")
+    try:
+        mode = path.stat().st_mode
+        if stat.S_ISDIR(mode):
+            raise ExtractError("is a folder, not a file")
+        if not stat.S_ISREG(mode):
+            raise ExtractError("not a regular file")  # a FIFO would block forever
+        raw, cut = reader(path, max_chars, max_unpacked)
+    except PermissionError as e:
+        raise ExtractError("permission denied") from e
+    except FileNotFoundError as e:
+        raise ExtractError(VANISHED) from e
+    except IsADirectoryError as e:
+        raise ExtractError("is a folder, not a file") from e
+    except OSError as e:
+        raise ExtractError(f"read error ({e.strerror or _one_line(e)})") from e
+    except MemoryError as e:
+        raise ExtractError("file too large to extract") from e
+    return _finish(raw, max_chars, cut)

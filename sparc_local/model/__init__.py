@@ -1,0 +1,1 @@
+"""The encoder: inputs, the ONNX session, model metadata, export and checkpoint weights."""

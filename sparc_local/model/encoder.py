@@ -1,0 +1,109 @@
+"""The document encoder: paragraphs of sentences in, one top-K sparse vector per sentence out.
+
+Only indexing, eval and adapt import this module; `ask` never does, so onnxruntime stays off the
+query path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from sparc_local.errors import ModelDamaged, ModelMissing
+from sparc_local.model.inputs import SCHEME_WINDOW, pad_batch, paragraph_inputs, span_index, window_inputs
+from sparc_local.model.info import ModelInfo, load_tokenizer, model_remedy
+from sparc_local.model.sparse import SparseVectors
+
+
+class Encoder:
+    """An onnxruntime session over a model folder's model.onnx."""
+
+    def __init__(self, info: ModelInfo, threads: int | None = None, token_budget: int = 512) -> None:
+        import onnxruntime as ort
+
+        self.info = info
+        self.tokenizer = load_tokenizer(info.tokenizer_path)
+        opts = ort.SessionOptions()
+        opts.log_severity_level = 3
+        # fold the int8 weights' DequantizeLinear into float constants once, at load: the graph
+        # then computes in float on every CPU (export.QUANT_WEIGHTS), as fast as an fp32 export
+        opts.add_session_config_entry("session.disable_quant_qdq", "1")
+        if threads:
+            opts.intra_op_num_threads = threads
+            opts.inter_op_num_threads = 1
+        self.threads = threads or 0
+        if not info.onnx_path.is_file():
+            raise ModelMissing(f"{info.onnx_path} is missing", model_remedy(info.path))
+        try:
+            self.session = ort.InferenceSession(str(info.onnx_path), opts, providers=["CPUExecutionProvider"])
+        except Exception as err:  # onnxruntime's own types (InvalidProtobuf, Fail, ...) derive from Exception only
+            raise ModelDamaged(f"{info.onnx_path} is damaged: onnxruntime cannot load it ({type(err).__name__})",
+                               model_remedy(info.path)) from err
+        # the vocab projection holds batch·length·|V| floats: cap tokens per run, not sentences
+        self.token_budget = token_budget
+
+    def encode(self, paragraphs: Sequence[Sequence[str]], top_k: int | None = None,
+               progress: Callable[[int], None] | None = None) -> SparseVectors:
+        """Top-K (token id, f(v,s)) per sentence, zeros dropped, paragraph after paragraph in order.
+
+        Inputs are sorted by length and cut into batches of similar length, so little is padding.
+        """
+        info = self.info
+        k = np.array([min(top_k or info.top_k, info.vocab_size)], np.int64)
+        if info.scheme == SCHEME_WINDOW:
+            return self._encode_windows(paragraphs, k, progress)
+        items = paragraph_inputs(self.tokenizer, paragraphs, info.inputs)
+        rows: list[tuple[np.ndarray, np.ndarray] | None] = [None] * len(items)
+        for batch in self._batches([len(ids) for ids, _ in items]):
+            ids, types, mask = pad_batch([items[i] for i in batch])
+            feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types, "top_k": k}
+            weights, token_ids = self.session.run(["weights", "token_ids"], feeds)
+            for row, i in enumerate(batch):
+                rows[i] = _kept(weights[row], token_ids[row])
+            if progress:
+                progress(len(batch))
+        return SparseVectors.from_rows(rows)  # type: ignore[arg-type]
+
+    def _encode_windows(self, paragraphs: Sequence[Sequence[str]], k: np.ndarray,
+                        progress: Callable[[int], None] | None) -> SparseVectors:
+        """Model v2: one forward pass per paragraph window, a vector per sentence span."""
+        windows = window_inputs(self.tokenizer, paragraphs, self.info.inputs)
+        first = np.concatenate([[0], np.cumsum([len(w.spans) for w in windows])]).astype(np.int64)
+        rows: list[tuple[np.ndarray, np.ndarray] | None] = [None] * int(first[-1])
+        for batch in self._batches([len(w.ids) for w in windows]):
+            group = [windows[i] for i in batch]
+            ids, _, mask = pad_batch([(w.ids, w.ids) for w in group])
+            at = span_index(group, ids.shape[1])
+            feeds = {"input_ids": ids, "attention_mask": mask, "span_tokens": at.tokens, "spans": at.spans,
+                     "windows": at.windows, "window_of": at.window_of, "top_k": k}
+            weights, token_ids = self.session.run(["weights", "token_ids"], feeds)
+            n = 0
+            for i, w in zip(batch, group):
+                for j, (a, b) in enumerate(w.spans):
+                    empty = a == b  # nothing to pool (see span_index)
+                    rows[first[i] + j] = _kept(weights[n] * (not empty), token_ids[n])
+                    n += 1
+            if progress:
+                progress(n)
+        return SparseVectors.from_rows(rows)  # type: ignore[arg-type]
+
+    def _batches(self, lengths: list[int]) -> list[list[int]]:
+        """Input indices sorted by length, cut into batches of similar length, so little is padding;
+        a batch grows while its longest member times its count stays in the token budget."""
+        order = np.argsort(lengths, kind="stable").tolist()
+        out, start = [], 0
+        while start < len(order):
+            end = start + 1
+            while end < len(order) and lengths[order[end]] * (end - start + 1) <= max(self.token_budget,
+                                                                                      lengths[order[start]]):
+                end += 1
+            out.append(order[start:end])
+            start = end
+        return out
+
+
+def _kept(weights: np.ndarray, token_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """One row's (token ids, weights) with the zero weights dropped."""
+    keep = weights > 0
+    return token_ids[keep].astype(np.int32), weights[keep].astype(np.float32)

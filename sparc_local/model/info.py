@@ -1,0 +1,152 @@
+"""Everything sparc-local knows about a model, read from its folder's sparc.json."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from sparc_local.errors import ModelDamaged, ModelMissing
+from sparc_local.model.inputs import SCHEME_PAIR, InputSpec
+
+CONFIG_FILE = "sparc.json"
+SHIPPED_MODEL = "sparc-minilm-l6"
+ONNX_FILE = "model.onnx"
+TOKENIZER_FILE = "tokenizer.json"
+ACTIVE_POINTER = "active-model"  # a file in the data dir naming the adapted model in use
+_REINSTALL = "Reinstall sparc-local."
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """A model folder's metadata. The folder holds model.onnx, tokenizer.json and sparc.json."""
+
+    name: str
+    path: Path
+    layout: str  # "bert" or "distilbert": the weight layout the model was exported from
+    vocab_size: int
+    hidden: int
+    top_k: int  # K: (token, weight) pairs kept per sentence
+    max_length: int  # encoder input length, sentence + context
+    sparsity_w: float  # w of SPARC Eq. 4 (baked into the graph; recorded for reference)
+    weight_cap: float  # weights are quantized to uint8 on [0, weight_cap] in the index
+    cls_id: int
+    sep_id: int
+    skip_ids: tuple[int, ...]  # special and punctuation-only tokens, never query terms
+    quantization: str  # "int8" or "fp32"
+    source: str  # where the weights came from
+    has_segments: bool = True  # DistilBERT has no segment embeddings
+    context_sentences: int = 6  # a sentence's context: its nearest paragraph neighbours (inputs.InputSpec)
+    context_order: str = "document"
+    scheme: str = SCHEME_PAIR  # SCHEME_WINDOW: model v2, one pass per paragraph window
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def id(self) -> str:
+        """Stable identity of the exact weights: the index records it to know when to re-encode."""
+        return f"{self.name}@{self.extra.get('digest', 'unknown')[:12]}"
+
+    @property
+    def inputs(self) -> InputSpec:
+        """How inputs.paragraph_inputs builds this model's encoder inputs."""
+        return InputSpec(self.max_length, self.cls_id, self.sep_id, self.context_sentences, self.context_order,
+                         self.scheme)
+
+    @property
+    def onnx_path(self) -> Path:
+        return self.path / ONNX_FILE
+
+    @property
+    def tokenizer_path(self) -> Path:
+        return self.path / TOKENIZER_FILE
+
+    def skip_array(self) -> np.ndarray:
+        return np.asarray(self.skip_ids, dtype=np.int32)
+
+    def to_json(self) -> str:
+        d = asdict(self)
+        d.pop("path")
+        d["skip_ids"] = list(self.skip_ids)
+        return json.dumps(d, indent=1, sort_keys=True)
+
+    @classmethod
+    def load(cls, folder: Path) -> "ModelInfo":
+        """Raises ModelMissing without sparc.json, ModelDamaged when it cannot be read."""
+        folder = Path(folder)
+        cfg_file = folder / CONFIG_FILE
+        if not cfg_file.is_file():
+            raise ModelMissing(f"{folder} is not a sparc-local model folder (no {CONFIG_FILE})", model_remedy(folder))
+        try:
+            d = json.loads(cfg_file.read_text())
+            d["skip_ids"] = tuple(d["skip_ids"])
+            known = {k: d[k] for k in cls.__dataclass_fields__ if k in d and k != "path"}
+            return cls(path=folder, **known)
+        except (OSError, ValueError, KeyError, TypeError) as err:
+            reason = (err.strerror if isinstance(err, OSError) else f"no {err}" if isinstance(err, KeyError)
+                      else str(err))
+            raise ModelDamaged(f"{cfg_file} is damaged ({reason})", model_remedy(folder)) from err
+
+
+def _shipped_candidates() -> tuple[Path, Path]:
+    """Where the shipped model lives: exported_models/ is installed as sparc_local/models."""
+    here = Path(__file__).resolve().parent.parent
+    return here / "models" / SHIPPED_MODEL, here.parent / "exported_models" / SHIPPED_MODEL
+
+
+def shipped_model_dir() -> Path:
+    """The model that ships with the package; ModelMissing if the installation lost it."""
+    for candidate in _shipped_candidates():
+        if (candidate / CONFIG_FILE).is_file():
+            return candidate
+    raise ModelMissing(f"the shipped model {SHIPPED_MODEL} is missing from the installation", _REINSTALL)
+
+
+def model_remedy(folder: Path) -> str:
+    """What to do about a broken model folder, by where it is: the shipped model comes back with a
+    reinstall, an adapted version with `adapt --revert`, a folder the user gave must be fixed."""
+    from sparc_local.paths import models_dir
+
+    folder = Path(folder).resolve()
+    if folder in {c.resolve() for c in _shipped_candidates()}:
+        return _REINSTALL
+    if folder.is_relative_to(models_dir().resolve()):
+        return "Run `sparc-local adapt --revert` to go back to the model adapt started from."
+    return f"Give a model folder exported by sparc-local ({CONFIG_FILE}, {ONNX_FILE} and {TOKENIZER_FILE})."
+
+
+def active_model() -> ModelInfo:
+    """The model `index` and `ask` use: an adapted version if `adapt` made one, else the shipped one.
+
+    A pointer to a folder that is gone falls back to the shipped model; a damaged folder raises.
+    """
+    from sparc_local.paths import user_dir
+
+    pointer = user_dir() / ACTIVE_POINTER
+    if pointer.is_file():
+        folder = Path(pointer.read_text().strip())
+        if (folder / CONFIG_FILE).is_file():
+            return ModelInfo.load(folder)
+    return ModelInfo.load(shipped_model_dir())
+
+
+def load_tokenizer(path: str | Path):
+    """The model's tokenizer with its padding and truncation switched off.
+
+    Hugging Face tokenizer.json files often carry fixed padding (all-MiniLM-L6-v2's pads every
+    text to 128 tokens) and truncation; left on, every sentence would come back padded and
+    leave no room for its context. Lengths are decided by the input builder (inputs.py), and nowhere else.
+    """
+    from tokenizers import Tokenizer
+
+    path = Path(path)
+    if not path.is_file():
+        raise ModelMissing(f"{path} is missing", model_remedy(path.parent))
+    try:
+        tokenizer = Tokenizer.from_file(str(path))
+    except Exception as err:  # the Rust binding raises plain Exception
+        raise ModelDamaged(f"{path} is damaged ({err})", model_remedy(path.parent)) from err
+    tokenizer.no_padding()
+    tokenizer.no_truncation()
+    return tokenizer

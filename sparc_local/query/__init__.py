@@ -1,0 +1,1 @@
+"""Answering a question: query tokens, scoring, BM25, filters; never onnxruntime."""

@@ -1,0 +1,1 @@
+"""The background watcher: events, daemon lifecycle, service units, requests handed to it."""
