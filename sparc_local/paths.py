@@ -2,22 +2,41 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 from sparc_local.errors import DataDirUnusable
 
 ENV_HOME = "SPARC_LOCAL_HOME"
+DEMO_DIR = "demo"  # `demo`'s own data dir, inside the user's
+
+_home: Path | None = None  # set by ``using``: the data dir of this process for a while
+
+
+@contextlib.contextmanager
+def using(folder: Path) -> Iterator[Path]:
+    """Every path of this module resolves in ``folder`` until the block ends: `demo` keeps its own
+    index and model pointer there, and the user's data dir (and the environment) stay untouched."""
+    global _home
+    saved, _home = _home, Path(folder)
+    try:
+        yield _home
+    finally:
+        _home = saved
 
 
 def user_dir(create: bool = True) -> Path:
-    """The data dir: $SPARC_LOCAL_HOME, else the platform's app-data dir.
+    """The data dir: the folder of ``using``, else $SPARC_LOCAL_HOME, else the platform's app-data dir.
 
     Created 0700 because it holds private text extracted from the user's files. Raises
     DataDirUnusable when it is a file, cannot be created, or is not readable and writable by us.
     """
     env = os.environ.get(ENV_HOME)
-    if env:
+    if _home is not None:
+        path = _home
+    elif env:
         path = Path(env).expanduser()
     else:
         from platformdirs import user_data_dir
@@ -46,3 +65,8 @@ def models_dir() -> Path:
     path = user_dir() / "models"
     path.mkdir(parents=True, exist_ok=True, mode=0o700)
     return path
+
+
+def demo_dir() -> Path:
+    """The data dir `demo` works in (with ``using``), so the user's index never holds the samples."""
+    return user_dir() / DEMO_DIR

@@ -12,7 +12,7 @@ import contextlib
 import json
 from enum import Enum
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
 from typer.core import TyperArgument, TyperCommand, TyperGroup
@@ -20,8 +20,13 @@ from typer.core import TyperArgument, TyperCommand, TyperGroup
 from sparc_local import __version__
 from sparc_local.cli.common import DATE_FORMS, DEFAULT_TOP_K, parse_date, report, run_ask
 from sparc_local.cli.common import open_index as _open_index
-from sparc_local.errors import ModelError, SparcError, UserError
+from sparc_local.cli.options import (DEFAULT_WAIT, AsJson, Exclude, Hidden, NoIgnore, NormalPriority, Quiet,
+                                     Threads, Wait)
+from sparc_local.errors import SparcError, UserError
 from sparc_local.query.pathfilter import TYPE_ALIASES
+
+if TYPE_CHECKING:
+    from sparc_local.model.info import ModelInfo
 
 
 class _App(TyperGroup):
@@ -94,41 +99,40 @@ def _model():
 def index(
     paths_: list[Path] = typer.Argument(None, metavar="[PATHS]...",
                                         help="Folders or files to index. Default: every folder indexed before."),
-    exclude: list[str] = typer.Option([], "--exclude", "-e", metavar="GLOB", help="Skip matching files (repeatable)."),
-    hidden: bool = typer.Option(False, "--hidden", help="Include hidden files and folders."),
-    no_ignore: bool = typer.Option(False, "--no-ignore",
-                                   help="Index what .gitignore and .ignore files list, too."),
-    threads: int = typer.Option(0, "--threads", "-t", help="Encoder threads (0: all cores)."),
-    normal_priority: bool = typer.Option(False, "--normal-priority",
-                                         help="Run at normal CPU and I/O priority (default: low, so the "
-                                              "programs you use stay responsive)."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="Print errors only."),
-    wait: float = typer.Option(10.0, "--wait", metavar="SECONDS",
-                               help="Wait this long for another writer (e.g. `watch`) before giving up."),
+    exclude: Exclude = [],
+    hidden: Hidden = False,
+    no_ignore: NoIgnore = False,
+    threads: Threads = 0,
+    normal_priority: NormalPriority = False,
+    quiet: Quiet = False,
+    wait: Wait = DEFAULT_WAIT,
     max_sentences: int = typer.Option(100_000, "--max-sentences", metavar="N", min=1,
                                       help="Index at most N sentences of one file (a huge log is cut there)."),
 ) -> None:
     """Index folders (or refresh the index): only new and changed files are read again."""
-    from sparc_local import power
-    from sparc_local.watch import handoff
-    from sparc_local.ingest.extract import path_key
-    from sparc_local.pipeline import run_index
-    from sparc_local.cli.progress import IndexProgress
+    from sparc_local import roots as roots_
 
     info = _model()
-    if paths_:
-        roots = [str(p) for p in paths_]
-    else:
+
+    def remembered() -> list[str]:
         with _open_index(must_exist=False) as idx:
-            roots = idx.roots()
-    if not roots:
-        raise UserError("no folder to index", "Run `sparc-local index FOLDER`.")
-    for root in roots:
-        if not Path(root).expanduser().exists():
-            raise UserError(f"{path_key(root)}: no such file or folder", "Check the path and try again.")
-    roots = [str(Path(r).expanduser().absolute()) for r in roots]  # the watcher runs in another folder
-    options = dict(exclude=list(exclude), include_hidden=hidden, ignore_files=not no_ignore,
-                   max_sentences=max_sentences)
+            return idx.roots()
+
+    roots = roots_.resolve(paths_ or [], remembered, "index")
+    _index(roots, dict(exclude=list(exclude), include_hidden=hidden, ignore_files=not no_ignore,
+                       max_sentences=max_sentences),
+           info, threads=threads, low_priority=not normal_priority, quiet=quiet, wait=wait)
+
+
+def _index(roots: list[str], options: dict, info: ModelInfo, *, threads: int, low_priority: bool, quiet: bool,
+           wait: float) -> None:
+    """`index` of absolute ``roots`` with run_index's ``options``: progress, skipped and cut files
+    on stderr, the summary on stdout. While the watcher runs, it does the same work (and says the same)."""
+    from sparc_local import power
+    from sparc_local.cli.progress import IndexProgress
+    from sparc_local.pipeline import run_index
+    from sparc_local.watch import handoff
+
     console = _console()
 
     def encoder():
@@ -142,14 +146,13 @@ def index(
     def capped(p: str, n: int) -> None:
         console.print(f"cut {p}: indexed its first {n} sentences (see --max-sentences)", markup=False)
 
-    with power.low_priority(not normal_priority), \
+    with power.low_priority(low_priority), \
             IndexProgress(console, enabled=not quiet and console.is_terminal) as progress:
         def local():
             with _open_index(must_exist=False) as idx:
                 return run_index(idx, roots, info, encoder, **options, on_error=skipped, on_capped=capped,
                                  on_progress=progress.update)
 
-        # while the watcher runs, it does the same work (and says the same)
         report = handoff.index(roots, options, local, wait=wait, on_progress=progress.update,
                                on_event=lambda kind, args: (skipped if kind == "error" else capped)(*args))
     if not quiet:
@@ -188,7 +191,7 @@ def ask(
     question: str = typer.Argument(..., metavar="QUESTION", callback=_not_empty,
                                    help="A question in natural language."),
     top_k: int = typer.Option(DEFAULT_TOP_K, "--top-k", "-k", min=1, help="Number of answers."),
-    as_json: bool = typer.Option(False, "--json", help="Print a JSON array."),
+    as_json: AsJson = False,
     path: Optional[str] = typer.Option(
         None, "--path", metavar="TEXT|GLOB",
         help="Only files whose path in the indexed folder contains TEXT or matches GLOB (a GLOB may also "
@@ -207,36 +210,17 @@ def ask(
 
 
 @app.command()
-def status(as_json: bool = typer.Option(False, "--json", help="Print a JSON object.")) -> None:
+def status(as_json: AsJson = False) -> None:
     """Show what is indexed, with which model, and which files could not be read."""
-    from sparc_local import paths
-    from sparc_local.index.store import Index
+    from sparc_local.status import gather
 
-    db = paths.db_path()
-    if db.exists():
-        with Index(db) as idx:
-            st = idx.stats()
-            roots = idx.roots()
-    else:
-        st = {"files": 0, "sentences": 0, "postings": 0, "db_bytes": 0, "model": None, "last_update": None,
-              "errors": []}
-        roots = []
-    index_model = st.get("model") or None
-    out = {k: st[k] for k in ("files", "sentences", "postings", "db_bytes", "model", "last_update", "errors")}
-    out.update(roots=roots, database=str(db))
-    from sparc_local.watch.files import read_status
-
-    out["watch"] = read_status()
-    try:
-        out["active_model"] = _model().id
-    except ModelError:
-        out["active_model"] = None
+    st = gather()
     if as_json:
-        typer.echo(json.dumps(out, ensure_ascii=False, indent=1))
+        typer.echo(json.dumps(st.to_json(), ensure_ascii=False, indent=1))
         return
     from sparc_local.cli.render import print_status
 
-    print_status(out, model=index_model)
+    print_status(st)
 
 
 @app.command()
@@ -251,7 +235,7 @@ def forget(path: Path = typer.Argument(..., metavar="PATH", help="A file or fold
         with _open_index() as idx:
             return forget_path(idx, target)
 
-    done = handoff.forget(target, local, wait=10.0)  # while the watcher runs, it forgets the path itself
+    done = handoff.forget(target, local, wait=DEFAULT_WAIT)  # while the watcher runs, it forgets the path itself
     unreadable = f" and {_count(done.unreadable, 'unreadable file')}" if done.unreadable else ""
     typer.echo(f"Forgot {_count(done.files, 'file')}{unreadable} under {done.path}; "
                f"`sparc-local index {path}` brings it back.")
@@ -263,11 +247,11 @@ def forget(path: Path = typer.Argument(..., metavar="PATH", help="A file or fold
 @app.command("eval")
 def eval_(
     dataset: Path = typer.Argument(..., metavar="DATASET_DIR", help="A ReQA folder (corpus.jsonl.gz, queries.jsonl.gz)."),
-    as_json: bool = typer.Option(False, "--json", help="Print a JSON object."),
+    as_json: AsJson = False,
     k: int = typer.Option(10, "--k", min=1, help="Rank cut-off for MRR@k and R@k."),
     top_k: int = typer.Option(0, "--top-k", help="Postings kept per sentence (0: the model's K)."),
     model: Optional[Path] = typer.Option(None, "--model", help="A model folder (default: the active model)."),
-    threads: int = typer.Option(0, "--threads", "-t", help="Encoder threads (0: all cores)."),
+    threads: Threads = 0,
 ) -> None:
     """Measure retrieval quality (MRR, recall) of SPARC and BM25 on a ReQA dataset."""
     from sparc_local.evaluation import reqa
@@ -296,9 +280,9 @@ def adapt(
     seed: int = typer.Option(0, "--seed", help="Seed of the sentence order and the masking."),
     max_length: int = typer.Option(64, "--max-length", min=8, help="Tokens per sentence, longer ones are cut."),
     revert: bool = typer.Option(False, "--revert", help="Go back to the model adapt started from."),
-    threads: int = typer.Option(0, "--threads", "-t", help="Encoder threads for re-encoding (0: all cores)."),
-    wait: float = typer.Option(10.0, "--wait", metavar="SECONDS", help="Wait this long for another writer."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="Print errors only."),
+    threads: Threads = 0,
+    wait: Wait = DEFAULT_WAIT,
+    quiet: Quiet = False,
 ) -> None:
     """Adapt the model's word embeddings to your indexed sentences (SPARC §5.1), then re-encode.
 
@@ -338,19 +322,16 @@ def adapt(
 @app.command()
 def demo() -> None:
     """Index the bundled sample files (in a separate demo index) and ask a sample question."""
-    import os
-
     from sparc_local import paths
-    from sparc_local.sample import sample_dir, sample_questions
+    from sparc_local.sample import QUESTIONS_FILE, sample_dir, sample_questions
 
-    home = paths.user_dir() / "demo"
-    os.environ[paths.ENV_HOME] = str(home)
-    typer.echo(f"Indexing the sample files in {sample_dir()} ...")
-    index([sample_dir()], exclude=["QUESTIONS.txt"], hidden=False, no_ignore=False, threads=0,
-          normal_priority=False, quiet=False, wait=10.0, max_sentences=100_000)
-    question = sample_questions()[0]
-    typer.echo(f'\n$ sparc-local ask "{question}" -k 3\n')
-    run_ask(question, top_k=3)
+    with paths.using(paths.demo_dir()):
+        typer.echo(f"Indexing the sample files in {sample_dir()} ...")
+        _index([str(sample_dir())], dict(exclude=[QUESTIONS_FILE]), _model(), threads=0, low_priority=True,
+               quiet=False, wait=DEFAULT_WAIT)  # the other options: run_index's defaults
+        question = sample_questions()[0]
+        typer.echo(f'\n$ sparc-local ask "{question}" -k 3\n')
+        run_ask(question, top_k=3)
 
 
 @app.command()
@@ -362,17 +343,15 @@ def watch(
                                        help="Index a batch of changes once no event came for this long."),
     max_delay: float = typer.Option(10.0, "--max-delay", metavar="SECONDS", min=0.0,
                                     help="Index a batch at the latest this long after its first change."),
-    exclude: list[str] = typer.Option([], "--exclude", "-e", metavar="GLOB", help="Skip matching files (repeatable)."),
-    hidden: bool = typer.Option(False, "--hidden", help="Include hidden files and folders."),
-    no_ignore: bool = typer.Option(False, "--no-ignore",
-                                   help="Index what .gitignore and .ignore files list, too."),
-    threads: int = typer.Option(1, "--threads", "-t", help="Encoder threads (0: all cores)."),
-    normal_priority: bool = typer.Option(False, "--normal-priority",
-                                         help="Run at normal CPU and I/O priority (default: low)."),
+    exclude: Exclude = [],
+    hidden: Hidden = False,
+    no_ignore: NoIgnore = False,
+    threads: Threads = 1,
+    normal_priority: NormalPriority = False,
     on_battery: bool = typer.Option(False, "--on-battery",
                                     help="Keep indexing on battery power (default: pause until on mains power)."),
     poll: bool = typer.Option(False, "--poll", help="Poll the folders instead of using OS events."),
-    wait: float = typer.Option(0.0, "--wait", metavar="SECONDS", help="Wait this long for another writer."),
+    wait: Wait = 0.0,
     daemon_: bool = typer.Option(False, "--daemon", help="Run in the background (log: watch.log in the data dir)."),
     stop: bool = typer.Option(False, "--stop", help="Stop the background watcher."),
 ) -> None:
@@ -384,14 +363,11 @@ def watch(
         pid = daemon.stop()
         typer.echo(f"Stopped the watcher (pid {pid})." if pid else "No watcher is running.")
         return
+    from sparc_local import roots as roots_
+
     info = _model()
-    with _open_index(must_exist=False) as idx:
-        roots = [str(p.expanduser().absolute()) for p in paths_] if paths_ else idx.roots()
-    if not roots:
-        raise UserError("no folder to watch", "Run `sparc-local watch FOLDER`.")
-    for root in (roots if paths_ else []):
-        if not Path(root).exists():
-            raise UserError(f"{root}: no such file or folder", "Check the path and try again.")
+    with _open_index(must_exist=False) as idx:  # even with PATHS: a damaged index is told here, not in a log
+        roots = roots_.resolve(paths_ or [], idx.roots, "watch", missing_ok=True)
     opts = dict(quiet_period=quiet_period, max_delay=max_delay, exclude=exclude, include_hidden=hidden,
                 ignore_files=not no_ignore, polling=poll)
     if daemon_:

@@ -1,4 +1,4 @@
-"""Human-readable output of ask, status and eval (the CLI's printing, kept out of cli.py).
+"""Human-readable output of ask, status, eval and adapt (the CLI's printing, kept out of app.py).
 
 `ask` prints with plain ANSI codes and wraps its own lines: importing rich costs ~30 ms, a tenth
 of a cold `ask`, so rich is imported only by the other commands' printers.
@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from sparc_local.query.ask import Answer
+    from sparc_local.status import Status
 
 CONTEXT_CHARS = 200  # context shown on each side of the answering sentence
 
@@ -226,20 +227,20 @@ def _size(n: int) -> str:
     return str(n)
 
 
-def print_status(st: dict, model: str | None) -> None:
+def print_status(st: Status) -> None:
     out = _stdout()
-    when = (dt.datetime.fromtimestamp(st["last_update"]).strftime("%Y-%m-%d %H:%M:%S")
-            if st.get("last_update") else "never")
-    out.print(f"Index:        {escape(st['database'])}")
-    out.print(f"Roots:        {escape(', '.join(st['roots'])) or '(none)'}")
-    out.print(f"Files:        {st['files']}")
-    out.print(f"Sentences:    {st['sentences']}")
-    out.print(f"Postings:     {st['postings']}")
-    out.print(f"Size:         {_size(st['db_bytes'])}")
-    out.print(f"Model:        {escape(model or '(none)')}")
-    out.print(f"Active model: {escape(st.get('active_model') or '(missing)')}")
+    when = (dt.datetime.fromtimestamp(st.last_update).strftime("%Y-%m-%d %H:%M:%S")
+            if st.last_update else "never")
+    out.print(f"Index:        {escape(st.database)}")
+    out.print(f"Roots:        {escape(', '.join(st.roots)) or '(none)'}")
+    out.print(f"Files:        {st.files}")
+    out.print(f"Sentences:    {st.sentences}")
+    out.print(f"Postings:     {st.postings}")
+    out.print(f"Size:         {_size(st.db_bytes)}")
+    out.print(f"Model:        {escape(st.model or '(none)')}")
+    out.print(f"Active model: {escape(st.active_model or '(missing)')}")
     out.print(f"Last update:  {when}")
-    w = st.get("watch") or {}
+    w = st.watch
     if w.get("running"):
         since = dt.datetime.fromtimestamp(w["since"]).strftime("%Y-%m-%d %H:%M") if w.get("since") else "?"
         line = f"running (pid {w['pid']}) since {since}, queue {w['queue']}"
@@ -250,8 +251,8 @@ def print_status(st: dict, model: str | None) -> None:
     if w.get("last_error"):
         line += f"; last error: {w['last_error']}"
     out.print(f"Watcher:      {escape(line)}")
-    out.print(f"Errors:       {len(st['errors'])}")
-    for e in st["errors"]:
+    out.print(f"Errors:       {len(st.errors)}")
+    for e in st.errors:
         out.print(f"  {escape(e['path'])}: {escape(e['reason'])}")
 
 

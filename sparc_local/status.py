@@ -1,0 +1,55 @@
+"""What `status` reports: the index, its roots, the watcher and the active model.
+
+Read without the writer lock (SQLite WAL lets a reader in while `index` or `watch` writes), and
+without creating an index that is not there.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Status:
+    """One reading of the installation; ``to_json`` is `status --json`, keys in this order."""
+
+    files: int  # indexed files; those that could not be read are in ``errors``
+    sentences: int
+    postings: int
+    db_bytes: int
+    model: str | None  # the model the index was built with
+    last_update: float | None  # seconds since the epoch
+    errors: list[dict]  # {path, reason} of each file that could not be read
+    roots: list[str]
+    database: str
+    watch: dict  # watch.files.read_status()
+    active_model: str | None  # None: the active model cannot be loaded
+
+    def to_json(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def gather() -> Status:
+    """The status now; a missing index reads as an empty one, a broken active model as None."""
+    from sparc_local import paths
+    from sparc_local.errors import ModelError
+    from sparc_local.index.store import Index
+    from sparc_local.model.info import active_model
+    from sparc_local.watch.files import read_status
+
+    db = paths.db_path()
+    if db.exists():
+        with Index(db) as idx:
+            st = idx.stats()
+            roots = idx.roots()
+    else:
+        st = dict(files=0, sentences=0, postings=0, db_bytes=0, model=None, last_update=None, errors=[])
+        roots = []
+    try:
+        model = active_model().id
+    except ModelError:
+        model = None
+    return Status(files=st["files"], sentences=st["sentences"], postings=st["postings"], db_bytes=st["db_bytes"],
+                  model=st["model"], last_update=st["last_update"], errors=st["errors"], roots=roots,
+                  database=str(db), watch=read_status(), active_model=model)
