@@ -209,3 +209,111 @@ def test_index_real_formats_and_bad_files(tmp_path: Path):
     assert top("museum ticket")["path"].endswith("trip.docx")
     assert top("train station")["sentence"] == "The train station is near the river."
     assert top("café green tea")["sentence"] == "The café serves green tea."
+
+
+def test_status_without_an_index(sparc_home: Path, active_tiny: Path):
+    """A data dir without an index reads as an empty index, and status creates none."""
+    from sparc_local.model.info import ModelInfo
+
+    model = ModelInfo.load(active_tiny).id
+    result = run("status")
+    assert result.exit_code == 0
+    assert result.output == (f"Index:        {sparc_home / 'index.db'}\nRoots:        (none)\nFiles:        0\n"
+                             "Sentences:    0\nPostings:     0\nSize:         0 B\nModel:        (none)\n"
+                             f"Active model: {model}\nLast update:  never\nWatcher:      not running\n"
+                             "Errors:       0\n")
+    st = json.loads(run("status", "--json").output)
+    assert list(st) == ["files", "sentences", "postings", "db_bytes", "model", "last_update", "errors", "roots",
+                        "database", "watch", "active_model"]
+    assert (st["files"], st["model"], st["last_update"], st["errors"], st["roots"]) == (0, None, None, [], [])
+    assert (st["database"], st["active_model"], st["watch"]["running"]) == (str(sparc_home / "index.db"), model,
+                                                                             False)
+    assert not (sparc_home / "index.db").exists()
+
+
+@pytest.mark.parametrize("command", ["index", "watch"])
+def test_index_and_watch_refuse_the_same_roots(command: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """One rule for both commands: no root at all, or a path given that does not exist (named as
+    typed), is an error before anything runs."""
+    result = run(command)
+    assert result.exit_code == 1
+    assert result.output == f"Error: no folder to {command}\nRun `sparc-local {command} FOLDER`.\n"
+    monkeypatch.chdir(tmp_path)
+    result = run(command, "gone", "--daemon") if command == "watch" else run(command, "gone")
+    assert result.exit_code == 1
+    assert result.output == "Error: gone: no such file or folder\nCheck the path and try again.\n"
+
+
+def test_roots_given_else_remembered(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """Given paths win and are made absolute; remembered ones are read only without them, and may
+    be missing only where the command waits for them (the watcher)."""
+    from sparc_local.errors import UserError
+    from sparc_local.roots import resolve
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "here").mkdir()
+
+    def never() -> list[str]:
+        raise AssertionError("the remembered roots were read although paths were given")
+
+    assert resolve(["here"], never, "index") == [str(tmp_path / "here")]
+    gone = str(tmp_path / "gone")
+    assert resolve([], lambda: [gone], "watch", missing_ok=True) == [gone]
+    with pytest.raises(UserError, match="gone: no such file or folder"):
+        resolve([], lambda: [gone], "index")
+    with pytest.raises(UserError, match="^gone: no such file or folder$"):
+        resolve(["gone"], never, "watch", missing_ok=True)
+
+
+def test_demo_keeps_its_index_apart(sparc_home: Path, active_tiny: Path):
+    """`demo` indexes the samples (not their question list) in its own data dir, and leaves the
+    user's data dir and the environment as they were; run again, it finds every file unchanged."""
+    from sparc_local.sample import sample_dir, sample_questions
+
+    demo_home = sparc_home / "demo"
+    demo_home.mkdir()
+    (demo_home / "active-model").write_text(str(active_tiny))  # the tiny model, not the shipped one
+    env = dict(os.environ)
+    result = run("demo")
+    assert result.exit_code == 0, result.output
+    head, ask = result.output.split("\n\n", 1)
+    assert re.fullmatch(rf"Indexing the sample files in {re.escape(str(sample_dir()))} \.\.\.\n"
+                        r"Indexed 4 files \(\d+ sentences\), 0 unchanged, 0 removed, 0 skipped in \d+\.\ds\.", head)
+    assert ask.startswith(f'$ sparc-local ask "{sample_questions()[0]}" -k 3\n\n1. {sample_dir()}')
+    assert dict(os.environ) == env
+    assert not (sparc_home / "index.db").exists() and (demo_home / "index.db").exists()
+    again = run("demo")
+    assert "Indexed 0 files (0 sentences), 4 unchanged, 0 removed, 0 skipped" in again.output
+
+
+def test_shared_options_are_declared_once():
+    """An option that several commands take has the same flags, help and type in each (its
+    default may differ)."""
+    import typer.main
+
+    seen: dict[str, tuple] = {}
+    shared = set()
+    # `ask --top-k` counts answers, `eval --top-k` the postings kept per sentence (the model's K)
+    homonyms = {"--top-k"}
+    for name, command in typer.main.get_command(app).commands.items():
+        for param in command.params:
+            if param.param_type_name != "option" or param.name == "help" or param.opts[0] in homonyms:
+                continue
+            spec = (tuple(param.opts), param.help, param.metavar, param.type.name, param.multiple)
+            flag = max(param.opts, key=len)
+            if flag in seen:
+                shared.add(flag)
+                assert seen[flag][1] == spec, f"{flag} of `{name}` differs from `{seen[flag][0]}`'s"
+            else:
+                seen[flag] = (name, spec)
+    assert {"--threads", "--wait", "--quiet", "--exclude", "--json", "--hidden", "--no-ignore",
+            "--normal-priority"} <= shared
+
+
+def test_index_max_sentences_default_is_the_pipelines():
+    import typer.main
+
+    from sparc_local.pipeline import MAX_SENTENCES
+
+    index = typer.main.get_command(app).commands["index"]
+    assert next(p.default for p in index.params if p.name == "max_sentences") == MAX_SENTENCES
