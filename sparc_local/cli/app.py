@@ -2,7 +2,7 @@
 
 Exit codes: 0 success (files that could not be read are reported and listed by `status`),
 1 error (message on stderr, starting with "Error:"), 2 usage error. Every error a user can fix
-derives from ``errors.SparcError``; ``_App.invoke`` has ``clicommon.report`` print them, and nothing
+derives from ``errors.SparcError``; ``_App.invoke`` has ``common.report`` print them, and nothing
 else does.  The console script is ``entry.console``: it answers a plain `ask` without this module.
 """
 
@@ -18,12 +18,11 @@ import typer
 from typer.core import TyperArgument, TyperCommand, TyperGroup
 
 from sparc_local import __version__
-from sparc_local.cli.common import DATE_FORMS, DEFAULT_TOP_K, parse_date, report, run_ask
+from sparc_local.cli.common import DATE_FORMS, DEFAULT_TOP_K, report, run_ask
 from sparc_local.cli.common import open_index as _open_index
-from sparc_local.cli.options import (DEFAULT_WAIT, AsJson, Exclude, Hidden, NoIgnore, NormalPriority, Quiet,
-                                     Threads, Wait)
+from sparc_local.cli.options import (DEFAULT_WAIT, TYPE_ALIASES_HELP, AsJson, Exclude, Hidden, NoIgnore,
+                                     NormalPriority, Quiet, Threads, Wait, complete_type, not_empty, to_timestamp)
 from sparc_local.errors import SparcError, UserError
-from sparc_local.query.pathfilter import TYPE_ALIASES
 
 if TYPE_CHECKING:
     from sparc_local.model.info import ModelInfo
@@ -160,35 +159,9 @@ def _index(roots: list[str], options: dict, info: ModelInfo, *, threads: int, lo
                    f"{report.removed} removed, {len(report.errors)} skipped in {report.seconds:.1f}s.")
 
 
-def _not_empty(value: str) -> str:
-    if not value.strip():
-        raise typer.BadParameter("the question is empty")
-    return value
-
-
-def _date(value: Optional[str]) -> Optional[float]:
-    if value is None:
-        return None
-    try:
-        return parse_date(value)
-    except ValueError as err:
-        raise typer.BadParameter(str(err)) from None
-
-
-def _complete_type(incomplete: str) -> list[str]:
-    """`--type` completes to the extensions `index` reads and their aliases."""
-    from sparc_local.ingest.extract import SUPPORTED
-
-    names = sorted({suffix.lstrip(".") for suffix in SUPPORTED.union(*TYPE_ALIASES)})
-    return [name for name in names if name.startswith(incomplete.lstrip(".").lower())]
-
-
-_TYPE_ALIASES = ", ".join(" = ".join(sorted(s.lstrip(".") for s in group)) for group in TYPE_ALIASES)
-
-
 @app.command()
 def ask(
-    question: str = typer.Argument(..., metavar="QUESTION", callback=_not_empty,
+    question: str = typer.Argument(..., metavar="QUESTION", callback=not_empty,
                                    help="A question in natural language."),
     top_k: int = typer.Option(DEFAULT_TOP_K, "--top-k", "-k", min=1, help="Number of answers."),
     as_json: AsJson = False,
@@ -196,11 +169,11 @@ def ask(
         None, "--path", metavar="TEXT|GLOB",
         help="Only files whose path in the indexed folder contains TEXT or matches GLOB (a GLOB may also "
              "match the file name or the absolute path)."),
-    type_: Optional[str] = typer.Option(None, "--type", metavar="EXT", autocompletion=_complete_type,
-                                        help=f"Only files with this extension ({_TYPE_ALIASES} count as one)."),
-    since: Optional[str] = typer.Option(None, "--since", metavar="DATE", callback=_date,
+    type_: Optional[str] = typer.Option(None, "--type", metavar="EXT", autocompletion=complete_type,
+                                        help=f"Only files with this extension ({TYPE_ALIASES_HELP} count as one)."),
+    since: Optional[str] = typer.Option(None, "--since", metavar="DATE", callback=to_timestamp,
                                         help=f"Only files modified on or after DATE ({DATE_FORMS}, local time)."),
-    before: Optional[str] = typer.Option(None, "--before", metavar="DATE", callback=_date,
+    before: Optional[str] = typer.Option(None, "--before", metavar="DATE", callback=to_timestamp,
                                          help="Only files modified before DATE."),
     explain: bool = typer.Option(False, "--explain", help="Show each question token's contribution."),
 ) -> None:

@@ -1,4 +1,4 @@
-"""What the `ask` command does, shared by the Typer app (cli.py) and the fast entry point (entry.py).
+"""What the `ask` command does, shared by the Typer app (app.py) and the fast entry point (entry.py).
 
 Keep module-level imports light: this is on the ``ask`` path.
 """

@@ -2,7 +2,7 @@
 
 Importing Typer (and the click it carries) and building the app take ~30 ms, a third of a cold
 `ask` (benchmarks/cold_ask.py).  ``main`` runs an `ask` whose arguments ``plain_ask`` reads in
-full, and hands everything else to the Typer app in cli.py: help, shell completion, the other
+full, and hands everything else to the Typer app in app.py: help, shell completion, the other
 commands, and every argument it does not know or cannot convert, so usage errors read as Typer
 writes them.  Both ways run ``run_ask``, and ``report`` prints their errors.
 
@@ -21,7 +21,7 @@ PROG = "sparc-local"
 COMPLETE_VAR = "_SPARC_LOCAL_COMPLETE"  # set by the completion scripts Typer writes
 OPENBLAS_THREADS = "OPENBLAS_NUM_THREADS"
 
-# `ask`'s options as plain_ask reads them; tests/test_cli.py checks them against the Typer command
+# `ask`'s options as plain_ask reads them; tests/test_ask_cli.py checks them against the Typer command
 ASK_VALUES = {"--top-k": "top_k", "-k": "top_k", "--path": "path", "--type": "type_", "--since": "since",
               "--before": "before"}
 ASK_FLAGS = {"--json": "as_json", "--explain": "explain"}
