@@ -1,0 +1,80 @@
+"""docs/architecture.md stays true: its module table names every module of the package, and no other.
+
+The table's convention is written above it: names relative to ``sparc_local/`` in the first column,
+a module (``ingest/extract.py``) or a whole package (``adapt/``); ``__init__.py`` files are not
+named, except that a package with no other module is named as a package (``sample/``).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+PACKAGE = REPO / "sparc_local"
+ARCHITECTURE = REPO / "docs" / "architecture.md"
+TABLE_HEADING = "### Modules"
+NAME = re.compile(r"`([\w./]+?(?:\.py|/))`")
+
+
+def table_names(text: str) -> list[str]:
+    """The backticked module and package names in the first column of the table below TABLE_HEADING."""
+    lines = text.split(TABLE_HEADING, 1)[1].splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("|"))
+    names = []
+    for line in lines[start + 2:]:  # past the header and its |---| line
+        if not line.startswith("|"):
+            break
+        names += NAME.findall(line.split("|")[1])
+    return names
+
+
+def package_modules(root: Path) -> tuple[set[str], set[str]]:
+    """(module paths, package paths ending in "/") relative to ``root``, as the table names them."""
+    modules = {p.relative_to(root).as_posix() for p in root.rglob("*.py") if p.name != "__init__.py"}
+    packages = {p.parent.relative_to(root).as_posix() + "/" for p in root.rglob("__init__.py") if p.parent != root}
+    return modules, packages
+
+
+def coverage(names: list[str], modules: set[str], packages: set[str]) -> dict[str, list[str]]:
+    """What the table misses, names in vain, and names twice (a module also covered by its package)."""
+    named_packages = [n for n in names if n.endswith("/")]
+    covered: dict[str, list[str]] = {}
+    for name in names:
+        if name.endswith("/"):
+            for module in modules:
+                if module.startswith(name):
+                    covered.setdefault(module, []).append(name)
+        elif name in modules:
+            covered.setdefault(name, []).append(name)
+    empty = {p for p in packages if not any(m.startswith(p) for m in modules)}  # `sample/`: data only
+    return {
+        "missing": sorted(set(modules) - set(covered) | (empty - set(named_packages))),
+        "extra": sorted({n for n in names if n not in modules and n not in packages}),
+        "twice": sorted({m for m, by in covered.items() if len(by) > 1}
+                        | {n for n in names if names.count(n) > 1}),
+    }
+
+
+def test_module_table_matches_the_package():
+    names = table_names(ARCHITECTURE.read_text())
+    modules, packages = package_modules(PACKAGE)
+    problems = coverage(names, modules, packages)
+    message = "; ".join(f"{kind}: {', '.join(found)}" for kind, found in problems.items() if found)
+    assert not message, (f"docs/architecture.md's module table is out of step with sparc_local/ ({message}). "
+                         f"Add a row for each missing module, remove the extra names, name each module once.")
+
+
+def test_the_check_finds_missing_extra_and_twice(tmp_path: Path):
+    """The check itself: a module left out, a name that does not exist, a module named twice."""
+    root = tmp_path / "pkg"
+    for rel in ["a.py", "sub/__init__.py", "sub/b.py", "sub/c.py", "data/__init__.py"]:
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text("")
+    modules, packages = package_modules(root)
+    assert (modules, packages) == ({"a.py", "sub/b.py", "sub/c.py"}, {"sub/", "data/"})
+    assert coverage(["a.py", "sub/", "data/"], modules, packages) == {"missing": [], "extra": [], "twice": []}
+    assert coverage(["sub/b.py", "gone.py", "sub/", "sub/c.py"], modules, packages) == {
+        "missing": ["a.py", "data/"], "extra": ["gone.py"], "twice": ["sub/b.py", "sub/c.py"]}
+    text = f"{TABLE_HEADING}\n\n| module | owns |\n|---|---|\n| `a.py`, `sub/` | x `c.py` |\n| `data/` | y |\n\nz `b.py`\n"
+    assert table_names(text) == ["a.py", "sub/", "data/"]
