@@ -26,6 +26,7 @@ from sparc_local.cli.app import app
 from sparc_local.index.lock import WriterLock
 from sparc_local.model.info import ModelInfo
 from sparc_local.index.store import Index
+from sparc_local.watch.config import WatchConfig
 from sparc_local.watch.watcher import Watcher
 from tests.helpers import cli as run_cli
 
@@ -54,7 +55,7 @@ def start(tiny_model_dir: Path):
         from sparc_local.model.encoder import Encoder
 
         opts = dict(quiet_period=0.2, max_delay=2.0, root_poll=0.3, retry_delays=(0.2, 0.2, 0.2), busy_delay=0.2)
-        w = Watcher([str(r) for r in roots], info, lambda: Encoder(info, threads=1), **{**opts, **kw})
+        w = Watcher([str(r) for r in roots], info, lambda: Encoder(info, threads=1), WatchConfig(**{**opts, **kw}))
         started.append(w)
         w.start(timeout=DEADLINE)
         assert w.ready.is_set()
@@ -314,9 +315,10 @@ from pathlib import Path
 from sparc_local.model.encoder import Encoder
 from sparc_local.model.info import ModelInfo
 from sparc_local.index.store import Index
+from sparc_local.watch.config import WatchConfig
 from sparc_local.watch.watcher import Watcher
 info, root = ModelInfo.load(Path(sys.argv[1])), Path(sys.argv[2])
-w = Watcher([str(root)], info, lambda: Encoder(info, threads=1), quiet_period=0.2, poll_interval=0.2)
+w = Watcher([str(root)], info, lambda: Encoder(info, threads=1), WatchConfig(quiet_period=0.2, poll_interval=0.2))
 w.start(timeout=15)
 (root / "d9" / "deep.txt").write_text("Green tea is deep in the folder tree.")
 end = time.monotonic() + 15
