@@ -29,11 +29,12 @@ from logging.handlers import RotatingFileHandler
 from sparc_local.errors import SparcError
 from sparc_local.index.lock import WriterLock, pid_alive
 from sparc_local.watch.config import LOG_NAME
-from sparc_local.watch.files import (COMMAND, inbox_path, log_path, out_path, pid_path, proc_start, running_pid,
-                                    state_path, write_json)
+from sparc_local.watch.files import (COMMAND, POLL, inbox_path, log_path, out_path, pid_path, proc_start,
+                                    running_pid, state_path, write_json)
 
 log = logging.getLogger(LOG_NAME)
 LOG_BYTES, LOG_BACKUPS = 1_000_000, 3  # watch.log rotates at 1 MB and keeps 3 old files
+START_STOP_TIMEOUT = 60.0  # seconds: loading the model, or finishing the chunk being indexed
 
 
 class DaemonError(SparcError):
@@ -150,7 +151,7 @@ def watch_args(roots: list[str], *, threads: int, wait: float, quiet_period: flo
     return [*args, "--", *roots]
 
 
-def spawn(args: list[str], timeout: float = 60.0) -> int:
+def spawn(args: list[str], timeout: float = START_STOP_TIMEOUT) -> int:
     """Start `python -m sparc_local watch ARGS` detached (new session, cwd /); return its pid once
     it runs, or raise DaemonError with what it printed if it exits first."""
     if running_pid() is not None:
@@ -169,11 +170,11 @@ def spawn(args: list[str], timeout: float = 60.0) -> int:
             raise DaemonError(msg or f"the watcher exited with code {code}", remedy)
         if running_pid() == proc.pid:
             return proc.pid
-        time.sleep(0.05)
+        time.sleep(POLL)
     raise DaemonError(f"the watcher (pid {proc.pid}) did not start within {timeout:.0f}s", f"See {out}.")
 
 
-def stop(timeout: float = 60.0) -> int | None:
+def stop(timeout: float = START_STOP_TIMEOUT) -> int | None:
     """SIGTERM the running watcher and wait until it has exited; None if none was running."""
     pid = running_pid()
     if pid is None:
@@ -187,7 +188,7 @@ def stop(timeout: float = 60.0) -> int | None:
         if time.monotonic() > deadline:
             raise DaemonError(f"the watcher (pid {pid}) did not stop within {timeout:.0f}s",
                               f"Kill it with `kill -9 {pid}`; the next start recovers its lock.")
-        time.sleep(0.05)
+        time.sleep(POLL)
     return pid
 
 

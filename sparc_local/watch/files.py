@@ -11,6 +11,7 @@ from sparc_local.index.lock import pid_alive, proc_stat
 
 COMMAND = "sparc-local watch"
 INBOX = "requests"  # folder of the data dir: requests handed to the watcher
+POLL = 0.05  # seconds between two looks for what the other process (watcher or command) wrote
 
 
 def _file(name: str) -> Path:

@@ -5,8 +5,8 @@ on it, nor make the user stop it: it hands its request to the watcher. It writes
 ``requests/<id>.json`` in the data dir (0700: only this user can), atomically; the watcher
 notices it (an observer event on that folder, else its periodic root check), claims it by
 renaming it to ``<id>.taken``, applies it in its worker thread with the very library call the
-command would make (``indexer.forget``, ``indexer.run_index``), and writes ``<id>.done`` with the
-outcome (while it indexes, ``<id>.progress`` holds the latest ``indexer.Progress``). The command
+command would make (``pipeline.forget``, ``pipeline.run_index``), and writes ``<id>.done`` with the
+outcome (while it indexes, ``<id>.progress`` holds the latest ``pipeline.Progress``). The command
 waits for the answer and prints what it prints when it does the work itself. If the watcher
 exits without answering, the command takes the lock and does the work itself: `index` and
 `forget` are safe to run again (an unchanged file is skipped; a forget that committed leaves the
@@ -27,7 +27,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from sparc_local.watch.files import COMMAND, inbox_path, log_path, read_json, running_pid, state_path, write_json
+from sparc_local.watch.files import (COMMAND, POLL, inbox_path, log_path, read_json, running_pid, state_path,
+                                    write_json)
 from sparc_local.errors import SparcError
 from sparc_local.index.lock import LockHeld, WriterLock, pid_alive
 from sparc_local.watch.config import LOG_NAME
@@ -68,11 +69,11 @@ def _watcher_pid(record: dict | None) -> int | None:
 
 def as_writer(command: str, wait: float, local: Callable[[], T], request: Request,
               decode: Callable[[dict], T], *, on_event: Callable[[str, list], None] | None = None,
-              on_progress: Callable[[dict], None] | None = None, poll: float = 0.05) -> T:
+              on_progress: Callable[[dict], None] | None = None, poll: float = POLL) -> T:
     """``local()`` under the writer lock; or, while the running watcher holds the lock, the same
     work done by the watcher, its answer turned into ``local``'s result by ``decode``.
 
-    Another writer (an `index` run) is waited for up to ``wait`` seconds, as before (LockHeld).
+    Another writer (an `index` run) is waited for up to ``wait`` seconds, then LockHeld.
     ``on_event(kind, args)`` replays what the watcher reported while working ("error" path
     reason, "capped" path n), in order; ``on_progress`` gets its progress snapshots.
     """
@@ -96,7 +97,7 @@ def as_writer(command: str, wait: float, local: Callable[[], T], request: Reques
 
 
 def submit(request: Request, pid: int, *, on_event: Callable[[str, list], None] | None = None,
-           on_progress: Callable[[dict], None] | None = None, poll: float = 0.05,
+           on_progress: Callable[[dict], None] | None = None, poll: float = POLL,
            take_timeout: float = TAKE_TIMEOUT) -> dict:
     """Send ``request`` to the watcher (pid) and wait for the outcome ({"ok": ...}); a
     SparcError it met is raised here as a ``SparcError`` with its message and remedy.

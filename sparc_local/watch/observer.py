@@ -21,7 +21,7 @@ from pathlib import Path
 from sparc_local.ingest.extract import identity
 from sparc_local.power import libc
 from sparc_local.query.pathfilter import is_under
-from sparc_local.watch.config import LOG_NAME
+from sparc_local.watch.config import LOG_NAME, WatchConfig
 from sparc_local.watch.scope import Scope
 
 log = logging.getLogger(LOG_NAME)
@@ -90,10 +90,11 @@ class RootCheck:
 class Observation:
     """The watchdog observer over ``scope.roots`` (and the inbox folder, if any)."""
 
-    def __init__(self, scope: Scope, on_change: Callable[[str, bool], None], on_request: Callable[[], None], *,
-                 polling: bool, poll_interval: float, root_poll: float, inbox: Path | None) -> None:
-        self.scope, self.on_change, self.on_request = scope, on_change, on_request
-        self.polling, self.poll_interval, self.root_poll, self.inbox = polling, poll_interval, root_poll, inbox
+    def __init__(self, scope: Scope, on_change: Callable[[str, bool], None], on_request: Callable[[], None],
+                 config: WatchConfig, inbox: Path | None = None) -> None:
+        self.scope, self.on_change, self.on_request, self.inbox = scope, on_change, on_request, inbox
+        self.polling = config.polling  # set once the OS limit on watches is hit
+        self.poll_interval, self.root_poll = config.poll_interval, config.root_poll
         self._observer = None
         self._watches: dict[str, tuple[object, tuple[int, int] | None]] = {}  # target -> (watch, identity)
         self._missing: list[str] = []

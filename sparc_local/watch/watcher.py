@@ -64,9 +64,8 @@ class Watcher:
 
             self._inbox = Inbox(Path(inbox))
         self._backlog = Backlog(config.quiet_period, config.max_delay, config.retry_delays)
-        self._observation = Observation(self.scope, self.note, self.poke, polling=config.polling,
-                                        poll_interval=config.poll_interval, root_poll=config.root_poll,
-                                        inbox=self._inbox.folder if self._inbox else None)
+        self._observation = Observation(self.scope, self.note, self.poke, config,
+                                        self._inbox.folder if self._inbox else None)
         self._power_checked = -float("inf")
         self._paused = False
         self._poked = False  # a request may be waiting
