@@ -61,6 +61,7 @@ class IndexReport:
     threads: int = 0
     errors: list[tuple[str, str]] = field(default_factory=list)
     capped: list[str] = field(default_factory=list)  # files cut at max_sentences
+    stopped: bool = False  # should_stop ended the run early: the rest is left to the next run
 
 
 @dataclass
@@ -195,7 +196,8 @@ def run_index(index: Index, roots: list[str], model: ModelInfo, encoder_factory:
               on_error: Callable[[str, str], None] | None = None,
               on_progress: Callable[[Progress], None] | None = None,
               on_capped: Callable[[str, int], None] | None = None,
-              remember_roots: bool = True, prune: bool = True, compact: bool = True) -> IndexReport:
+              remember_roots: bool = True, prune: bool = True, compact: bool = True,
+              should_stop: Callable[[], bool] | None = None) -> IndexReport:
     """Index (or refresh) the given roots. Reports per-file problems through on_error and goes on.
 
     `encoder_factory` is called only if something needs encoding, so a no-op refresh never loads
@@ -209,14 +211,18 @@ def run_index(index: Index, roots: list[str], model: ModelInfo, encoder_factory:
     with more than max_sentences sentences is indexed up to there and reported to
     on_capped(path, max_sentences). on_progress gets a ``Progress`` while walking, before each
     file is read, after each encoder batch and after each committed batch; an exception it
-    raises stops the run, with every committed batch kept. Raises DiskFull when the disk fills
-    up: every batch committed before stays intact.
+    raises stops the run, with every committed batch kept. ``should_stop()`` is asked while
+    walking and before each file is read; once true, the run returns at once with ``stopped``
+    set: the committed batches are kept, the files read but not encoded yet are left to the next
+    run (so a caller that must stop, e.g. on battery, waits for the batch being encoded at most).
+    Raises DiskFull when the disk fills up: every batch committed before stays intact.
     """
     try:
         return _run_index(index, roots, model, encoder_factory, exclude=exclude, include_hidden=include_hidden,
                           ignore_files=ignore_files, max_sentences=max_sentences, batch_sentences=batch_sentences,
                           on_error=on_error, on_progress=on_progress, on_capped=on_capped,
-                          remember_roots=remember_roots, prune=prune, compact=compact)
+                          remember_roots=remember_roots, prune=prune, compact=compact,
+                          should_stop=should_stop or (lambda: False))
     except (sqlite3.OperationalError, OSError) as err:
         if _is_disk_full(err):
             raise DiskFull(f"the disk holding the index is full ({index.path.parent})",
@@ -229,7 +235,7 @@ def _run_index(index: Index, roots: list[str], model: ModelInfo, encoder_factory
                exclude: Iterable[str], include_hidden: bool, ignore_files: bool, max_sentences: int,
                batch_sentences: int, on_error: Callable[[str, str], None] | None,
                on_progress: Callable[[Progress], None] | None, on_capped: Callable[[str, int], None] | None,
-               remember_roots: bool, prune: bool, compact: bool) -> IndexReport:
+               remember_roots: bool, prune: bool, compact: bool, should_stop: Callable[[], bool]) -> IndexReport:
     t0 = time.perf_counter()
     report = IndexReport()
     walk_roots = [Path(r).expanduser().absolute() for r in roots]
@@ -305,6 +311,8 @@ def _run_index(index: Index, roots: list[str], model: ModelInfo, encoder_factory
         progress.scanned += 1
         if progress.scanned % SCAN_REPORT == 0:
             tell(progress)
+            if should_stop():
+                return _stopped(report, t0)
         seen.add(key)
         try:
             st = path.stat()
@@ -329,6 +337,8 @@ def _run_index(index: Index, roots: list[str], model: ModelInfo, encoder_factory
     progress.phase = "indexing"
     tell(progress)
     for name, size, mtime, rec in todo:
+        if should_stop():
+            return _stopped(report, t0)
         path = Path(name)
         key = path_key(path.absolute())
         progress.current = key
@@ -383,5 +393,11 @@ def _run_index(index: Index, roots: list[str], model: ModelInfo, encoder_factory
         index.compact()
     # fold the WAL into the database now: it would otherwise hold a copy of every page written
     index.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    report.seconds = time.perf_counter() - t0
+    return report
+
+
+def _stopped(report: IndexReport, t0: float) -> IndexReport:
+    report.stopped = True
     report.seconds = time.perf_counter() - t0
     return report

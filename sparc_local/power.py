@@ -16,6 +16,7 @@ macOS: ``pmset -g batt``); it never raises, and says False when it cannot tell.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import platform
 import subprocess
@@ -49,7 +50,9 @@ class Priority:
     io_set: str  # "idle", "throttle" (macOS) or why it was left alone
 
 
-def _libc():
+@functools.cache
+def libc():
+    """The C library of this process (Linux, macOS), loaded once."""
     import ctypes
 
     return ctypes.CDLL(None, use_errno=True)
@@ -60,7 +63,7 @@ def _ioprio(call: dict[str, int], *args: int) -> int:
     number = call.get(platform.machine().lower())
     if number is None:
         return -1
-    return _libc().syscall(number, IOPRIO_WHO_PROCESS, 0, *args)
+    return libc().syscall(number, IOPRIO_WHO_PROCESS, 0, *args)
 
 
 def io_priority() -> int | None:
@@ -83,7 +86,7 @@ def lower() -> Priority:
         io_set = "idle" if ok else f"unchanged (no ioprio_set on {platform.machine()})"
     elif sys.platform == "darwin":
         try:
-            ok = _libc().setiopolicy_np(IOPOL_TYPE_DISK, IOPOL_SCOPE_PROCESS, IOPOL_THROTTLE) == 0
+            ok = libc().setiopolicy_np(IOPOL_TYPE_DISK, IOPOL_SCOPE_PROCESS, IOPOL_THROTTLE) == 0
         except AttributeError:
             ok = False
         io_set = "throttle" if ok else "unchanged (setiopolicy_np failed)"

@@ -14,6 +14,7 @@ from sparc_local.ingest.extract import iter_files
 from sparc_local.ingest.ignore import Rules
 from sparc_local.model.info import ModelInfo
 from sparc_local.index.store import Index
+from sparc_local.watch.config import WatchConfig
 from sparc_local.watch.watcher import Watcher
 from tests.helpers import indexed_paths, wait_until
 
@@ -65,7 +66,7 @@ def test_watcher_and_walk_decide_alike(tmp_path: Path, tiny_model_dir: Path):
     root = make_tree(tmp_path / "docs")
     info = ModelInfo.load(tiny_model_dir)
     for ignore_files in (True, False):
-        w = Watcher([str(root)], info, lambda: None, data_dir=tmp_path / "data", ignore_files=ignore_files)
+        w = Watcher([str(root)], info, lambda: None, WatchConfig(data_dir=tmp_path / "data", ignore_files=ignore_files))
         yielded = walked(root, ignore_files=ignore_files)
         for rel in TREE:
             if rel.endswith("gitignore") or rel.endswith(".ignore"):
@@ -106,7 +107,7 @@ def test_watcher_follows_an_edited_ignore_file(tmp_path: Path, tiny_model_dir: P
 
     root = make_tree(tmp_path / "docs")
     info = ModelInfo.load(tiny_model_dir)
-    w = Watcher([str(root)], info, lambda: Encoder(info, threads=1), quiet_period=0.2, max_delay=2.0)
+    w = Watcher([str(root)], info, lambda: Encoder(info, threads=1), WatchConfig(quiet_period=0.2, max_delay=2.0))
     w.start(timeout=15)
 
     def files() -> set[str]:

@@ -17,6 +17,7 @@ from sparc_local.watch import daemon
 from sparc_local.cli.app import app
 from sparc_local.model.info import ModelInfo
 from sparc_local.index.store import Index
+from sparc_local.watch.config import WatchConfig
 from sparc_local.watch.watcher import Watcher
 from tests.helpers import indexed_paths, wait_until
 
@@ -129,8 +130,9 @@ def test_watcher_pauses_on_battery_then_resumes(tmp_path: Path, tiny_model_dir: 
     battery = threading.Event()
     battery.set()  # on battery from the start: even the catch-up waits
     probes = []
-    w = Watcher([str(root)], info, lambda: Encoder(info, threads=1), quiet_period=0.1, max_delay=1.0,
-                on_battery=lambda: probes.append(1) or battery.is_set(), power_poll=0.1)
+    w = Watcher([str(root)], info, lambda: Encoder(info, threads=1),
+                WatchConfig(quiet_period=0.1, max_delay=1.0, on_battery=lambda: probes.append(1) or battery.is_set(),
+                            power_poll=0.1))
     w.start(timeout=15)
     try:
         wait_until(lambda: w.status()["phase"] == "paused", "paused")
@@ -175,8 +177,8 @@ def test_watcher_stops_encoding_when_unplugged_mid_run(tmp_path: Path, tiny_mode
         calls[0] += 1
         return calls[0] > 80 and not mains.is_set()  # unplugged after the first of three batches
 
-    w = Watcher([str(root)], info, lambda: Encoder(info, threads=1), quiet_period=0.1, on_battery=probe,
-                power_poll=0.0)
+    w = Watcher([str(root)], info, lambda: Encoder(info, threads=1),
+                WatchConfig(quiet_period=0.1, on_battery=probe, power_poll=0.0))
     w.start(timeout=30)
     try:
         wait_until(lambda: w.status()["phase"] == "paused", "paused mid-run")

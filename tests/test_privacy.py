@@ -52,6 +52,7 @@ from typer.testing import CliRunner
 from sparc_local.cli.app import app
 from sparc_local.model.encoder import Encoder
 from sparc_local.model.info import ModelInfo
+from sparc_local.watch.config import WatchConfig
 from sparc_local.watch.watcher import Watcher
 
 home, docs = Path(os.environ["SPARC_LOCAL_HOME"]), Path(sys.argv[1])
@@ -64,7 +65,7 @@ for args in (["index", str(docs), "-q"], ["ask", "river bridge", "--json"], ["st
     result = runner.invoke(app, args, catch_exceptions=False)
     codes[" ".join(args[:2])] = result.exit_code
 info = ModelInfo.load(model.path)
-w = Watcher([str(docs)], info, lambda: Encoder(info, threads=1), quiet_period=0.1, max_delay=1.0)
+w = Watcher([str(docs)], info, lambda: Encoder(info, threads=1), WatchConfig(quiet_period=0.1, max_delay=1.0))
 w.start(timeout=60)
 (docs / "new.txt").write_text("The ferry leaves at noon.\n")
 time.sleep(1.5)

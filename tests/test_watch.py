@@ -26,6 +26,7 @@ from sparc_local.cli.app import app
 from sparc_local.index.lock import WriterLock
 from sparc_local.model.info import ModelInfo
 from sparc_local.index.store import Index
+from sparc_local.watch.config import WatchConfig
 from sparc_local.watch.watcher import Watcher
 from tests.helpers import cli as run_cli
 
@@ -54,7 +55,7 @@ def start(tiny_model_dir: Path):
         from sparc_local.model.encoder import Encoder
 
         opts = dict(quiet_period=0.2, max_delay=2.0, root_poll=0.3, retry_delays=(0.2, 0.2, 0.2), busy_delay=0.2)
-        w = Watcher([str(r) for r in roots], info, lambda: Encoder(info, threads=1), **{**opts, **kw})
+        w = Watcher([str(r) for r in roots], info, lambda: Encoder(info, threads=1), WatchConfig(**{**opts, **kw}))
         started.append(w)
         w.start(timeout=DEADLINE)
         assert w.ready.is_set()
@@ -314,9 +315,10 @@ from pathlib import Path
 from sparc_local.model.encoder import Encoder
 from sparc_local.model.info import ModelInfo
 from sparc_local.index.store import Index
+from sparc_local.watch.config import WatchConfig
 from sparc_local.watch.watcher import Watcher
 info, root = ModelInfo.load(Path(sys.argv[1])), Path(sys.argv[2])
-w = Watcher([str(root)], info, lambda: Encoder(info, threads=1), quiet_period=0.2, poll_interval=0.2)
+w = Watcher([str(root)], info, lambda: Encoder(info, threads=1), WatchConfig(quiet_period=0.2, poll_interval=0.2))
 w.start(timeout=15)
 (root / "d9" / "deep.txt").write_text("Green tea is deep in the folder tree.")
 end = time.monotonic() + 15
@@ -440,7 +442,7 @@ def test_ask_and_status_stay_light(root: Path, sparc_home: Path):
 
 
 def test_name_that_is_not_utf8(root: Path, start):
-    """Such a name is stored as its \\xNN key (indexer.path_key); the watcher must use that key
+    """Such a name is stored as its \\xNN key (extract.path_key); the watcher must use that key
     too, or a folder rescan would take the file for deleted and a delete would reach SQLite raw."""
     raw = os.path.join(os.fsencode(root), b"caf\xe9.txt")
     with open(raw, "w") as fh:
@@ -455,3 +457,71 @@ def test_name_that_is_not_utf8(root: Path, start):
     os.unlink(raw)
     until(lambda i: key not in indexed(i), "delete")
     assert w.status()["last_error"] is None
+
+
+def test_run_index_stops_when_asked(root: Path, tiny_model_dir: Path):
+    """should_stop is asked before each file: the batches committed before it said so stay, the
+    report says the run stopped, and the next run does the rest."""
+    from sparc_local.model.encoder import Encoder
+    from sparc_local.pipeline import run_index
+
+    for i in range(5):
+        (root / f"n{i}.txt").write_text(f"Note {i} is about the harbour.\n")
+    info = ModelInfo.load(tiny_model_dir)
+    asked = []
+    with Index() as idx:
+        rep = run_index(idx, [str(root)], info, lambda: Encoder(info, threads=1), batch_sentences=1,
+                        should_stop=lambda: asked.append(1) or len(asked) > 3)
+        assert (rep.stopped, rep.indexed, len(asked)) == (True, 3, 4)  # one file per batch
+        assert len(indexed(idx)) == 3 and idx.verify() == []
+        rep = run_index(idx, [str(root)], info, lambda: Encoder(info, threads=1))
+        assert (rep.stopped, rep.indexed, rep.unchanged) == (False, 3, 3)
+        assert len(indexed(idx)) == 6
+
+
+def test_backlog_debounces_retries_then_gives_up(caplog):
+    from sparc_local.watch.backlog import Backlog
+
+    caplog.set_level(logging.WARNING, logger="sparc_local.watch.watcher")
+    backlog = Backlog(quiet_period=5.0, max_delay=60.0, retry_delays=(5.0,))
+    backlog.add("/r/a.txt", False)
+    backlog.add("/r/sub", True)
+    backlog.add("/r/a.txt", False)
+    now = time.monotonic()
+    assert backlog.take(now) is None and backlog.size() == 2  # not quiet yet
+    batch = backlog.take(now + 5.0)
+    assert batch == {"/r/a.txt": False, "/r/sub": True} and backlog.size() == 2  # in flight
+    backlog.left(1)
+    assert backlog.size() == 1
+    backlog.done(batch, {"/r/a.txt": "cannot read"})
+    assert backlog.size() == 1  # a retry, due later
+    now = time.monotonic()
+    assert backlog.take(now) is None
+    retry = backlog.take(now + 5.0)
+    assert retry == {"/r/a.txt": False}
+    backlog.requeue(retry)  # put back whole (e.g. on battery): pending again, no attempt spent
+    assert backlog.size() == 1 and backlog.take(time.monotonic()) is None
+    retry = backlog.take(time.monotonic() + 5.0)
+    backlog.done(retry, {"/r/a.txt": "cannot read"})
+    assert backlog.size() == 0 and "giving up on /r/a.txt after 2 attempts: cannot read" in caplog.text
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_proc_start_of_a_process_with_parentheses_in_its_name():
+    """/proc/<pid>/stat holds the command name in parentheses, and a name may hold ") (" itself."""
+    from sparc_local.index.lock import pid_alive, proc_stat
+    from sparc_local.watch.files import proc_start
+
+    code = "import ctypes, sys, time; ctypes.CDLL(None).prctl(15, b'a) b (c', 0, 0, 0); print(1, flush=True); " \
+           "time.sleep(60)"
+    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline() == "1\n"
+        assert Path(f"/proc/{child.pid}/comm").read_text() == "a) b (c\n"
+        assert proc_stat(child.pid)[0] == "S" and pid_alive(child.pid)
+        mine, theirs = proc_start(os.getpid()), proc_start(child.pid)
+        assert mine.isdigit() and theirs.isdigit() and int(theirs) >= int(mine)  # started after this test
+    finally:
+        child.kill()
+        child.wait()
+    assert proc_start(child.pid) is None and proc_stat(child.pid) is None and not pid_alive(child.pid)

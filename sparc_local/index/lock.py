@@ -39,6 +39,16 @@ def lock_path() -> Path:
     return user_dir() / LOCK_NAME
 
 
+def proc_stat(pid: int) -> list[str] | None:
+    """The fields of ``/proc/<pid>/stat`` after the command name (Linux; None elsewhere or if
+    the process is gone): [0] is the state, [19] the start time. The name is cut at its last
+    ")", as it may hold spaces and parentheses itself."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
 def pid_alive(pid: int | None) -> bool:
     """Whether a process with this pid exists (a zombie counts as dead: it holds no lock)."""
     if not pid or pid <= 0:
@@ -49,10 +59,8 @@ def pid_alive(pid: int | None) -> bool:
         return False
     except PermissionError:
         return True
-    with contextlib.suppress(OSError, IndexError):
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        return stat.rsplit(")", 1)[1].split()[0] != "Z"
-    return True
+    fields = proc_stat(pid)
+    return not fields or fields[0] != "Z"
 
 
 def _read_record(path: Path) -> dict | None:

@@ -91,7 +91,7 @@ def document_text(blocks: Iterable[Block]) -> str:
 # ---------------------------------------------------------------------------------- walking
 
 
-def _identity(path: Path | os.DirEntry[str]) -> tuple[int, int] | None:
+def identity(path: Path | os.DirEntry[str]) -> tuple[int, int] | None:
     """The real file behind a path (symlinks followed), to visit each folder and file once."""
     try:
         st = path.stat()
@@ -136,16 +136,16 @@ def _walk(roots: list[Path], rules: Rules, on_error: OnError, base: Path | None)
     seen_dirs: set[tuple[int, int] | None] = set()  # real folders entered
     for root in roots:
         if not root.is_dir():
-            ident = _identity(root)
+            ident = identity(root)
             if root.suffix.lower() not in SUPPORTED:
                 on_error(root, f"unsupported file type '{root.suffix}'")
             elif ident not in seen and not rules.excluded(root.name, root.name):
                 seen.add(ident)
                 yield root
             continue
-        if _identity(root) in seen_dirs:
+        if identity(root) in seen_dirs:
             continue
-        seen_dirs.add(_identity(root))
+        seen_dirs.add(identity(root))
         top = os.fspath(base or root)
         stack: list[Path] = [root]
         while stack:
@@ -175,12 +175,12 @@ def _walk(roots: list[Path], rules: Rules, on_error: OnError, base: Path | None)
                 if (is_file and path.suffix.lower() not in SUPPORTED) or rules.skips(top, where, entry.name, is_dir):
                     continue
                 if is_dir:
-                    ident = _identity(entry)
+                    ident = identity(entry)
                     if ident is not None and ident not in seen_dirs:
                         seen_dirs.add(ident)
                         subdirs.append(path)
                 elif is_file:
-                    ident = _identity(entry)
+                    ident = identity(entry)
                     if ident is not None and ident not in seen:
                         seen.add(ident)
                         yield path

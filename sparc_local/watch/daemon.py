@@ -28,10 +28,15 @@ from logging.handlers import RotatingFileHandler
 
 from sparc_local.errors import SparcError
 from sparc_local.index.lock import WriterLock, pid_alive
-from sparc_local.watch.files import (COMMAND, inbox_path, log_path, out_path, pid_path, proc_start, running_pid,
-                                    state_path, write_json)
+from sparc_local.watch.config import LOG_NAME
+from sparc_local.watch.files import (COMMAND, POLL, inbox_path, log_path, out_path, pid_path, proc_start,
+                                    running_pid, state_path, write_json)
 
-log = logging.getLogger("sparc_local.watch.watcher")
+log = logging.getLogger(LOG_NAME)
+LOG_BYTES, LOG_BACKUPS = 1_000_000, 3  # watch.log rotates at 1 MB and keeps 3 old files
+START_STOP_TIMEOUT = 60.0  # seconds: loading the model, or finishing the chunk being indexed
+
+
 class DaemonError(SparcError):
     """The background watcher could not be started or stopped; str() says why."""
 
@@ -41,7 +46,7 @@ def setup_logging(level: int = logging.INFO) -> logging.Handler:
     path = log_path()
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     os.close(fd)
-    handler = RotatingFileHandler(path, maxBytes=1_000_000, backupCount=3, encoding="utf-8")
+    handler = RotatingFileHandler(path, maxBytes=LOG_BYTES, backupCount=LOG_BACKUPS, encoding="utf-8")
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
     logger = logging.getLogger("sparc_local")
     logger.addHandler(handler)
@@ -103,30 +108,30 @@ def run(roots: list[str], model, *, threads: int = 1, wait: float = 0.0,
         on_tick: Callable[[dict], None] | None = None, low_priority: bool = True, pause_on_battery: bool = True,
         **options) -> None:
     """Take the writer lock (LockHeld if another writer has it), then watch until signalled: at
-    low CPU and I/O priority (``power.low_priority``), encoding only on mains power."""
+    low CPU and I/O priority (``power.low_priority``), encoding only on mains power. ``options``:
+    fields of ``WatchConfig``."""
     from sparc_local import power
+    from sparc_local.watch.config import WatchConfig
     from sparc_local.watch.watcher import Watcher
 
     lock = WriterLock(COMMAND).acquire(wait)
     handler = setup_logging()
     try:
-        if pause_on_battery:
-            options["on_battery"] = power.on_battery
-
-        options.setdefault("inbox", inbox_path())  # `forget` and `index` hand their writes to it
+        config = WatchConfig(**options, on_battery=power.on_battery if pause_on_battery else None)
 
         def encoder():
             from sparc_local.model.encoder import Encoder
 
-            # small encoder batches: a background process should stay small (measured on the shipped
-            # model, 1 thread: peak RSS 295 MB instead of 823 MB at the default 2048, and no slower)
-            return Encoder(model, threads=threads or None, token_budget=512)
+            # the Encoder's small default token budget (512) suits a background process: measured on
+            # the shipped model, 1 thread, peak RSS 295 MB instead of 823 MB at 2048, and no slower
+            return Encoder(model, threads=threads or None)
 
         # before any thread of the watcher starts: they inherit it
         with power.low_priority(low_priority) as prio:
             if prio:
                 log.info("running at nice %d, I/O priority %s", power.NICE, prio.io_set)
-            serve(Watcher(roots, model, encoder, **options), lock, on_tick=on_tick)
+            # inbox: `forget` and `index` hand their writes to it
+            serve(Watcher(roots, model, encoder, config, inbox=inbox_path()), lock, on_tick=on_tick)
     finally:
         lock.release()
         logging.getLogger("sparc_local").removeHandler(handler)
@@ -146,7 +151,7 @@ def watch_args(roots: list[str], *, threads: int, wait: float, quiet_period: flo
     return [*args, "--", *roots]
 
 
-def spawn(args: list[str], timeout: float = 60.0) -> int:
+def spawn(args: list[str], timeout: float = START_STOP_TIMEOUT) -> int:
     """Start `python -m sparc_local watch ARGS` detached (new session, cwd /); return its pid once
     it runs, or raise DaemonError with what it printed if it exits first."""
     if running_pid() is not None:
@@ -165,11 +170,11 @@ def spawn(args: list[str], timeout: float = 60.0) -> int:
             raise DaemonError(msg or f"the watcher exited with code {code}", remedy)
         if running_pid() == proc.pid:
             return proc.pid
-        time.sleep(0.05)
+        time.sleep(POLL)
     raise DaemonError(f"the watcher (pid {proc.pid}) did not start within {timeout:.0f}s", f"See {out}.")
 
 
-def stop(timeout: float = 60.0) -> int | None:
+def stop(timeout: float = START_STOP_TIMEOUT) -> int | None:
     """SIGTERM the running watcher and wait until it has exited; None if none was running."""
     pid = running_pid()
     if pid is None:
@@ -183,7 +188,7 @@ def stop(timeout: float = 60.0) -> int | None:
         if time.monotonic() > deadline:
             raise DaemonError(f"the watcher (pid {pid}) did not stop within {timeout:.0f}s",
                               f"Kill it with `kill -9 {pid}`; the next start recovers its lock.")
-        time.sleep(0.05)
+        time.sleep(POLL)
     return pid
 
 

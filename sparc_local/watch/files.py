@@ -7,10 +7,11 @@ import json
 import os
 from pathlib import Path
 
-from sparc_local.index.lock import pid_alive
+from sparc_local.index.lock import pid_alive, proc_stat
 
 COMMAND = "sparc-local watch"
 INBOX = "requests"  # folder of the data dir: requests handed to the watcher
+POLL = 0.05  # seconds between two looks for what the other process (watcher or command) wrote
 
 
 def _file(name: str) -> Path:
@@ -37,10 +38,8 @@ def out_path() -> Path:
 
 def proc_start(pid: int) -> str | None:
     """The process's start time (Linux), to tell our watcher from a later process that reused its pid."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
-    except (OSError, IndexError):
-        return None
+    fields = proc_stat(pid)
+    return fields[19] if fields and len(fields) > 19 else None
 
 
 def read_json(path: Path) -> dict:

@@ -5,8 +5,8 @@ on it, nor make the user stop it: it hands its request to the watcher. It writes
 ``requests/<id>.json`` in the data dir (0700: only this user can), atomically; the watcher
 notices it (an observer event on that folder, else its periodic root check), claims it by
 renaming it to ``<id>.taken``, applies it in its worker thread with the very library call the
-command would make (``indexer.forget``, ``indexer.run_index``), and writes ``<id>.done`` with the
-outcome (while it indexes, ``<id>.progress`` holds the latest ``indexer.Progress``). The command
+command would make (``pipeline.forget``, ``pipeline.run_index``), and writes ``<id>.done`` with the
+outcome (while it indexes, ``<id>.progress`` holds the latest ``pipeline.Progress``). The command
 waits for the answer and prints what it prints when it does the work itself. If the watcher
 exits without answering, the command takes the lock and does the work itself: `index` and
 `forget` are safe to run again (an unchanged file is skipped; a forget that committed leaves the
@@ -20,15 +20,18 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import logging
 import os
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from sparc_local.watch.files import COMMAND, inbox_path, read_json, running_pid, state_path, write_json
+from sparc_local.watch.files import (COMMAND, POLL, inbox_path, log_path, read_json, running_pid, state_path,
+                                    write_json)
 from sparc_local.errors import SparcError
 from sparc_local.index.lock import LockHeld, WriterLock, pid_alive
+from sparc_local.watch.config import LOG_NAME
 
 REQUEST, TAKEN, DONE, PROGRESS = ".json", ".taken", ".done", ".progress"
 STALE = 3600.0  # seconds after which an answer nobody collected is deleted
@@ -36,6 +39,7 @@ PROGRESS_EVERY = 0.2  # seconds between two progress files
 TAKE_TIMEOUT = 60.0  # a live watcher takes a request within one encoder batch (or its 5 s root check)
 
 T = TypeVar("T")
+log = logging.getLogger(LOG_NAME)
 
 
 class _WatcherGone(Exception):
@@ -65,11 +69,11 @@ def _watcher_pid(record: dict | None) -> int | None:
 
 def as_writer(command: str, wait: float, local: Callable[[], T], request: Request,
               decode: Callable[[dict], T], *, on_event: Callable[[str, list], None] | None = None,
-              on_progress: Callable[[dict], None] | None = None, poll: float = 0.05) -> T:
+              on_progress: Callable[[dict], None] | None = None, poll: float = POLL) -> T:
     """``local()`` under the writer lock; or, while the running watcher holds the lock, the same
     work done by the watcher, its answer turned into ``local``'s result by ``decode``.
 
-    Another writer (an `index` run) is waited for up to ``wait`` seconds, as before (LockHeld).
+    Another writer (an `index` run) is waited for up to ``wait`` seconds, then LockHeld.
     ``on_event(kind, args)`` replays what the watcher reported while working ("error" path
     reason, "capped" path n), in order; ``on_progress`` gets its progress snapshots.
     """
@@ -93,7 +97,7 @@ def as_writer(command: str, wait: float, local: Callable[[], T], request: Reques
 
 
 def submit(request: Request, pid: int, *, on_event: Callable[[str, list], None] | None = None,
-           on_progress: Callable[[dict], None] | None = None, poll: float = 0.05,
+           on_progress: Callable[[dict], None] | None = None, poll: float = POLL,
            take_timeout: float = TAKE_TIMEOUT) -> dict:
     """Send ``request`` to the watcher (pid) and wait for the outcome ({"ok": ...}); a
     SparcError it met is raised here as a ``SparcError`` with its message and remedy.
@@ -141,9 +145,10 @@ def submit(request: Request, pid: int, *, on_event: Callable[[str, list], None] 
 
 
 def apply(index, request: Request, model, encoder_factory: Callable[[], object], *, events: list[list],
-          on_progress: Callable[[object], None]):
+          on_progress: Callable[[object], None], should_stop: Callable[[], bool] | None = None):
     """The watcher's side of a request: the library call its command makes, with its arguments.
-    What it reports on the way is appended to ``events`` for the command to print."""
+    What it reports on the way is appended to ``events`` for the command to print; an `index`
+    ended by ``should_stop`` returns a report marked ``stopped``."""
     from sparc_local import pipeline as indexer
 
     a = request.args
@@ -155,8 +160,35 @@ def apply(index, request: Request, model, encoder_factory: Callable[[], object],
             include_hidden=bool(a.get("include_hidden")), ignore_files=bool(a.get("ignore_files", True)),
             max_sentences=int(a.get("max_sentences", indexer.MAX_SENTENCES)),
             on_error=lambda p, r: events.append(["error", p, r]),
-            on_capped=lambda p, n: events.append(["capped", p, n]), on_progress=on_progress)
+            on_capped=lambda p, n: events.append(["capped", p, n]), on_progress=on_progress,
+            should_stop=should_stop)
     raise WatcherFailed(f"unknown request {request.kind!r}", "Use the same version of sparc-local for both.")
+
+
+def serve(inbox: Inbox, index, model, encoder_factory: Callable[[], object], *,
+          should_stop: Callable[[], bool], on_done: Callable[[Request, object], None]) -> None:
+    """Apply the waiting requests in order (``apply``), each answered whatever happens.
+    ``on_done(request, report)`` follows each that was applied (the watcher updates its roots);
+    one ended by ``should_stop`` is answered "gone": its command then does the work itself."""
+    for req in inbox.take():
+        events: list[list] = []
+        try:
+            done = apply(index, req, model, encoder_factory, events=events, should_stop=should_stop,
+                         on_progress=lambda p, req=req: inbox.progress(req, dataclasses.asdict(p)))
+            if getattr(done, "stopped", False):
+                outcome: dict = {"gone": True}
+            else:
+                on_done(req, done)
+                outcome = {"ok": dataclasses.asdict(done)}
+        except SparcError as err:
+            outcome = {"error": str(err), "remedy": err.remedy}
+        except Exception as err:
+            log.exception("request %s failed", req.kind)
+            outcome = {"error": f"the watcher could not {req.kind}: {type(err).__name__}: {err}",
+                       "remedy": f"See {log_path()}."}
+        outcome["events"] = events
+        inbox.answer(req, outcome)
+        log.info("applied a request to %s: %s", req.kind, "done" if "ok" in outcome else outcome)
 
 
 class Inbox:

@@ -1,0 +1,39 @@
+"""The watcher's settings, one frozen value: its timing, what it watches, what it retries.
+
+The defaults are for a background process that should stay out of the way: a batch waits for
+two quiet seconds (an editor's save or a `git checkout` is one burst), a file that cannot be read
+is tried again after growing delays, and the model is dropped after five idle minutes.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+LOG_NAME = "sparc_local.watch.watcher"  # the watcher's logger, shared by its modules and the daemon
+
+
+@dataclass(frozen=True)
+class WatchConfig:
+    quiet_period: float = 2.0  # seconds without an event before the pending paths are applied
+    max_delay: float = 10.0  # ... or this long after the first, under a burst that never pauses
+    exclude: Iterable[str] = ()  # `index --exclude` globs
+    include_hidden: bool = False
+    ignore_files: bool = True  # honour .gitignore / .ignore, as `index` does
+    data_dir: str | os.PathLike | None = None  # never indexed (default: the folder of the index)
+    polling: bool = False  # poll instead of OS events (also chosen when the OS watch limit is hit)
+    poll_interval: float = 5.0  # seconds between two polls of the polling observer
+    root_poll: float = 5.0  # seconds between two checks for roots that vanished or came back
+    retry_delays: tuple[float, ...] = (5.0, 30.0, 120.0)  # before each new try of an unreadable file
+    busy_delay: float = 1.0  # first wait after "database is locked", doubled on each failure
+    busy_timeout_ms: int = 5000  # SQLite's own wait for the write lock
+    chunk_files: int = 256  # files per run_index call of a batch: stop() waits for one chunk
+    encoder_idle: float = 300.0  # seconds without encoding before the model's memory is given back
+    on_battery: Callable[[], bool] | None = None  # power probe (``power.on_battery``); None: never pause
+    power_poll: float = 30.0  # seconds between two questions to the power probe
+    on_status: Callable[[dict], None] | None = None  # gets ``Watcher.status()`` when it changes
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "exclude", tuple(self.exclude))  # a list from the CLI: frozen too
+        object.__setattr__(self, "retry_delays", tuple(self.retry_delays))
