@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from sparc_local import paths
-from sparc_local.adapt.train import TokenBatch, adapt_embeddings, pad_sequences
+from sparc_local.adapt.train_embeddings import TokenBatch, adapt_embeddings, pad_sequences
 from sparc_local.errors import ModelError, ModelMissing, SparcError
 from sparc_local.model.info import load_tokenizer
 from sparc_local.model.info import ACTIVE_POINTER as POINTER
@@ -213,7 +213,7 @@ def train_adapted_model(index: Index, opts: AdaptOptions = AdaptOptions(), *, mo
 
     Resumes from the run's checkpoint, which stays until `adapt` has switched to the new model.
     """
-    from sparc_local.adapt.model import load_adapt_weights, write_adapted_model
+    from sparc_local.adapt.model_folder import load_adapt_weights, write_adapted_model
 
     base = base_model(model or active_model())
     ids = _corpus_ids(index, opts.min_sentences)

@@ -142,7 +142,7 @@ def _graph(cfg: ArchConfig, w: Weights, sparsity_w: float, int8_embeddings: bool
         pooled = op("ReduceMax", [op("Gather", [logits, "spans"])], axes=[1], keepdims=0)  # (N, V')
         if window_share:
             # a learned share λ of the window's evidence: (1−λ)·max over the sentence + λ·max over
-            # its window's sentences (training.model.Encoder.span_scores)
+            # its window's sentences (training.model.TorchEncoder.span_scores)
             window = op("ReduceMax", [op("Gather", [pooled, "windows"])], axes=[1], keepdims=0)  # (B, V')
             pooled = op("Add", [op("Mul", [pooled, const(np.array(1.0 - window_share, np.float32))]),
                                 op("Mul", [op("Gather", [window, "window_of"]),
