@@ -115,12 +115,11 @@ def run(roots: list[str], model, *, threads: int = 1, wait: float = 0.0,
 
         options.setdefault("inbox", inbox_path())  # `forget` and `index` hand their writes to it
 
-        def encoder():
-            from sparc_local.model.encoder import Encoder
+        from sparc_local.model.encoder import EncoderFactory
 
-            # small encoder batches: a background process should stay small (measured on the shipped
-            # model, 1 thread: peak RSS 295 MB instead of 823 MB at the default 2048, and no slower)
-            return Encoder(model, threads=threads or None, token_budget=512)
+        # small encoder batches: a background process should stay small (measured on the shipped
+        # model, 1 thread: peak RSS 295 MB instead of 823 MB at the default 2048, and no slower)
+        encoder = EncoderFactory(model, threads or None, token_budget=512)
 
         # before any thread of the watcher starts: they inherit it
         with power.low_priority(low_priority) as prio:
