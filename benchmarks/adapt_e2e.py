@@ -26,7 +26,7 @@ from pathlib import Path
 def build_index(data: Path, model_dir: Path | None) -> dict:
     """Index the corpus's sentences with the base model (skipped if the index already has them)."""
     from sparc_local.evaluation import reqa
-    from sparc_local.evaluation.evaluate import encode_corpus, truncate
+    from sparc_local.evaluation.evaluate import encode_corpus
     from sparc_local.model.info import ModelInfo, active_model
     from sparc_local.paths import db_path
     from sparc_local.index.store import FileUpdate, Index, SentenceRow
@@ -38,7 +38,7 @@ def build_index(data: Path, model_dir: Path | None) -> dict:
         if n == len(ds.texts) and idx.get_meta("model") == info.id:
             return {"sentences": n, "seconds": 0.0, "model": info.id}
         t0 = time.perf_counter()
-        vectors = truncate(encode_corpus(ds, data, info, threads=None), info.top_k)  # eval's cache
+        vectors = encode_corpus(ds, data, info, threads=None).head(info.top_k)  # eval's cache
         members: dict[str, list[int]] = {}
         for i, p in enumerate(ds.passages):
             members.setdefault(p, []).append(i)

@@ -64,7 +64,7 @@ def main() -> None:
     models = args.models or [shipped_model_dir()]
     with tempfile.TemporaryDirectory() as tmp:
         if args.dynamic:
-            from sparc_local.adapt.model import load_encoder_weights
+            from sparc_local.adapt.model_folder import load_encoder_weights
             from sparc_local.model.export import QUANT_DYNAMIC, export_model
 
             info = ModelInfo.load(models[0])

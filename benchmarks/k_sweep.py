@@ -21,7 +21,7 @@ import numpy as np
 from sparc_local.index import postings
 
 from sparc_local.evaluation import reqa
-from sparc_local.evaluation.evaluate import encode_corpus, truncate
+from sparc_local.evaluation.evaluate import encode_corpus
 from sparc_local.model.info import ModelInfo
 from sparc_local.model.sparse import SparseVectors
 from sparc_local.training.validate import validate
@@ -53,7 +53,7 @@ def main() -> None:
           f"bytes: {len(full)} sentences of {args.corpus.name}")
     print(f"{'K':>6} {'MRR@10':>7} {'R@1':>6} {'postings B/sentence':>20}")
     for k in args.ks:
-        v = truncate(full, k)
+        v = full.head(k)
         q = quality[k]
         print(f"{k:>6} {q['mrr@10']:>7.4f} {q['r@1']:>6.4f} {postings_bytes(v, scale) / len(v):>20.1f}", flush=True)
 

@@ -2,9 +2,10 @@
 
 Incremental: a file whose size and mtime are unchanged is skipped without reading it; one whose
 content hash is unchanged only has its stat refreshed; anything else is re-extracted and
-re-encoded. Files that vanished under a root are dropped. Changed files are encoded together in
-batches, and each batch is written in one transaction (one immutable segment), so a crash
-leaves every file either fully old or fully new.
+re-encoded. Files that vanished under a root are dropped. Changed files go through the
+``BatchWriter``, the one batch -> encode -> write loop (also adapt's re-encode and eval's): they
+are encoded together in batches, and each batch is written in one transaction (one immutable
+segment), so a crash leaves every file either fully old or fully new.
 
 Two passes, so progress has a total: the walk with a stat of each file (cheap: no file is
 opened) finds the files to (re)index first; then each is read and its sentences counted before
@@ -13,10 +14,8 @@ they are encoded, which is where the time goes. ``Progress`` is what the caller 
 
 from __future__ import annotations
 
-import bisect
 import errno
 import hashlib
-import itertools
 import os
 import sqlite3
 import stat
@@ -26,16 +25,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 
+from sparc_local.batch_writer import BATCH_SENTENCES, BatchWriter
 from sparc_local.errors import SparcError
 from sparc_local.ingest.extract import MAX_CHARS, VANISHED, ExtractError, extract, iter_files, path_key
-from sparc_local.model.info import ModelInfo
+from sparc_local.model.encoder import LazyEncoder
+from sparc_local.model.info import INDEX_MODEL_KEY, ModelInfo, index_is_stale
 from sparc_local.ingest.sentences import MAX_SENTENCE_CHARS, paragraphs, segment
-from sparc_local.model.sparse import SparseVectors
 from sparc_local.query.pathfilter import is_under
 from sparc_local.index.store import FileRecord, FileUpdate, Index, SentenceRow
 
 
-ENCODE_CHUNK = 4096  # sentences encoded at once
 MAX_SENTENCES = 100_000  # per file: a 1 GB log must not take the index over (`index --max-sentences`)
 SCAN_REPORT = 256  # files walked between two progress reports while scanning
 
@@ -52,7 +51,6 @@ def _is_disk_full(err: BaseException) -> bool:
 
 @dataclass
 class IndexReport:
-    scanned: int = 0
     indexed: int = 0
     unchanged: int = 0
     removed: int = 0
@@ -60,7 +58,6 @@ class IndexReport:
     seconds: float = 0.0
     threads: int = 0
     errors: list[tuple[str, str]] = field(default_factory=list)
-    capped: list[str] = field(default_factory=list)  # files cut at max_sentences
     stopped: bool = False  # should_stop ended the run early: the rest is left to the next run
 
 
@@ -94,14 +91,11 @@ class Progress:
 
 
 @dataclass
-class _Pending:
-    path: str
-    size: int
-    mtime: float
-    hash: str
-    rows: list[SentenceRow]
+class _Read:
+    """One file read for indexing: its new state (vectors still to encode) and its sentence texts."""
+
+    update: FileUpdate
     paragraphs: list[list[str]]  # the sentence texts, grouped by paragraph
-    error: str | None = None
     capped: bool = False
 
 
@@ -113,14 +107,14 @@ def file_hash(path: Path) -> str:
     return h.hexdigest()
 
 
-def _read(path: Path, size: int, mtime: float, digest: str, max_sentences: int) -> _Pending:
+def _read(path: Path, size: int, mtime: float, digest: str, max_sentences: int) -> _Read:
     """Extract and segment one file; a failure becomes the file's recorded error, not an exception."""
     key = path_key(path)
     try:
         # a sentence is at most MAX_SENTENCE_CHARS long: a small cap needs only a little text read
         blocks = extract(path, max_chars=min(MAX_CHARS, max(1, max_sentences) * MAX_SENTENCE_CHARS))
     except ExtractError as err:
-        return _Pending(key, size, mtime, digest, [], [], error=err.reason)
+        return _Read(FileUpdate(key, size, mtime, digest, error=err.reason), [])
     sents = segment(blocks, max_sentences=max_sentences + 1)
     capped = len(sents) > max_sentences or bool(blocks and blocks[-1].truncated)
     del sents[max_sentences:]
@@ -129,26 +123,7 @@ def _read(path: Path, size: int, mtime: float, digest: str, max_sentences: int) 
                     page=s.page, line=s.line, char_start=s.start, char_end=s.end)
         for s in sents
     ]
-    return _Pending(key, size, mtime, digest, rows, paragraphs(sents), capped=capped)
-
-
-def _chunks(paragraphs: Iterable[list[str]], limit: int) -> Iterable[list[list[str]]]:
-    """Consecutive paragraphs, about `limit` sentences at a time (the encoder's memory grows with
-    its input); a paragraph is never split, its sentences are each other's context."""
-    chunk: list[list[str]] = []
-    size = 0
-    for para in paragraphs:
-        if chunk and size + len(para) > limit:
-            yield chunk
-            chunk, size = [], 0
-        chunk.append(para)
-        size += len(para)
-    if chunk:
-        yield chunk
-
-
-def _under(path: str, roots: Iterable[str]) -> bool:
-    return any(is_under(path, r) for r in roots)
+    return _Read(FileUpdate(key, size, mtime, digest, rows), paragraphs(sents), capped)
 
 
 class NotIndexed(SparcError):
@@ -192,7 +167,7 @@ def forget(index: Index, path: str) -> ForgetReport:
 
 def run_index(index: Index, roots: list[str], model: ModelInfo, encoder_factory: Callable[[], object], *,
               exclude: Iterable[str] = (), include_hidden: bool = False, ignore_files: bool = True,
-              max_sentences: int = MAX_SENTENCES, batch_sentences: int = 512,
+              max_sentences: int = MAX_SENTENCES, batch_sentences: int = BATCH_SENTENCES,
               on_error: Callable[[str, str], None] | None = None,
               on_progress: Callable[[Progress], None] | None = None,
               on_capped: Callable[[str, int], None] | None = None,
@@ -231,13 +206,140 @@ def run_index(index: Index, roots: list[str], model: ModelInfo, encoder_factory:
         raise
 
 
+class _Run:
+    """One run_index call's bookkeeping: its report, its progress and the paths the walk saw."""
+
+    def __init__(self, on_error: Callable[[str, str], None] | None,
+                 on_progress: Callable[[Progress], None] | None, should_stop: Callable[[], bool]) -> None:
+        self.report, self.progress = IndexReport(), Progress()
+        self.seen: set[str] = set()  # files under the roots that still exist
+        self._on_error, self._on_progress, self._should_stop = on_error, on_progress, should_stop
+
+    def stop(self) -> bool:
+        """Whether the caller asked the run to end now (remembered in the report)."""
+        if not self.report.stopped and self._should_stop():
+            self.report.stopped = True
+        return self.report.stopped
+
+    def tell(self) -> None:
+        if self._on_progress:
+            self._on_progress(self.progress)
+
+    def error(self, path: str, reason: str) -> None:
+        path = path_key(path)
+        self.report.errors.append((path, reason))
+        if self._on_error:
+            self._on_error(path, reason)
+
+    def vanished(self, key: str) -> None:
+        self.error(key, VANISHED)
+        self.seen.discard(key)  # its old sentences, if any, go with the vanished-file pruning
+
+    def drop(self, size: int) -> None:
+        """A file to index turned out unchanged, or vanished: it leaves the totals."""
+        self.progress.files_total -= 1
+        self.progress.bytes_total -= size
+
+    def encoded(self, path: str, n: int) -> None:
+        self.progress.sentences_done += n
+        self.progress.current = path
+        self.tell()
+
+    def written(self, batch: list[FileUpdate]) -> None:
+        self.report.indexed += sum(1 for u in batch if u.error is None)
+        self.report.sentences += sum(len(u.sentences) for u in batch)
+        self.progress.files_done += len(batch)
+        self.progress.batches += 1
+        self.tell()
+
+
+def _scan(run: _Run, index: Index, walk_roots: list[Path], ignored: list[str], force: bool, *,
+          exclude: Iterable[str], include_hidden: bool,
+          ignore_files: bool) -> list[tuple[str, int, float, FileRecord | None]]:
+    """Pass 1, the walk with a stat of each file: the files to (re)index, as (path, size, mtime,
+    record) -- a few words each."""
+    progress = run.progress
+    todo: list[tuple[str, int, float, FileRecord | None]] = []
+    for path in iter_files(walk_roots, exclude, include_hidden, on_error=lambda p, r: run.error(str(p), r),
+                           ignore_files=ignore_files):
+        key = path_key(path.absolute())
+        if ignored and index.is_forgotten(key, ignored):
+            continue
+        progress.scanned += 1
+        if progress.scanned % SCAN_REPORT == 0:
+            run.tell()
+            if run.stop():
+                return todo
+        run.seen.add(key)
+        try:
+            st = path.stat()
+        except FileNotFoundError:
+            run.vanished(key)
+            continue
+        except OSError as err:
+            run.error(key, f"cannot stat: {err.strerror or err}")
+            continue
+        if not stat.S_ISREG(st.st_mode):  # a FIFO or device named x.txt would block the read
+            run.error(key, "not a regular file")
+            continue
+        rec = index.file(key)
+        if not force and rec is not None and rec.size == st.st_size and rec.mtime == st.st_mtime:
+            run.report.unchanged += 1
+            continue
+        todo.append((os.fspath(path), st.st_size, st.st_mtime, rec))
+        progress.files_total += 1
+        progress.bytes_total += st.st_size
+    return todo
+
+
+def _read_all(run: _Run, index: Index, todo: list[tuple[str, int, float, FileRecord | None]], writer: BatchWriter,
+              force: bool, max_sentences: int, on_capped: Callable[[str, int], None] | None) -> None:
+    """Pass 2: hash each file, skip it if its content is unchanged, else read it into the writer."""
+    progress = run.progress
+    for name, size, mtime, rec in todo:
+        if run.stop():
+            return
+        path = Path(name)
+        key = path_key(path.absolute())
+        progress.current = key
+        run.tell()
+        try:
+            digest = file_hash(path)
+        except FileNotFoundError:
+            run.vanished(key)  # gone between the walk and the read: nothing to record
+            run.drop(size)
+            continue
+        except OSError as err:
+            reason = "permission denied" if isinstance(err, PermissionError) else f"cannot read: {err.strerror or err}"
+            run.error(key, reason)
+            progress.bytes_read += size  # read as far as it goes: no sentences
+            writer.add(FileUpdate(key, size, mtime, "", error=reason))
+            continue
+        if not force and rec is not None and rec.hash == digest and rec.status == "ok":
+            index.touch_file(key, size, mtime)
+            run.report.unchanged += 1
+            run.drop(size)
+            continue
+        item = _read(path, size, mtime, digest, max_sentences)
+        if item.update.error == VANISHED:
+            run.vanished(key)
+            run.drop(size)
+            continue
+        if item.update.error:
+            run.error(key, item.update.error)
+        if item.capped and on_capped:
+            on_capped(key, max_sentences)
+        progress.bytes_read += size
+        progress.sentences_read += len(item.update.sentences)
+        writer.add(item.update, item.paragraphs)
+
+
 def _run_index(index: Index, roots: list[str], model: ModelInfo, encoder_factory: Callable[[], object], *,
                exclude: Iterable[str], include_hidden: bool, ignore_files: bool, max_sentences: int,
                batch_sentences: int, on_error: Callable[[str, str], None] | None,
                on_progress: Callable[[Progress], None] | None, on_capped: Callable[[str, int], None] | None,
                remember_roots: bool, prune: bool, compact: bool, should_stop: Callable[[], bool]) -> IndexReport:
     t0 = time.perf_counter()
-    report = IndexReport()
     walk_roots = [Path(r).expanduser().absolute() for r in roots]
     roots = [path_key(r) for r in walk_roots]
     if remember_roots:
@@ -246,146 +348,34 @@ def _run_index(index: Index, roots: list[str], model: ModelInfo, encoder_factory
         if remember_roots:
             index.add_roots(roots)
         ignored = index.forgotten()
-        force = index.get_meta("model") not in (None, model.id)  # a new model re-encodes everything
-        if index.get_meta("model") is None:
-            index.set_meta("model", model.id)
-    encoder = None
-    pending: list[_Pending] = []
-    progress = Progress()
-    tell = on_progress or (lambda p: None)
-
-    def error(path: str, reason: str) -> None:
-        path = path_key(path)
-        report.errors.append((path, reason))
-        if on_error:
-            on_error(path, reason)
-
-    def flush() -> None:
-        nonlocal encoder
-        if not pending:
-            return
-        ends = list(itertools.accumulate(len(p.rows) for p in pending))  # each file's last sentence + 1
-        encoded = 0
-
-        def advance(n: int) -> None:  # per encoder batch: the bar moves within a large file too
-            nonlocal encoded
-            encoded += n
-            progress.sentences_done += n
-            progress.current = pending[min(bisect.bisect_right(ends, encoded), len(pending) - 1)].path
-            tell(progress)
-
-        parts = []
-        for chunk in _chunks((para for p in pending for para in p.paragraphs), ENCODE_CHUNK):
-            if encoder is None:
-                encoder = encoder_factory()
-                report.threads = getattr(encoder, "threads", 0)
-            parts.append(encoder.encode(chunk, progress=advance))
-        vectors = SparseVectors.concat(parts)
-        updates, offset = [], 0
-        for p in pending:
-            n = len(p.rows)
-            sub = vectors.slice(offset, offset + n) if n else None
-            offset += n
-            updates.append(FileUpdate(p.path, p.size, p.mtime, p.hash, p.rows, sub, p.error))
-        index.write_files(updates)
-        report.indexed += sum(1 for p in pending if p.error is None)
-        report.sentences += offset
-        progress.files_done += len(pending)
-        progress.batches += 1
-        tell(progress)
-        pending.clear()
-
-    def drop(size: int) -> None:
-        """A file to index turned out unchanged, or vanished: it leaves the totals."""
-        progress.files_total -= 1
-        progress.bytes_total -= size
-
-    seen: set[str] = set()
-    todo: list[tuple[str, int, float, FileRecord | None]] = []  # (path, size, mtime, record): a few words each
-    for path in iter_files(walk_roots, exclude, include_hidden, on_error=lambda p, r: error(str(p), r),
-                           ignore_files=ignore_files):
-        key = path_key(path.absolute())
-        if ignored and index.is_forgotten(key, ignored):
-            continue
-        report.scanned += 1
-        progress.scanned += 1
-        if progress.scanned % SCAN_REPORT == 0:
-            tell(progress)
-            if should_stop():
-                return _stopped(report, t0)
-        seen.add(key)
-        try:
-            st = path.stat()
-        except FileNotFoundError:
-            error(key, VANISHED)
-            seen.discard(key)
-            continue
-        except OSError as err:
-            error(key, f"cannot stat: {err.strerror or err}")
-            continue
-        if not stat.S_ISREG(st.st_mode):  # a FIFO or device named x.txt would block the read
-            error(key, "not a regular file")
-            continue
-        rec = index.file(key)
-        if not force and rec is not None and rec.size == st.st_size and rec.mtime == st.st_mtime:
-            report.unchanged += 1
-            continue
-        todo.append((os.fspath(path), st.st_size, st.st_mtime, rec))
-        progress.files_total += 1
-        progress.bytes_total += st.st_size
-
-    progress.phase = "indexing"
-    tell(progress)
-    for name, size, mtime, rec in todo:
-        if should_stop():
-            return _stopped(report, t0)
-        path = Path(name)
-        key = path_key(path.absolute())
-        progress.current = key
-        tell(progress)
-        try:
-            digest = file_hash(path)
-        except FileNotFoundError:
-            error(key, VANISHED)  # gone between the walk and the read: nothing to record
-            seen.discard(key)
-            drop(size)
-            continue
-        except OSError as err:
-            reason = "permission denied" if isinstance(err, PermissionError) else f"cannot read: {err.strerror or err}"
-            pending.append(_Pending(key, size, mtime, "", [], [], error=reason))
-            error(key, reason)
-            progress.bytes_read += size  # read as far as it goes: no sentences
-            continue
-        if not force and rec is not None and rec.hash == digest and rec.status == "ok":
-            index.touch_file(key, size, mtime)
-            report.unchanged += 1
-            drop(size)
-            continue
-        item = _read(path, size, mtime, digest, max_sentences)
-        if item.error == VANISHED:
-            error(key, VANISHED)
-            seen.discard(key)  # its old sentences, if any, go with the vanished-file pruning
-            drop(size)
-            continue
-        if item.error:
-            error(key, item.error)
-        if item.capped:
-            report.capped.append(key)
-            if on_capped:
-                on_capped(key, max_sentences)
-        progress.bytes_read += size
-        progress.sentences_read += len(item.rows)
-        pending.append(item)
-        if sum(len(p.rows) for p in pending) >= batch_sentences:
-            flush()
-    flush()
-    progress.phase, progress.current = "finishing", None
-    tell(progress)
-    vanished = [f.path for f in index.all_files() if _under(f.path, roots) and f.path not in seen] if prune else []
-    if vanished:
-        report.removed = index.remove_files(vanished)
+        force = index_is_stale(index, model)  # a new model re-encodes everything
+        if index.get_meta(INDEX_MODEL_KEY) is None:
+            index.set_meta(INDEX_MODEL_KEY, model.id)
+    run = _Run(on_error, on_progress, should_stop)
+    todo = _scan(run, index, walk_roots, ignored, force, exclude=exclude, include_hidden=include_hidden,
+                 ignore_files=ignore_files)
+    run.progress.phase = "indexing"
+    run.tell()
+    encoder = LazyEncoder(encoder_factory)  # type: ignore[arg-type]
+    writer = BatchWriter(index, encoder, batch_sentences=batch_sentences, on_encoded=run.encoded,
+                         on_written=run.written)
+    if not run.report.stopped:
+        _read_all(run, index, todo, writer, force, max_sentences, on_capped)
+    if run.report.stopped:  # what was read but not written is left to the next run
+        run.report.threads = encoder.threads
+        return _stopped(run.report, t0)
+    writer.flush()
+    report = run.report
+    report.threads = encoder.threads
+    run.progress.phase, run.progress.current = "finishing", None
+    run.tell()
+    if prune:
+        vanished = [f.path for f in index.all_files()
+                    if f.path not in run.seen and any(is_under(f.path, r) for r in roots)]
+        if vanished:
+            report.removed = index.remove_files(vanished)
     if force:
-        index.set_meta("model", model.id)
+        index.set_meta(INDEX_MODEL_KEY, model.id)
     index.set_meta("model_path", str(model.path))
     index.set_meta("last_update", str(time.time()))
     index.maybe_merge()

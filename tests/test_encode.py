@@ -38,7 +38,7 @@ def _assert_top_k_of(vectors, f: np.ndarray, info: ModelInfo, k: int = 20) -> No
 def test_onnx_graph_matches_torch_reference(tmp_path, layout):
     """The exported graph computes SPARC Eq. 4 + TopK exactly as the training model does."""
     from sparc_local.model.inputs import pad_batch, paragraph_inputs
-    from sparc_local.training.model import Encoder as TorchEncoder
+    from sparc_local.training.model import TorchEncoder
     info = make_tiny_model(tmp_path / "m", layout=layout, top_k=20)
     enc = Encoder(info, threads=1, token_budget=64)  # small budget: several length buckets
     vectors = enc.encode(PARAGRAPHS)
@@ -59,7 +59,7 @@ def test_window_graph_matches_torch_reference(tmp_path, layout, share):
     """Model v2: one pass per paragraph window, each sentence pooled over its own tokens only,
     exactly as the training model computes it; several windows per long paragraph."""
     from sparc_local.model.inputs import SCHEME_WINDOW, pad_batch, span_index, window_inputs
-    from sparc_local.training.model import Encoder as TorchEncoder
+    from sparc_local.training.model import TorchEncoder
 
     info = make_tiny_model(tmp_path / "m", layout=layout, top_k=20, scheme=SCHEME_WINDOW, window_share=share)
     enc = Encoder(info, threads=1, token_budget=64)

@@ -29,7 +29,7 @@ def test_encoder_matches_golden_values():
 @pytest.mark.parametrize("change", ["int8 kernels", "one LayerNorm 1% off"])
 def test_golden_check_fails_when_the_model_changes(tmp_path, change):
     """The check is not so loose that it passes a different model or export."""
-    from sparc_local.adapt.model import load_encoder_weights
+    from sparc_local.adapt.model_folder import load_encoder_weights
     from sparc_local.model.export import QUANT_DYNAMIC, QUANT_WEIGHTS, export_model
     from tests.golden.make_golden import compare, golden
 

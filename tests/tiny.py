@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from sparc_local.adapt.model import HEAD_FILE, save_npz
+from sparc_local.adapt.model_folder import HEAD_FILE, save_npz
 from sparc_local.model.export import QUANT_FP32, QUANT_WEIGHTS, export_model
 from sparc_local.model.info import ModelInfo
 from sparc_local.model.weights import random_weights

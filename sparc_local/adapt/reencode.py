@@ -23,11 +23,12 @@ from pathlib import Path
 
 import numpy as np
 
-from sparc_local.model.info import ModelInfo
+from sparc_local.batch_writer import BatchWriter
+from sparc_local.model.encoder import Encoder, LazyEncoder
+from sparc_local.model.info import INDEX_MODEL_KEY, ModelInfo
 from sparc_local.index.store import FileUpdate, Index, SentenceRow
 
-BATCH_SENTENCES = 512  # sentences encoded and written per transaction, as `index` does
-_SKIP_META = {"weight_scale", "model", "model_path", "last_update"}
+_SKIP_META = {"weight_scale", INDEX_MODEL_KEY, "model_path", "last_update"}
 
 
 def live_sentence_ids(index: Index) -> np.ndarray:
@@ -66,17 +67,16 @@ def remove_database(path: Path) -> None:
             os.unlink(str(path) + suffix)
 
 
-def reencode(src: Index, dst_path: Path, info: ModelInfo, encoder_factory: Callable[[], object], *,
+def reencode(src: Index, dst_path: Path, info: ModelInfo, encoder_factory: Callable[[], Encoder], *,
              on_progress: Callable[[int, int], None] | None = None) -> int:
     """Build dst_path: src's roots, meta, files and sentences, encoded with `info`'s model.
 
-    `on_progress(done, total)` counts sentences. Returns the number of sentences encoded.
+    `on_progress(done, total)` counts sentences, after each committed batch; the model is loaded
+    only if there is a sentence to encode. Returns the number of sentences encoded.
     """
     remove_database(dst_path)
-    files = src.all_files()
     sentence_ids = _by_file(src)
     total = sum(len(v) for v in sentence_ids.values())
-    encoder = encoder_factory() if total else None
     done = 0
     with Index(dst_path) as dst:
         dst.set_weight_scale(src.weight_scale)
@@ -84,38 +84,26 @@ def reencode(src: Index, dst_path: Path, info: ModelInfo, encoder_factory: Calla
         for key, value in src.meta().items():
             if key not in _SKIP_META:
                 dst.set_meta(key, value)
-        pending: list[tuple[object, list[dict]]] = []
 
-        def flush() -> None:
+        def written(batch: list[FileUpdate]) -> None:
             nonlocal done
-            paras = [para for _, rows in pending for para in stored_paragraphs(rows)]
-            vectors = encoder.encode(paras) if paras else None  # type: ignore[union-attr]
-            updates, offset = [], 0
-            for rec, rows in pending:
-                if rec.status != "ok":
-                    updates.append(FileUpdate(rec.path, rec.size, rec.mtime, rec.hash, error=rec.error or "error"))
-                    continue
-                n = len(rows)
-                sub = vectors.slice(offset, offset + n) if n else None
-                offset += n
-                updates.append(FileUpdate(rec.path, rec.size, rec.mtime, rec.hash, [
-                    SentenceRow(r["text"], r["context"], r["offset_in_context"], r["page"], r["line"],
-                                r["char_start"], r["char_end"]) for r in rows], sub))
-            dst.write_files(updates, merge=False)
-            done += offset
+            done += sum(len(u.sentences) for u in batch)
             if on_progress:
                 on_progress(done, total)
-            pending.clear()
 
-        for rec in files:
-            ids = sentence_ids.get(rec.id, []) if rec.status == "ok" else []
-            pending.append((rec, src.sentences(ids) if ids else []))
-            if sum(len(rows) for _, rows in pending) >= BATCH_SENTENCES:
-                flush()
-        if pending:
-            flush()
+        writer = BatchWriter(dst, LazyEncoder(encoder_factory), merge=False, on_written=written)
+        for rec in src.all_files():
+            if rec.status != "ok":
+                writer.add(FileUpdate(rec.path, rec.size, rec.mtime, rec.hash, error=rec.error or "error"))
+                continue
+            ids = sentence_ids.get(rec.id, [])
+            rows = src.sentences(ids) if ids else []
+            writer.add(FileUpdate(rec.path, rec.size, rec.mtime, rec.hash, [
+                SentenceRow(r["text"], r["context"], r["offset_in_context"], r["page"], r["line"],
+                            r["char_start"], r["char_end"]) for r in rows]), stored_paragraphs(rows))
+        writer.flush()
         dst.merge_all()
-        dst.set_meta("model", info.id)
+        dst.set_meta(INDEX_MODEL_KEY, info.id)
         dst.set_meta("model_path", str(info.path))
         last = src.get_meta("last_update")
         if last is not None:

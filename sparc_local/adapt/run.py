@@ -29,11 +29,11 @@ from pathlib import Path
 import numpy as np
 
 from sparc_local import paths
-from sparc_local.adapt.train import TokenBatch, adapt_embeddings, pad_sequences
+from sparc_local.adapt.train_embeddings import TokenBatch, adapt_embeddings, pad_sequences
 from sparc_local.errors import ModelError, ModelMissing, SparcError
 from sparc_local.model.info import load_tokenizer
 from sparc_local.model.info import ACTIVE_POINTER as POINTER
-from sparc_local.model.info import ModelInfo, active_model, shipped_model_dir
+from sparc_local.model.info import ModelInfo, active_model, index_is_stale, shipped_model_dir
 from sparc_local.index.store import Index
 
 NEW_DB_SUFFIX = ".adapting"
@@ -192,11 +192,11 @@ def _completed_steps(ckpt: Path) -> int:
 def _switch(index: Index, info: ModelInfo, threads: int | None, on_progress: Progress | None) -> int:
     """Re-encode the index with `info` into a new database, switch to it, point at `info`."""
     from sparc_local.adapt.reencode import reencode, remove_database, switch_database
-    from sparc_local.model.encoder import Encoder
+    from sparc_local.model.encoder import EncoderFactory
 
     new_db = index.path.with_name(index.path.name + NEW_DB_SUFFIX)
     try:
-        n = reencode(index, new_db, info, lambda: Encoder(info, threads=threads),
+        n = reencode(index, new_db, info, EncoderFactory(info, threads),
                      on_progress=(lambda d, t: on_progress("encode", d, t, None)) if on_progress else None)
         switch_database(index, new_db)
     except BaseException:
@@ -213,7 +213,7 @@ def train_adapted_model(index: Index, opts: AdaptOptions = AdaptOptions(), *, mo
 
     Resumes from the run's checkpoint, which stays until `adapt` has switched to the new model.
     """
-    from sparc_local.adapt.model import load_adapt_weights, write_adapted_model
+    from sparc_local.adapt.model_folder import load_adapt_weights, write_adapted_model
 
     base = base_model(model or active_model())
     ids = _corpus_ids(index, opts.min_sentences)
@@ -289,7 +289,7 @@ def revert(index: Index | None, *, threads: int | None = None,
             raise
         active = None  # a damaged adapted version: what it was adapted from is unknown, take the shipped one
     base = base_model(active) if active else ModelInfo.load(shipped_model_dir())
-    stale_index = index is not None and index.get_meta("model") not in (None, base.id)
+    stale_index = index is not None and index_is_stale(index, base)
     if active is not None and not is_adapted(active) and not stale_index:
         return None
     n = _switch(index, base, threads, on_progress) if stale_index else 0

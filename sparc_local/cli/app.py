@@ -134,10 +134,9 @@ def _index(roots: list[str], options: dict, info: ModelInfo, *, threads: int, lo
 
     console = _console()
 
-    def encoder():
-        from sparc_local.model.encoder import Encoder
+    from sparc_local.model.encoder import EncoderFactory
 
-        return Encoder(info, threads=threads or None)
+    encoder = EncoderFactory(info, threads or None)
 
     def skipped(p: str, reason: str) -> None:
         console.print(f"skipped {p}: {reason}", markup=False)

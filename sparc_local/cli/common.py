@@ -47,13 +47,13 @@ def run_ask(question: str, top_k: int = DEFAULT_TOP_K, as_json: bool = False, pa
             before: float | None = None) -> None:
     """`ask`: the answers on stdout (text, or JSON), and a note on stderr when the index is stale."""
     from sparc_local.query.ask import Asker
-    from sparc_local.model.info import active_model
+    from sparc_local.model.info import active_model, index_is_stale
 
     info = active_model()
     with open_index() as idx:
         answers = Asker(idx, info).ask(question, k=top_k, path_glob=path, ext=type_, explain=explain,
                                        since=since, before=before)
-        stale = idx.get_meta("model") not in (None, info.id)
+        stale = index_is_stale(idx, info)
     if as_json:
         import json
 

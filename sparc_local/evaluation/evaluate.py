@@ -19,8 +19,7 @@ import numpy as np
 from sparc_local import paths
 
 from sparc_local.evaluation import reqa
-from sparc_local.model.info import load_tokenizer
-from sparc_local.model.info import ModelInfo
+from sparc_local.model.info import INDEX_MODEL_KEY, ModelInfo, load_tokenizer
 from sparc_local.model.sparse import SparseVectors
 
 CACHE_K = 1000  # encode once at the largest K we study; smaller K is a prefix of it
@@ -42,18 +41,13 @@ def encode_corpus(ds: reqa.ReqaSet, ds_dir: Path, info: ModelInfo, threads: int 
     if cache.exists():
         with np.load(cache) as z:
             return SparseVectors(z["indptr"], z["token_ids"], z["weights"])
-    from sparc_local.model.encoder import Encoder
+    from sparc_local.model.encoder import EncoderFactory
 
-    vectors = Encoder(info, threads=threads).encode(ds.paragraphs(), top_k=CACHE_K, progress=progress)
+    vectors = EncoderFactory(info, threads)().encode(ds.paragraphs(), top_k=CACHE_K, progress=progress)
     tmp = cache.with_suffix(".tmp.npz")
     np.savez(tmp, indptr=vectors.indptr, token_ids=vectors.token_ids, weights=vectors.weights)
     tmp.replace(cache)
     return vectors
-
-
-def truncate(vectors: SparseVectors, k: int) -> SparseVectors:
-    """Keep each row's k largest weights (rows are stored sorted by weight, descending)."""
-    return SparseVectors.from_rows([(t[:k], w[:k]) for t, w in (vectors.row(i) for i in range(len(vectors)))])
 
 
 def _metrics(ranked: list[list[str]], answers: list[set[str]], depth: int) -> dict:
@@ -70,31 +64,31 @@ def evaluate(ds_dir: Path, info: ModelInfo, *, depth: int = 10, top_k: int | Non
              threads: int | None = None, progress: Callable[[int], None] | None = None) -> dict:
     from sparc_local.query.bm25 import BM25
     from sparc_local.query.tokens import query_token_ids
+    from sparc_local.batch_writer import BatchWriter
     from sparc_local.index.store import FileUpdate, Index, SentenceRow
 
     ds_dir = Path(ds_dir)
     ds = reqa.load(ds_dir)
     k = top_k or info.top_k
-    vectors = truncate(encode_corpus(ds, ds_dir, info, threads, progress), k)
+    vectors = encode_corpus(ds, ds_dir, info, threads, progress).head(k)
     tokenizer = load_tokenizer(info.tokenizer_path)
     skip = info.skip_array()
     answers = [set(a) for _, _, a in ds.queries]
 
     with tempfile.TemporaryDirectory(dir=paths.user_dir()) as tmp:
         index = Index(Path(tmp) / "eval.db")
-        index.set_meta("model", info.id)
+        index.set_meta(INDEX_MODEL_KEY, info.id)
         by_passage: dict[str, list[int]] = {}
         for i, p in enumerate(ds.passages):
             by_passage.setdefault(p, []).append(i)
-        updates = []
+        writer = BatchWriter(index, None, merge=False)  # the vectors are the cached ones
         for passage, members in by_passage.items():
             text = " ".join(ds.texts[i] for i in members)
             rows = [SentenceRow(text=ds.texts[i], context=text, offset_in_context=text.find(ds.texts[i]))
                     for i in members]
             sub = vectors.slice(members[0], members[-1] + 1)  # a passage's sentences are consecutive
-            updates.append(FileUpdate(path=passage, size=0, mtime=0.0, hash=passage, sentences=rows, vectors=sub))
-        for start in range(0, len(updates), 500):
-            index.write_files(updates[start:start + 500], merge=False)
+            writer.add(FileUpdate(path=passage, size=0, mtime=0.0, hash=passage, sentences=rows, vectors=sub))
+        writer.flush()
         index.merge_all()
         # db sentence ids -> dataset sentence ids (rows were inserted in passage order)
         db_ids = [r[0] for r in index.conn.execute(

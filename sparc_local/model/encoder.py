@@ -7,6 +7,7 @@ query path.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -15,11 +16,13 @@ from sparc_local.model.inputs import SCHEME_WINDOW, pad_batch, paragraph_inputs,
 from sparc_local.model.info import ModelInfo, load_tokenizer, model_remedy
 from sparc_local.model.sparse import SparseVectors
 
+TOKEN_BUDGET = 512  # input tokens per onnxruntime run: the vocab projection holds batch·length·|V| floats
+
 
 class Encoder:
     """An onnxruntime session over a model folder's model.onnx."""
 
-    def __init__(self, info: ModelInfo, threads: int | None = None, token_budget: int = 512) -> None:
+    def __init__(self, info: ModelInfo, threads: int | None = None, token_budget: int = TOKEN_BUDGET) -> None:
         import onnxruntime as ort
 
         self.info = info
@@ -40,7 +43,6 @@ class Encoder:
         except Exception as err:  # onnxruntime's own types (InvalidProtobuf, Fail, ...) derive from Exception only
             raise ModelDamaged(f"{info.onnx_path} is damaged: onnxruntime cannot load it ({type(err).__name__})",
                                model_remedy(info.path)) from err
-        # the vocab projection holds batch·length·|V| floats: cap tokens per run, not sentences
         self.token_budget = token_budget
 
     def encode(self, paragraphs: Sequence[Sequence[str]], top_k: int | None = None,
@@ -101,6 +103,50 @@ class Encoder:
             out.append(order[start:end])
             start = end
         return out
+
+
+@dataclass(frozen=True)
+class EncoderFactory:
+    """The one place an Encoder is made: calling it loads model.onnx into an onnxruntime session.
+
+    Commands hand the factory down and it is called only when something needs encoding (through
+    LazyEncoder), so a run with nothing to encode never pays the model's load time and memory.
+    """
+
+    info: ModelInfo
+    threads: int | None = None  # None: onnxruntime's default
+    token_budget: int = TOKEN_BUDGET
+
+    def __call__(self) -> Encoder:
+        return Encoder(self.info, threads=self.threads, token_budget=self.token_budget)
+
+
+class LazyEncoder:
+    """An encoder built by its factory on first use and dropped by release(), as fastembed's
+    lazy_load: a no-op refresh never loads the model, and an idle process gives its memory back."""
+
+    def __init__(self, factory: Callable[[], Encoder]) -> None:
+        self._factory = factory
+        self._encoder: Encoder | None = None
+
+    @property
+    def loaded(self) -> bool:
+        return self._encoder is not None
+
+    @property
+    def threads(self) -> int:
+        """The session's intra-op threads; 0 for onnxruntime's default, or while not loaded."""
+        return getattr(self._encoder, "threads", 0)  # a factory may build a stand-in without it
+
+    def encode(self, paragraphs: Sequence[Sequence[str]], top_k: int | None = None,
+               progress: Callable[[int], None] | None = None) -> SparseVectors:
+        """Encoder.encode, loading the model first if it is not loaded."""
+        if self._encoder is None:
+            self._encoder = self._factory()
+        return self._encoder.encode(paragraphs, top_k=top_k, progress=progress)
+
+    def release(self) -> None:
+        self._encoder = None
 
 
 def _kept(weights: np.ndarray, token_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

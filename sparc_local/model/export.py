@@ -142,7 +142,7 @@ def _graph(cfg: ArchConfig, w: Weights, sparsity_w: float, int8_embeddings: bool
         pooled = op("ReduceMax", [op("Gather", [logits, "spans"])], axes=[1], keepdims=0)  # (N, V')
         if window_share:
             # a learned share λ of the window's evidence: (1−λ)·max over the sentence + λ·max over
-            # its window's sentences (training.model.Encoder.span_scores)
+            # its window's sentences (training.model.TorchEncoder.span_scores)
             window = op("ReduceMax", [op("Gather", [pooled, "windows"])], axes=[1], keepdims=0)  # (B, V')
             pooled = op("Add", [op("Mul", [pooled, const(np.array(1.0 - window_share, np.float32))]),
                                 op("Mul", [op("Gather", [window, "window_of"]),
@@ -200,7 +200,7 @@ def _model(nodes: list, inits: list, weights: str, inputs: list, rows: str):
 
 def export_model(cfg: ArchConfig, w: Weights, tokenizer_json: Path, out_dir: Path, *, name: str,
                  source: str, sparsity_w: float = 0.0, top_k: int = 256, max_length: int = 256,
-                 weight_cap: float = 16.0, quant: str = QUANT_WEIGHTS, per_channel: bool = True, pool: str = "all",
+                 quant: str = QUANT_WEIGHTS, per_channel: bool = True, pool: str = "all",
                  inputs: dict | None = None, window_share: float = 0.0, extra: dict | None = None) -> ModelInfo:
     """Write out_dir/{model.onnx, tokenizer.json, sparc.json}, replacing any earlier export."""
     import onnx
@@ -236,7 +236,7 @@ def export_model(cfg: ArchConfig, w: Weights, tokenizer_json: Path, out_dir: Pat
     digest = hashlib.sha256(target.read_bytes()).hexdigest()
     info = ModelInfo(
         name=name, path=out_dir, layout=cfg.layout, vocab_size=cfg.vocab_size, hidden=cfg.hidden,
-        top_k=top_k, max_length=max_length, sparsity_w=float(sparsity_w), weight_cap=weight_cap,
+        top_k=top_k, max_length=max_length, sparsity_w=float(sparsity_w),
         cls_id=vocab["[CLS]"], sep_id=vocab["[SEP]"], skip_ids=tuple(int(i) for i in skip),
         quantization=quant, source=source, has_segments=bool(cfg.type_vocab), **(inputs or {}),
         extra={"digest": digest, "arch": cfg.to_dict(), "pool": pool, **({"window_share": window_share} if window_share else {}),

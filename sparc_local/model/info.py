@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 
@@ -16,6 +17,7 @@ SHIPPED_MODEL = "sparc-minilm-l6"
 ONNX_FILE = "model.onnx"
 TOKENIZER_FILE = "tokenizer.json"
 ACTIVE_POINTER = "active-model"  # a file in the data dir naming the adapted model in use
+INDEX_MODEL_KEY = "model"  # the index meta key holding the id of the model that encoded it
 _REINSTALL = "Reinstall sparc-local."
 
 
@@ -31,7 +33,6 @@ class ModelInfo:
     top_k: int  # K: (token, weight) pairs kept per sentence
     max_length: int  # encoder input length, sentence + context
     sparsity_w: float  # w of SPARC Eq. 4 (baked into the graph; recorded for reference)
-    weight_cap: float  # weights are quantized to uint8 on [0, weight_cap] in the index
     cls_id: int
     sep_id: int
     skip_ids: tuple[int, ...]  # special and punctuation-only tokens, never query terms
@@ -81,6 +82,7 @@ class ModelInfo:
         try:
             d = json.loads(cfg_file.read_text())
             d["skip_ids"] = tuple(d["skip_ids"])
+            # keys no field reads (an older export's weight_cap) are ignored
             known = {k: d[k] for k in cls.__dataclass_fields__ if k in d and k != "path"}
             return cls(path=folder, **known)
         except (OSError, ValueError, KeyError, TypeError) as err:
@@ -129,6 +131,16 @@ def active_model() -> ModelInfo:
         if (folder / CONFIG_FILE).is_file():
             return ModelInfo.load(folder)
     return ModelInfo.load(shipped_model_dir())
+
+
+class _Meta(Protocol):
+    def get_meta(self, key: str) -> str | None: ...
+
+
+def index_is_stale(index: _Meta, info: ModelInfo) -> bool:
+    """The index was encoded by another model than `info`: its vectors do not match this model's
+    query side until every sentence is encoded again. An index that records no model is not stale."""
+    return index.get_meta(INDEX_MODEL_KEY) not in (None, info.id)
 
 
 def load_tokenizer(path: str | Path):

@@ -31,6 +31,14 @@ class SparseVectors:
         a, b = int(self.indptr[start]), int(self.indptr[stop])
         return SparseVectors(self.indptr[start:stop + 1] - a, self.token_ids[a:b], self.weights[a:b])
 
+    def head(self, k: int) -> "SparseVectors":
+        """Each row's first k pairs: its k largest weights, as the encoder returns them sorted by
+        weight (TopK), so a smaller K is a prefix of a larger one."""
+        lengths = np.diff(self.indptr)
+        keep = np.arange(len(self.token_ids)) - np.repeat(self.indptr[:-1], lengths) < k
+        indptr = np.concatenate([[0], np.cumsum(np.minimum(lengths, k))]).astype(np.int64)
+        return SparseVectors(indptr, self.token_ids[keep], self.weights[keep])
+
     @classmethod
     def concat(cls, parts: Sequence["SparseVectors"]) -> "SparseVectors":
         """The rows of every part, in order."""

@@ -15,7 +15,7 @@ import numpy as np
 from sparc_local.query.bm25 import BM25
 from sparc_local.evaluation.reqa import ReqaSet, load
 
-TRAIN_SETS = ("squad-train-head", "du2017-train", "wikiqa-train")
+TRAIN_SETS = ("squad-train-head", "du2017-train", "wikiqa-train")  # never squad-dev or newsqa-dev
 # du2017 articles a00-a11 repeat squad-train-head's questions (lowercased): drop that copy.
 DU_DUPLICATE_ARTICLES = {f"a{i:02d}" for i in range(12)}
 # du2017's last two articles are held out as our own validation split (never an eval set).

@@ -13,7 +13,7 @@ from torch import nn
 from sparc_local.model.weights import ArchConfig, Weights
 
 
-class Encoder(nn.Module):
+class TorchEncoder(nn.Module):
     """A post-LayerNorm BERT encoder; DistilBERT is the same graph without segment embeddings."""
 
     def __init__(self, cfg: ArchConfig, w: Weights) -> None:

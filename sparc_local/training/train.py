@@ -29,7 +29,7 @@ from sparc_local.model.inputs import (CONTEXT_ORDERS, SCHEME_PAIR, SCHEME_WINDOW
 from sparc_local.model.info import load_tokenizer
 from sparc_local.query.tokens import query_token_ids, skip_token_ids
 from sparc_local.training.data import Pool, build_pool, sample_batch
-from sparc_local.training.model import Encoder
+from sparc_local.training.model import TorchEncoder
 from sparc_local.model.weights import ArchConfig, load_checkpoint, load_canonical, save_canonical
 
 
@@ -59,7 +59,7 @@ class Trainer:
         self.skip = skip_token_ids(vocab)
         # tokens the exporter can place in a sentence's top K (it zeroes special and punctuation ids)
         self.kept_vocab = np.setdiff1d(np.arange(len(vocab)), np.asarray(self.skip, dtype=np.int64))
-        self.model = Encoder(cfg, w)
+        self.model = TorchEncoder(cfg, w)
         with torch.no_grad():
             self.model.sparsity.fill_(args.w_init)
         if args.window_share:

@@ -17,7 +17,6 @@ from pathlib import Path
 import numpy as np
 
 from sparc_local.model.encoder import Encoder
-from sparc_local.evaluation.evaluate import truncate
 from sparc_local.model.info import ModelInfo
 from sparc_local.query.tokens import query_token_ids
 from sparc_local.query.scoring import score
@@ -42,7 +41,7 @@ def validate(info: ModelInfo, pool, ks: list[int], threads: int | None = None) -
     vectors = enc.encode(_held_out_paragraphs(pool, sents), top_k=max(ks))
     out = {}
     for k in ks:
-        v = truncate(vectors, k)
+        v = vectors.head(k)
         # inverted lists: token -> (row ids, weights)
         rows = np.repeat(np.arange(len(v)), np.diff(v.indptr))
         order = np.argsort(v.token_ids, kind="stable")

@@ -119,12 +119,11 @@ def run(roots: list[str], model, *, threads: int = 1, wait: float = 0.0,
     try:
         config = WatchConfig(**options, on_battery=power.on_battery if pause_on_battery else None)
 
-        def encoder():
-            from sparc_local.model.encoder import Encoder
+        from sparc_local.model.encoder import EncoderFactory
 
-            # the Encoder's small default token budget (512) suits a background process: measured on
-            # the shipped model, 1 thread, peak RSS 295 MB instead of 823 MB at 2048, and no slower
-            return Encoder(model, threads=threads or None)
+        # the Encoder's small default token budget (512) suits a background process: measured on
+        # the shipped model, 1 thread, peak RSS 295 MB instead of 823 MB at 2048, and no slower
+        encoder = EncoderFactory(model, threads or None)
 
         # before any thread of the watcher starts: they inherit it
         with power.low_priority(low_priority) as prio:

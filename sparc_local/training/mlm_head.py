@@ -5,7 +5,7 @@ transform dense + GELU + LayerNorm + output bias, the decoder tied to E, the enc
 (exactly the head adapt/mlm.py runs). Text: the sentences of the training corpora only
 (squad-train-head, du2017-train, wikiqa-train); never an evaluation set. BERT masking as adapt.
 
-    python -m sparc_local.adapt.head --encoder ENCODER --model MODEL_DIR [--steps 300] [--run DIR]
+    python -m sparc_local.training.mlm_head --encoder ENCODER --model MODEL_DIR [--steps 300] [--run DIR]
 
 ENCODER is either an HF folder (the original PLM, SPARC §5.1's choice; its weights are then saved
 next to the head as mlm_encoder.npz, since adapt must run the same encoder) or a model folder
@@ -30,13 +30,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from sparc_local.adapt.model import (ENCODER_FILE, HEAD_FILE, HEAD_NAMES, load_adapt_weights, load_encoder_weights,
-                                    save_npz)
-from sparc_local.adapt.train import mask_tokens, pad_sequences
+from sparc_local.adapt.model_folder import (ENCODER_FILE, HEAD_FILE, HEAD_NAMES, load_adapt_weights,
+                                           load_encoder_weights, save_npz)
+from sparc_local.adapt.train_embeddings import mask_tokens, pad_sequences
 from sparc_local.model.info import CONFIG_FILE, ModelInfo
 from sparc_local.model.weights import ArchConfig, Weights
+from sparc_local.training.data import TRAIN_SETS
 
-TRAIN_SETS = ("squad-train-head", "du2017-train", "wikiqa-train")  # never squad-dev or newsqa-dev
 HELD_OUT = 50  # passages with crc32 % HELD_OUT == 0 are held out for validation
 MAX_FP16_LOSS_GAIN = 0.005  # save the head in fp16 unless that costs more validation loss than this
 
@@ -163,7 +163,7 @@ def train_head(encoder_path: Path, model_dir: Path, run_dir: Path, *, data_dir: 
                n_valid: int = 1024, log: Callable[[str], None] = print) -> dict:
     """Train, checkpointing to run_dir (resumes from it), then write MODEL_DIR/mlm_head.npz."""
     from sparc_local.model.info import load_tokenizer
-    from sparc_local.training.model import Encoder
+    from sparc_local.training.model import TorchEncoder
 
     model = ModelInfo.load(model_dir)
     cfg, w, kind = _load_encoder(encoder_path, model)
@@ -181,7 +181,7 @@ def train_head(encoder_path: Path, model_dir: Path, run_dir: Path, *, data_dir: 
 
     counts = np.bincount(np.concatenate(train), minlength=cfg.vocab_size).astype(np.float64)
     prior = np.log((counts + 1.0) / (counts.sum() + cfg.vocab_size))
-    enc = Encoder(cfg, w).eval()
+    enc = TorchEncoder(cfg, w).eval()
     for p in enc.parameters():
         p.requires_grad_(False)
     head = Head(cfg, prior)
