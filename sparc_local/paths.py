@@ -46,3 +46,8 @@ def models_dir() -> Path:
     path = user_dir() / "models"
     path.mkdir(parents=True, exist_ok=True, mode=0o700)
     return path
+
+
+def is_under(path: str, prefix: str) -> bool:
+    """Whether ``path`` is ``prefix`` or lies below it, by whole components (/a/bc is not under /a/b)."""
+    return path == prefix or path.startswith(prefix.rstrip(os.sep) + os.sep)
