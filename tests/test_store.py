@@ -605,12 +605,53 @@ def test_migration_2_moves_contexts_into_paragraphs(tmp_path):
     conn.commit()
     conn.close()
     with Index(db) as idx:
-        assert idx.schema_version() == 2
+        assert idx.schema_version() == SCHEMA_VERSION
         rows = idx.sentences([1, 2, 3])
         assert [(r["text"], r["context"], r["offset_in_context"]) for r in rows] == [
             ("One.", para, 0), ("Two.", para, 5), ("One.", para, 0)]
         # one paragraph row per (file, paragraph)
         assert idx.conn.execute("SELECT count(*) FROM paragraphs").fetchone()[0] == 2
+
+
+def _old_format(blob: bytes, which: int) -> bytes:
+    """``blob`` in a format earlier writers chose: 0 tag 3 (FORMAT_U16 without its largest
+    weight), 1 FORMAT_V1 for a list FORMAT_U16 holds, 2 a bitmap of a short list."""
+    from sparc_local.index import varint as V
+
+    assert blob[0] == P.FORMAT_U16  # short lists: no bitmaps
+    if which == 0:
+        return bytes([3]) + blob[1:8] + blob[9:]
+    ids, q = P.decode(blob)
+    if which == 1:
+        return bytes([V.FORMAT_V1]) + V.varint_bytes(len(ids)) + q.tobytes() + V.varint_encode(V.gaps(ids)).tobytes()
+    return P._encode_bitmap(ids, q)
+
+
+def test_migration_3_rewrites_every_blob_in_a_format_the_writer_writes(db):
+    """Blobs of earlier layouts (tag 3, V1 lists FORMAT_U16 holds, short bitmaps) are rewritten
+    once on open, as ``postings.encode`` writes them today; answers and checks are unchanged."""
+    rng = np.random.default_rng(31)
+    queries = [rng.choice(VOCAB, 10, replace=False) for _ in range(15)]
+    with Index(db) as ix:
+        ix.write_files([_update(rng, f"/d/{i}.txt", 40, k=60) for i in range(3)], merge=False)
+        ix.write_files([_update(rng, "/d/1.txt", 20, "v2", k=60)], merge=False)  # two segments, tombstones
+        want = [Searcher(ix).search(q, 10) for q in queries]
+        current = dict(ix.conn.execute("SELECT id, blob FROM postings"))
+        with ix.write_transaction() as c:
+            c.executemany("UPDATE postings SET blob = ? WHERE id = ?",
+                          [(_old_format(b, rid % 3), rid) for rid, b in current.items()])
+            c.execute("PRAGMA user_version = 2")
+        tags = {r[0][0] for r in ix.conn.execute("SELECT blob FROM postings")}
+    assert tags == {1, 2, 3}
+    with Index(db) as ix:
+        assert ix.schema_version() == SCHEMA_VERSION
+        assert dict(ix.conn.execute("SELECT id, blob FROM postings")) == current
+        for q, (ids, sc) in zip(queries, want):
+            got = Searcher(ix).search(q, 10)
+            np.testing.assert_array_equal(got[0], ids)
+            np.testing.assert_array_equal(got[1], sc)
+        assert ix.verify() == []
+        assert ix.stats()["posting_bytes"] == sum(map(len, current.values()))
 
 
 def test_pruned_search_equals_exhaustive_across_segments(db, monkeypatch):
@@ -619,7 +660,6 @@ def test_pruned_search_equals_exhaustive_across_segments(db, monkeypatch):
     from sparc_local.index import postings as P
     from sparc_local.query import scoring as S
 
-    monkeypatch.setattr(S, "_PRUNE_MIN", 8)
     monkeypatch.setattr(P, "BITMAP_MIN_N", 8)  # bitmaps on these small lists (the default is 32768)
     rng = np.random.default_rng(5)
     with Index(db) as ix:
@@ -674,7 +714,6 @@ def test_filtered_search_equals_exhaustive_over_the_kept_files(db, monkeypatch):
     the mask is cached until the database changes, roots included."""
     from sparc_local.query.pathfilter import PathFilter
 
-    monkeypatch.setattr(S, "_PRUNE_MIN", 8)
     monkeypatch.setattr(P, "BITMAP_MIN_N", 8)
     rng = np.random.default_rng(21)
     names = [f"/d/{'ab'[f % 2]}/f{f}.{['txt', 'md', 'MD'][f % 3]}" for f in range(12)]

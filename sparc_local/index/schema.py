@@ -8,9 +8,52 @@ change SQL cannot express (re-encoding posting blobs).  Each runs in one transac
 from __future__ import annotations
 
 import sqlite3
+import struct
 from collections.abc import Callable
 
+import numpy as np
+
 from . import postings as codec
+
+_REWRITE_ROWS = 2048  # posting rows re-encoded per step of migration 3 (bounded memory)
+_U16_V3 = 3  # FORMAT_U16 without the largest-weight byte (a bound search cannot prune with)
+_U16_V3_HEAD = struct.Struct("<BBHI")  # tag, windows, first window, n
+
+
+def _u16_v3_as_u16(blob: bytes) -> bytes:
+    """A tag-3 blob as ``FORMAT_U16``: the same header and records, with the largest weight."""
+    _, nwin, _, n = _U16_V3_HEAD.unpack_from(blob)
+    start = _U16_V3_HEAD.size + (2 * nwin if nwin > 1 else 0)
+    q = np.frombuffer(blob, np.uint8, 3 * n, start)[2::3]
+    return bytes([codec.FORMAT_U16]) + blob[1:_U16_V3_HEAD.size] + bytes([int(q.max()) if n else 0]) + blob[_U16_V3_HEAD.size:]
+
+
+def rewrite_blobs(c: sqlite3.Connection) -> int:
+    """Re-encode every posting blob the writer would not write today (tag 3, bitmaps of short
+    or sparse lists, V1 lists ``FORMAT_U16`` holds) as ``postings.encode`` does, so that the
+    reader knows only the writer's formats.  Returns the number of blobs rewritten.
+
+    Why once, here: every question decodes its blobs, and a reader for every format ever
+    written would stay forever; the rewrite costs one pass over the blobs that are not
+    ``FORMAT_U16``, the bulk of any index (their first byte is read in SQL).
+    """
+    changed, last = 0, -1
+    while rows := c.execute("SELECT id, blob FROM postings WHERE id > ? AND substr(blob, 1, 1) <> ?"
+                            " ORDER BY id LIMIT ?", (last, bytes([codec.FORMAT_U16]), _REWRITE_ROWS)).fetchall():
+        last = rows[-1][0]
+        updates = []
+        for rid, blob in rows:
+            cur = _u16_v3_as_u16(blob) if blob[0] == _U16_V3 else blob
+            new = codec.encode(*codec.decode(cur))
+            if new != blob:
+                updates.append((new, rid))
+        c.executemany("UPDATE postings SET blob = ? WHERE id = ?", updates)
+        changed += len(updates)
+    if changed:
+        c.execute("UPDATE segments SET n_bytes = (SELECT coalesce(sum(length(blob)), 0) FROM postings p"
+                  " WHERE p.segment_id = segments.id)")
+    return changed
+
 
 MIGRATIONS: list[tuple[int, str | Callable[[sqlite3.Connection], None]]] = [
     (
@@ -99,5 +142,6 @@ ALTER TABLE sentences DROP COLUMN context;
 CREATE INDEX sentences_paragraph ON sentences(paragraph_id);
 """,
     ),
+    (3, rewrite_blobs),  # one reader: every blob in a format the writer writes today
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
