@@ -94,8 +94,8 @@ _U8 = np.uint8
 _I64 = np.int64
 _U16LE = np.dtype("<u2")
 _REC = np.dtype([("low", "<u2"), ("q", "u1")])  # a FORMAT_U16 record, 3 bytes
-_U16_HEAD = struct.Struct("<BBHI")  # tag, windows, first window, n
-_U16_MAX = _U16_HEAD.size  # FORMAT_U16: the offset of the max weight byte, after that header
+U16_HEAD = struct.Struct("<BBHI")  # tag, windows, first window, n
+_U16_MAX = U16_HEAD.size  # FORMAT_U16: the offset of the max weight byte, after that header
 _WIN_BITS = 16
 
 
@@ -163,7 +163,7 @@ def _encode_u16(ids: np.ndarray, q: np.ndarray) -> bytes | None:
         if per.max() > 0xFFFF:
             return None
         table = per.astype(_U16LE).tobytes()
-    return _U16_HEAD.pack(FORMAT_U16, nwin, w0, n) + bytes([int(q.max())]) + table + _records(ids, q)
+    return U16_HEAD.pack(FORMAT_U16, nwin, w0, n) + bytes([int(q.max())]) + table + _records(ids, q)
 
 
 def _use_bitmap(n, span):
@@ -184,7 +184,7 @@ def _encode_bitmap(ids: np.ndarray, q: np.ndarray) -> bytes:
 def header(blob: bytes) -> tuple[int, int]:
     """(format tag, number of postings) without decoding anything."""
     if blob[0] == FORMAT_U16:
-        return blob[0], _U16_HEAD.unpack_from(blob)[3]
+        return blob[0], U16_HEAD.unpack_from(blob)[3]
     return blob[0], read_varint(blob, 1)[0]
 
 
@@ -338,7 +338,7 @@ def encode_groups(
     nwin = win[ends - 1] - win[starts] + 1
     bitmap = _use_bitmap(counts, spans)
     qmax = np.maximum.reduceat(q, starts).tolist()
-    head = _U16_HEAD.pack
+    head = U16_HEAD.pack
     out = []
     for k, a, b, w, bm, m in zip(keys[starts].tolist(), starts.tolist(), ends.tolist(), nwin.tolist(), bitmap.tolist(), qmax):
         if bm:
@@ -393,7 +393,7 @@ def decode_many_u16(blobs: Sequence[bytes]) -> tuple[np.ndarray, np.ndarray, np.
     window tables and expanding them vectorized was 2% faster at 1M sentences, 6% slower at
     100k, where lists span one or two windows.)
     """
-    head = _U16_HEAD.unpack_from
+    head = U16_HEAD.unpack_from
     recs, counts, win_n, win_base = [], [], [], []
     for b in blobs:
         tag, nwin, w0, n = head(b)

@@ -8,7 +8,6 @@ change SQL cannot express (re-encoding posting blobs).  Each runs in one transac
 from __future__ import annotations
 
 import sqlite3
-import struct
 from collections.abc import Callable
 
 import numpy as np
@@ -17,15 +16,14 @@ from . import postings as codec
 
 _REWRITE_ROWS = 2048  # posting rows re-encoded per step of migration 3 (bounded memory)
 _U16_V3 = 3  # FORMAT_U16 without the largest-weight byte (a bound search cannot prune with)
-_U16_V3_HEAD = struct.Struct("<BBHI")  # tag, windows, first window, n
 
 
 def _u16_v3_as_u16(blob: bytes) -> bytes:
     """A tag-3 blob as ``FORMAT_U16``: the same header and records, with the largest weight."""
-    _, nwin, _, n = _U16_V3_HEAD.unpack_from(blob)
-    start = _U16_V3_HEAD.size + (2 * nwin if nwin > 1 else 0)
+    _, nwin, _, n = codec.U16_HEAD.unpack_from(blob)
+    start = codec.U16_HEAD.size + (2 * nwin if nwin > 1 else 0)
     q = np.frombuffer(blob, np.uint8, 3 * n, start)[2::3]
-    return bytes([codec.FORMAT_U16]) + blob[1:_U16_V3_HEAD.size] + bytes([int(q.max()) if n else 0]) + blob[_U16_V3_HEAD.size:]
+    return bytes([codec.FORMAT_U16]) + blob[1:codec.U16_HEAD.size] + bytes([int(q.max()) if n else 0]) + blob[codec.U16_HEAD.size:]
 
 
 def rewrite_blobs(c: sqlite3.Connection) -> int:
