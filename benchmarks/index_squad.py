@@ -80,7 +80,7 @@ def main() -> None:
             for q in questions:
                 tokens = asker.tokens(q)
                 t = time.perf_counter()
-                idx.search(tokens, n=10)
+                asker.searcher.search(tokens, n=10)
                 lat.append((time.perf_counter() - t) * 1000)
             print(f"query scoring    p50 {np.percentile(lat, 50):.3f} ms, p99 {np.percentile(lat, 99):.3f} ms "
                   f"over {len(lat)} questions (SQLite postings read + scoring + top-10)")

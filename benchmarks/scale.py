@@ -26,7 +26,7 @@ Questions are squad-dev questions, tokenized with the product's ``query_token_id
 shipped tokenizer.  Per size, the table reports: build time; bytes per sentence for the
 posting blobs alone, for the whole database file, and what the rest is (per table, from
 SQLite's dbstat); the open time and max RSS of a fresh ``ask`` process (``Asker`` answering
-questions); ``Index.search`` latency (top 10, p50/p99, pinned to one core, over ``--rounds`` passes:
+questions); ``Searcher.search`` latency (top 10, p50/p99, pinned to one core, over ``--rounds`` passes:
 the pass with the best p50 is reported and every pass's p50 printed, with the time of a
 fixed reference kernel before it, a gauge of the VM's drifting speed); postings touched;
 and the number of questions whose top 10 differs from exhaustive scoring (must be 0).
@@ -270,7 +270,7 @@ def reference_us(reps: int = 30) -> float:
 
 def kept_sentences(ix, glob: str) -> np.ndarray:
     """A bool per sentence id: the live sentences of the files ``glob`` keeps, read independently
-    of ``Index.search``'s mask (the reference for exactness)."""
+    of ``Searcher.search``'s mask (the reference for exactness)."""
     rows = ix.conn.execute("SELECT s.id, f.path FROM sentences s JOIN files f ON f.id = s.file_id").fetchall()
     keep = np.zeros(1 + max(i for i, _ in rows), bool)
     keep[[i for i, p in rows if fnmatch.fnmatch(p, glob)]] = True
@@ -280,27 +280,30 @@ def kept_sentences(ix, glob: str) -> np.ndarray:
 def measure(db: Path, questions: list[str], tokens: list[np.ndarray], check: int, rounds: int, k: int = 10) -> dict:
     from sparc_local.query.pathfilter import PathFilter
     from sparc_local.index.store import Index
+    from sparc_local.query.searcher import Searcher
 
     ask = ask_process(db, questions[:20])
     filters = [PathFilter(glob) for _, glob in FILTERS]
     resolve = []
     for f in filters:  # the first filtered question of a process resolves the filter's mask
         with Index(db) as ix:
-            ix.search(tokens[0], k)
+            searcher = Searcher(ix)
+            searcher.search(tokens[0], k)
             t0 = time.perf_counter()
-            ix.search(tokens[0], k, file_filter=f)
+            searcher.search(tokens[0], k, file_filter=f)
             first = time.perf_counter() - t0
             t0 = time.perf_counter()
-            ix.search(tokens[0], k, file_filter=f)
+            searcher.search(tokens[0], k, file_filter=f)
             resolve.append((first, time.perf_counter() - t0))
     with Index(db) as ix:
+        searcher = Searcher(ix)
         st = ix.stats()
         n = st["sentences"]
         parts = db_breakdown(ix)
         for t in tokens[:20]:  # warm up
-            ix.search(t, k)
+            searcher.search(t, k)
             for f in filters:
-                ix.search(t, k, file_filter=f)
+                searcher.search(t, k, file_filter=f)
         runs, refs = [], []  # every question timed once per round; rounds expose this VM's drifting speed
         fruns: list[list[np.ndarray]] = [[] for _ in filters]  # the same, per filter, paired with runs
         for _ in range(rounds):
@@ -314,19 +317,19 @@ def measure(db: Path, questions: list[str], tokens: list[np.ndarray], check: int
                     if mode == 0:
                         stats: dict = {}
                         t0 = time.perf_counter()
-                        ix.search(t, k, stats=stats)
+                        searcher.search(t, k, stats=stats)
                         lat.append(time.perf_counter() - t0)
                         touched.append(stats.get("postings_scored", 0))
                     else:
                         t0 = time.perf_counter()
-                        ix.search(t, k, file_filter=filters[mode - 1])
+                        searcher.search(t, k, file_filter=filters[mode - 1])
                         flat[mode - 1].append(time.perf_counter() - t0)
             runs.append(np.array(lat) * 1e3)
             for fr, fl in zip(fruns, flat):
                 fr.append(np.array(fl) * 1e3)
         mism = 0
         for t in tokens[:check]:
-            ids, sc = ix.search(t, k)
+            ids, sc = searcher.search(t, k)
             eids, esc = exhaustive(ix, t, k)
             if not (np.array_equal(ids, eids) and np.array_equal(sc, esc)):
                 mism += 1
@@ -335,7 +338,7 @@ def measure(db: Path, questions: list[str], tokens: list[np.ndarray], check: int
             allowed = kept_sentences(ix, glob)
             fmism = 0
             for t in tokens[:check]:
-                ids, sc = ix.search(t, k, file_filter=f)
+                ids, sc = searcher.search(t, k, file_filter=f)
                 eids, esc = exhaustive(ix, t, k, allowed)
                 if not (np.array_equal(ids, eids) and np.array_equal(sc, esc)):
                     fmism += 1

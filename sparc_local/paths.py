@@ -70,3 +70,8 @@ def models_dir() -> Path:
 def demo_dir() -> Path:
     """The data dir `demo` works in (with ``using``), so the user's index never holds the samples."""
     return user_dir() / DEMO_DIR
+
+
+def is_under(path: str, prefix: str) -> bool:
+    """Whether ``path`` is ``prefix`` or lies below it, by whole components (/a/bc is not under /a/b)."""
+    return path == prefix or path.startswith(prefix.rstrip(os.sep) + os.sep)

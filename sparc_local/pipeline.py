@@ -31,7 +31,7 @@ from sparc_local.ingest.extract import MAX_CHARS, VANISHED, ExtractError, extrac
 from sparc_local.model.encoder import LazyEncoder
 from sparc_local.model.info import INDEX_MODEL_KEY, ModelInfo, index_is_stale
 from sparc_local.ingest.sentences import MAX_SENTENCE_CHARS, paragraphs, segment
-from sparc_local.query.pathfilter import is_under
+from sparc_local.paths import is_under
 from sparc_local.index.store import FileRecord, FileUpdate, Index, SentenceRow
 
 

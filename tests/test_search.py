@@ -281,7 +281,7 @@ def short_bitmaps(monkeypatch):
 
 
 def _v1_blob(ids: np.ndarray, q: np.ndarray) -> bytes:
-    """A FORMAT_V1 blob as layout 4 and earlier wrote it (still in users' indexes)."""
+    """A FORMAT_V1 blob of any list (the writer keeps V1 for lists FORMAT_U16 cannot hold)."""
     from sparc_local.index import varint as V
 
     return bytes([V.FORMAT_V1]) + V.varint_bytes(len(ids)) + q.tobytes() + V.varint_encode(V.gaps(ids)).tobytes()
@@ -298,18 +298,9 @@ def test_u16_round_trip_across_windows(start, spread):
     got = P.decode(blob)
     np.testing.assert_array_equal(got[0], ids)
     np.testing.assert_array_equal(got[1], q)
-    assert P.header(blob) == (P.FORMAT_U16, len(ids)) and P.max_weight(blob) == P.bound(blob) == q.max()
+    assert P.header(blob) == (P.FORMAT_U16, len(ids)) and P.bound(blob) == q.max()
     keys = np.zeros(len(ids), np.int64)
     assert P.encode_groups(keys, ids, q) == [(0, blob)]
-    # the same list as layouts 5-6 wrote it (no max byte) still decodes; its bound is QMAX
-    old = _u16_v3_blob(blob)
-    np.testing.assert_array_equal(P.decode_many([old, blob])[1], np.concatenate([ids, ids]))
-    assert P.header(old) == (P.FORMAT_U16_V3, len(ids)) and P.max_weight(old) == q.max() and P.bound(old) == P.QMAX
-
-
-def _u16_v3_blob(blob: bytes) -> bytes:
-    """A FORMAT_U16 blob as FORMAT_U16_V3 (layouts 5-6, still in users' indexes): no max byte."""
-    return bytes([P.FORMAT_U16_V3]) + blob[1:8] + blob[9:]
 
 
 def test_lists_u16_cannot_hold_are_v1_and_every_format_decodes_together(short_bitmaps):
@@ -354,11 +345,15 @@ def test_bitmap_format_round_trip_and_lookup(density, short_bitmaps):
     got_ids, got_q = P.decode(blob)
     np.testing.assert_array_equal(got_ids, ids)
     np.testing.assert_array_equal(got_q, q)
-    assert P.header(blob) == (blob[0], len(ids)) and P.max_weight(blob) == q.max()
-    probe = np.arange(0, 5200, dtype=np.int64)
-    expect = np.zeros(len(probe), np.uint8)
-    expect[ids] = q
-    np.testing.assert_array_equal(P.Lookup(blob).get(probe), expect)
+    assert P.header(blob) == (blob[0], len(ids))
+    if blob[0] == P.FORMAT_BITMAP:  # read at candidates by pruned search: BitmapSet
+        probe = np.arange(0, 5200, dtype=np.int64)
+        expect = np.zeros(len(probe), np.uint8)
+        expect[ids] = q
+        np.testing.assert_array_equal(P.BitmapSet([blob]).get(probe), expect)
+        assert P.BitmapSet([blob]).ub == q.max() and P.bound(blob) == P.QMAX
+    else:
+        assert P.bound(blob) == q.max()
     # encode_groups picks the same format as encode; decode_many handles mixed formats
     small = (np.array([3, 9], np.int64), np.array([5, 6], np.uint8))
     keys = np.concatenate([np.zeros(2, np.int64), np.ones(len(ids), np.int64)])
@@ -406,19 +401,17 @@ def _random_segments(rng, n_seg: int, seg_size: int, vocab: int):
 
 
 @pytest.mark.parametrize("seed", range(8))
-@pytest.mark.parametrize("zero_ratio,old_format", [(0, None), (1 << 30, "v1"), (0, "u16_v3")])
+@pytest.mark.parametrize("zero_ratio,old_format", [(0, None), (1 << 30, "v1")])
 def test_pruned_top_k_equals_brute_force(seed, zero_ratio, old_format, monkeypatch, short_bitmaps):
     """Exact: same ids, scores and tie order as summing everything (tombstones, segments, ties),
     with the accumulator zeroed again by a fill or by a scatter, and with the sparse lists in the
-    current FORMAT_U16 or in the V1 varints or the FORMAT_U16_V3 (no bounds) of older indexes."""
-    monkeypatch.setattr(S, "_PRUNE_MIN", 16)  # prune even on these small lists
+    current FORMAT_U16 or in the V1 varints (no bounds) of lists FORMAT_U16 cannot hold."""
     monkeypatch.setattr(S, "_ZERO_RATIO", zero_ratio)
     rng = np.random.default_rng(1000 + seed)
     M, blobs = _random_segments(rng, n_seg=int(rng.integers(1, 5)), seg_size=1500, vocab=40)
     if old_format:
-        old = (lambda b: _v1_blob(*P.decode(b))) if old_format == "v1" else _u16_v3_blob
-        blobs = {t: [b if b[0] == P.FORMAT_BITMAP else old(b) for b in bl] for t, bl in blobs.items()}
-        assert any(b[0] in (P.FORMAT_V1, P.FORMAT_U16_V3) for bl in blobs.values() for b in bl)
+        blobs = {t: [b if b[0] == P.FORMAT_BITMAP else _v1_blob(*P.decode(b)) for b in bl] for t, bl in blobs.items()}
+        assert any(b[0] == P.FORMAT_V1 for bl in blobs.values() for b in bl)
     n = len(M)
     pruned = unpruned = 0
     work = None
@@ -457,7 +450,7 @@ def test_pruned_top_k_equals_brute_force(seed, zero_ratio, old_format, monkeypat
 def test_candidates_at_the_rarer_tokens_only_equal_brute_force(seed, monkeypatch):
     """Common tokens with small weights, rare ones with large weights (as in the real model):
     the k-th best score exceeds the common tokens' bounds, so candidates are read at the rarer
-    tokens' ids only.  Exact, with tombstones, and with some lists in FORMAT_U16_V3 (no bound)."""
+    tokens' ids only.  Exact, with tombstones, and with some lists in FORMAT_V1 (no bound)."""
     rng = np.random.default_rng(2000 + seed)
     n, vocab = 6000, 30
     df = np.where(np.arange(vocab) < 10, 0.3, rng.choice([0.002, 0.01, 0.03], vocab))
@@ -470,7 +463,7 @@ def test_candidates_at_the_rarer_tokens_only_equal_brute_force(seed, monkeypatch
             ids = np.flatnonzero(M[a:b, t]) + a
             if len(ids):
                 blob = P.encode(ids, M[ids, t])
-                blobs.setdefault(t, []).append(_u16_v3_blob(blob) if t % 7 == 6 else blob)
+                blobs.setdefault(t, []).append(_v1_blob(*P.decode(blob)) if t % 7 == 6 else blob)
     monkeypatch.setattr(S, "_GATHER_RATIO", 1)
     gathered = 0
     for trial in range(30):
@@ -506,10 +499,6 @@ def test_bitmap_set_overlapping_ranges(short_bitmaps):
     np.testing.assert_array_equal(bs.get(probe), expect[probe])
 
 
-def test_accumulator_bound_matches_the_codec():
-    assert S._QMAX == P.QMAX
-
-
 def test_top_k_blobs_weights_at_the_accumulator_limits(monkeypatch, short_bitmaps):
     """uint16 sums up to 257 tokens of weight 255, int32 beyond; exact either way, and the
     reused buffer is zero again even when a blob turns out corrupt mid-way."""
@@ -533,7 +522,6 @@ def test_top_k_blobs_weights_at_the_accumulator_limits(monkeypatch, short_bitmap
     bad = bad[:-1] + bytes([bad[-1] ^ 1])  # one bit flipped: the bitmap no longer holds n ids
     ok = [P.encode(np.arange(0, n, 3, dtype=np.int64), np.full(len(range(0, n, 3)), 7, np.uint8))]
     work = S.work_buffer(n, 2)
-    monkeypatch.setattr(S, "_PRUNE_MIN", 16)  # the corrupt bitmap is read after the sums
     with pytest.raises(ValueError):
         S.top_k_blobs([ok, [bad]], 10, None, n, work=work)
     assert not work.any()
@@ -567,7 +555,6 @@ def test_masked_top_k_equals_brute_force(seed, monkeypatch, short_bitmaps):
     """A filter's mask inside pruned scoring is exact: the top k of the allowed sentences, as
     brute force restricted to them ranks them (tombstones too, ties by id), for dense, sparse,
     file-like and empty masks; and the exhaustive ``score`` agrees."""
-    monkeypatch.setattr(S, "_PRUNE_MIN", 16)  # prune even on these small lists
     rng = np.random.default_rng(3000 + seed)
     M, blobs = _random_segments(rng, n_seg=int(rng.integers(1, 5)), seg_size=1500, vocab=40)
     n, size = len(M), len(M) + 10
@@ -606,7 +593,6 @@ def test_mask_that_drops_the_best_sentences_keeps_pruning_exact(seed, bitmaps, m
     sentence would exceed the allowed sentences' k-th best and prune their answers away.  The
     rare tokens carry large weights (as in the real model).  With ``bitmaps`` the common tokens
     are pruned (read at candidates only); without, candidates come from the rarer lists only."""
-    monkeypatch.setattr(S, "_PRUNE_MIN", 16)
     monkeypatch.setattr(P, "BITMAP_MIN_N", 16 if bitmaps else 1 << 30)
     monkeypatch.setattr(S, "_GATHER_RATIO", 1)
     rng = np.random.default_rng(4000 + seed)

@@ -18,6 +18,7 @@ from sparc_local.index import segments
 from sparc_local.errors import SchemaTooNew
 from sparc_local.model.sparse import SparseVectors
 from sparc_local.index.store import MIGRATIONS, SCHEMA_VERSION, FileUpdate, Index, SentenceRow
+from sparc_local.query.searcher import Searcher
 
 VOCAB = 500
 
@@ -105,7 +106,7 @@ def test_write_read_round_trip(db):
 
         # exact sparse scores from the index == brute force from the input vectors
         q = np.array([3, 17, 42, 99, 250, 3])  # duplicate token counted once
-        ids, sc = ix.search(q, None)
+        ids, sc = Searcher(ix).search(q, None)
         scale = ix.weight_scale
         expected = {}
         sid = 0
@@ -126,7 +127,7 @@ def test_write_read_round_trip(db):
         assert r["context"][r["offset_in_context"] : r["offset_in_context"] + len(r["text"])] == r["text"]
         assert r["page"] == 1 and r["line"] == 1 and r["char_start"] == 0
 
-        ex = ix.explain(q, ids[:2])
+        ex = Searcher(ix).explain(q, ids[:2])
         for d, s in zip(ex, sc[:2]):
             assert sum(d.values()) == pytest.approx(float(s))
 
@@ -146,10 +147,11 @@ def test_postings_reads_only_query_tokens(db):
         plist = ix.postings(q)
         assert plist and {t for t, _, _ in plist} <= set(q)
         assert all(w.dtype == np.uint8 and np.all(np.diff(ids) > 0) for _, ids, w in plist)
-        # the query is a primary-key search, not a table scan
-        plan = ix.conn.execute("EXPLAIN QUERY PLAN " + Index._POSTINGS_SQL.format("?,?,?"), q).fetchall()
-        detail = " ".join(r[-1] for r in plan)
-        assert "SEARCH postings USING INDEX postings_token (token_id=?)" in detail and "SCAN" not in detail
+        # the query is a primary-key search, not a table scan (with or without the snapshot's version)
+        for sql in (Index._TOKEN_BLOBS_SQL, Index._BLOBS_VERSION_SQL):
+            plan = ix.conn.execute("EXPLAIN QUERY PLAN " + sql.format("?,?,?"), q).fetchall()
+            detail = " ".join(r[-1] for r in plan)
+            assert "SEARCH postings USING INDEX postings_token (token_id=?)" in detail and "SCAN" not in detail.replace("SCAN pragma_data_version", "")
         # one tuple per stored (token, segment) row of the query tokens, nothing else
         n_rows = ix.conn.execute(
             "SELECT count(*) FROM postings WHERE token_id IN (5, 77, 123)"
@@ -166,7 +168,7 @@ def test_update_replaces_sentences(db):
         old_ids = {r["id"] for r in ix.sentences(range(1, 11))}
         assert len(old_ids) == 10
         ix.write_files([_update(rng, "/d/a.txt", 6, "new")], merge=False)
-        ids, _ = ix.search(_all_tokens(), None)
+        ids, _ = Searcher(ix).search(_all_tokens(), None)
         assert not set(ids.tolist()) & old_ids  # old ones no longer score
         assert len(ids) == 6 + 4
         rows = ix.sentences(ids)
@@ -178,7 +180,7 @@ def test_update_replaces_sentences(db):
         # the first segment is now mostly tombstones: maybe_merge rewrites it, same results
         assert ix.maybe_merge() == 1
         assert ix.stats()["tombstones"] == 0 and ix.sentences(sorted(old_ids)) == []
-        np.testing.assert_array_equal(ix.search(_all_tokens(), None)[0], ids)
+        np.testing.assert_array_equal(Searcher(ix).search(_all_tokens(), None)[0], ids)
         assert ix.verify() == []
 
 
@@ -190,12 +192,12 @@ def test_error_file_records_reason_and_drops_old_sentences(db):
         rec = ix.file("/d/a.pdf")
         assert rec.status == "error" and rec.error == "encrypted PDF" and rec.n_sentences == 0
         assert rec.hash == "h2"
-        assert len(ix.search(_all_tokens())[0]) == 0
+        assert len(Searcher(ix).search(_all_tokens())[0]) == 0
         assert ix.stats()["errors"] == [{"path": "/d/a.pdf", "reason": "encrypted PDF"}]
         # and it recovers once readable again
         ix.write_files([_update(rng, "/d/a.pdf", 2)])
         assert ix.file("/d/a.pdf").status == "ok" and ix.stats()["errors"] == []
-        assert len(ix.search(_all_tokens(), None)[0]) == 2
+        assert len(Searcher(ix).search(_all_tokens(), None)[0]) == 2
         assert ix.verify() == []
 
 
@@ -208,7 +210,7 @@ def test_remove_files_and_remove_under(db):
         assert ix.file("/r/a.txt") is None
         assert ix.remove_under("/r/sub") == 2  # not /r/subway.txt
         assert [f.path for f in ix.all_files()] == ["/other/d.txt", "/r/subway.txt"]
-        ids, _ = ix.search(_all_tokens(), None)
+        ids, _ = Searcher(ix).search(_all_tokens(), None)
         assert {r["path"] for r in ix.sentences(ids)} == {"/other/d.txt", "/r/subway.txt"}
         assert ix.remove_under("/r/") == 1
         assert ix.stats()["files"] == 1 and ix.stats()["sentences"] == 3
@@ -231,16 +233,16 @@ def test_merge_all_preserves_results_exactly(db, chunk_bytes, monkeypatch):
         ix.remove_files(["/e/5.txt"])
         assert len(ix.segments()) == 9
         queries = [rng.choice(VOCAB, 6, replace=False) for _ in range(20)]
-        before = [ix.search(q, 10) for q in queries]
-        full_before = ix.search(_all_tokens(), None)
+        before = [Searcher(ix).search(q, 10) for q in queries]
+        full_before = Searcher(ix).search(_all_tokens(), None)
         sent_before = ix.sentences(full_before[0])
         ix.merge_all()
         assert len(ix.segments()) == 1 and ix.stats()["tombstones"] == 0
         for q, (ids, sc) in zip(queries, before):
-            ids2, sc2 = ix.search(q, 10)
+            ids2, sc2 = Searcher(ix).search(q, 10)
             np.testing.assert_array_equal(ids, ids2)
             np.testing.assert_array_equal(sc, sc2)
-        full_after = ix.search(_all_tokens(), None)
+        full_after = Searcher(ix).search(_all_tokens(), None)
         np.testing.assert_array_equal(full_before[0], full_after[0])
         assert ix.sentences(full_after[0]) == sent_before  # ids stable
         assert ix.verify() == []
@@ -258,7 +260,7 @@ def test_maybe_merge_tiered(db):
         assert len(ix.segments()) == 9  # below the merge factor
         ix.write_files([_update(rng, "/d/9.txt", 2)])
         assert len(ix.segments()) == 1  # 10 small segments -> 1
-        ids_before = ix.search(_all_tokens(), None)
+        ids_before = Searcher(ix).search(_all_tokens(), None)
         # a segment that is mostly tombstones gets rewritten
         ix.write_files([_update(rng, f"/x/{i}.txt", 2) for i in range(5)])
         assert len(ix.segments()) == 2
@@ -269,7 +271,7 @@ def test_maybe_merge_tiered(db):
         ix.remove_files(["/x/4.txt"])
         ix.maybe_merge()
         assert len(ix.segments()) == 1 and ix.stats()["tombstones"] == 0
-        ids_after = ix.search(_all_tokens(), None)
+        ids_after = Searcher(ix).search(_all_tokens(), None)
         np.testing.assert_array_equal(ids_before[0], ids_after[0])
         np.testing.assert_array_equal(ids_before[1], ids_after[1])
         assert ix.verify() == []
@@ -287,13 +289,13 @@ def test_compact_merges_only_the_small_segments(db):
         ix.remove_files(["/small/2.txt"])
         big = {s["id"] for s in ix.segments() if s["n_sentences"] >= 150}
         queries = [rng.choice(VOCAB, 6, replace=False) for _ in range(20)]
-        before = [ix.search(q, 10) for q in queries]
+        before = [Searcher(ix).search(q, 10) for q in queries]
         assert ix.compact() is True
         segs = ix.segments()
         assert len(segs) == 3 and big <= {s["id"] for s in segs}
         assert sorted(s["live_sentences"] for s in segs) == [30, 150, 900]
         for q, (ids, sc) in zip(queries, before):
-            ids2, sc2 = ix.search(q, 10)
+            ids2, sc2 = Searcher(ix).search(q, 10)
             np.testing.assert_array_equal(ids, ids2)
             np.testing.assert_array_equal(sc, sc2)
         assert ix.compact() is False  # one small segment left: nothing to merge
@@ -313,11 +315,11 @@ def test_compact_merges_everything_once_the_index_grew_by_a_third(db):
         ix.write_files([_update(rng, "/docs/d.txt", 10)], merge=False)
         ix.remove_files(["/docs/d.txt"])
         queries = [rng.choice(VOCAB, 6, replace=False) for _ in range(20)]
-        before = [ix.search(q, 10) for q in queries]
+        before = [Searcher(ix).search(q, 10) for q in queries]
         assert ix.compact() is True  # 350 of 1250 live sentences beside the biggest segment
         assert [(s["n_sentences"], s["live_sentences"]) for s in ix.segments()] == [(1250, 1250)]
         for q, (ids, sc) in zip(queries, before):
-            ids2, sc2 = ix.search(q, 10)
+            ids2, sc2 = Searcher(ix).search(q, 10)
             np.testing.assert_array_equal(ids, ids2)
             np.testing.assert_array_equal(sc, sc2)
         assert ix.compact() is False
@@ -334,7 +336,7 @@ def test_exception_mid_write_rolls_back(db, monkeypatch):
         ix.write_files([_update(rng, "/d/a.txt", 4, "old")])
         snapshot = ix.conn.execute("SELECT * FROM sentences ORDER BY id").fetchall()
         files_before = ix.all_files()
-        res_before = ix.search(_all_tokens(), None)
+        res_before = Searcher(ix).search(_all_tokens(), None)
         good = _update(rng, "/d/a.txt", 3, "new")
         bad = _update(rng, "/d/b.txt", 3, "bad")
         # a SentenceRow sqlite cannot bind: fails after /d/a.txt was already tombstoned+rewritten
@@ -345,7 +347,7 @@ def test_exception_mid_write_rolls_back(db, monkeypatch):
         assert ix.all_files() == files_before
         assert ix.conn.execute("SELECT * FROM sentences ORDER BY id").fetchall() == snapshot
         assert ix.stats()["tombstones"] == 0 and ix.stats()["segments"] == 1
-        res = ix.search(_all_tokens(), None)
+        res = Searcher(ix).search(_all_tokens(), None)
         np.testing.assert_array_equal(res[0], res_before[0])
         # an exception while writing postings rolls back too
         monkeypatch.setattr(P, "encode_groups", lambda *a: (_ for _ in ()).throw(Boom()))
@@ -365,7 +367,7 @@ def test_kill_9_mid_write_leaves_old_state(db):
     rng = np.random.default_rng(9)
     with Index(db) as ix:
         ix.write_files([_update(rng, "/d/a.txt", 4)])
-        before = ix.search(_all_tokens(), None)
+        before = Searcher(ix).search(_all_tokens(), None)
     script = textwrap.dedent(
         f"""
         import os, signal, numpy as np
@@ -390,7 +392,7 @@ def test_kill_9_mid_write_leaves_old_state(db):
     with Index(db) as ix:
         assert ix.conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
         assert [f.path for f in ix.all_files()] == ["/d/a.txt"]
-        after = ix.search(_all_tokens(), None)
+        after = Searcher(ix).search(_all_tokens(), None)
         np.testing.assert_array_equal(before[0], after[0])
         np.testing.assert_array_equal(before[1], after[1])
         assert ix.verify() == []
@@ -401,12 +403,13 @@ def test_reader_during_write_transaction(db):
     writer = Index(db)
     writer.write_files([_update(rng, "/d/a.txt", 5)])
     reader = Index(db, busy_timeout_ms=200)
-    expect = reader.search(_all_tokens(), None)
+    rs = Searcher(reader)
+    expect = rs.search(_all_tokens(), None)
     with writer.write_transaction() as c:  # holds the write lock
         c.execute("DELETE FROM postings")
         c.execute("INSERT INTO roots(path) VALUES ('/x')")
         # the reader is not blocked and sees the last committed state
-        got = reader.search(_all_tokens(), None)
+        got = rs.search(_all_tokens(), None)
         np.testing.assert_array_equal(got[0], expect[0])
         assert reader.roots() == [] and reader.stats()["files"] == 1
         # a second writer cannot get in (times out instead of corrupting anything)
@@ -414,7 +417,7 @@ def test_reader_during_write_transaction(db):
             reader.add_roots(["/y"])
         c.execute("ROLLBACK")
         c.execute("BEGIN IMMEDIATE")
-    got = reader.search(_all_tokens(), None)
+    got = rs.search(_all_tokens(), None)
     np.testing.assert_array_equal(got[0], expect[0])
     writer.close()
     reader.close()
@@ -427,14 +430,15 @@ def test_search_sees_other_connections_commits(db):
     writer = Index(db)
     writer.write_files([_update(rng, "/d/a.txt", 30), _update(rng, "/d/b.txt", 30)])
     reader = Index(db)
+    rs = Searcher(reader)
     queries = [rng.choice(VOCAB, 8, replace=False) for _ in range(10)]
     for q in queries:
-        reader.search(q, 5)
+        rs.search(q, 5)
     writer.write_files([_update(rng, "/d/a.txt", 40, "v2"), _update(rng, "/d/c.txt", 30)], merge=False)
     writer.remove_files(["/d/b.txt"])
     with Index(db) as fresh:
         for q in queries:
-            got, want = reader.search(q, 5), fresh.search(q, 5)
+            got, want = rs.search(q, 5), Searcher(fresh).search(q, 5)
             np.testing.assert_array_equal(got[0], want[0])
             np.testing.assert_array_equal(got[1], want[1])
             assert all(r["path"] in ("/d/a.txt", "/d/c.txt") for r in reader.sentences(got[0]))
@@ -447,7 +451,7 @@ def test_roots_meta_and_weight_scale(db):
     with Index(db) as ix:
         ix.add_roots(["/home/u/docs", "/home/u/notes", "/home/u/docs"])
         assert ix.roots() == ["/home/u/docs", "/home/u/notes"]
-        ix.remove_roots(["/home/u/notes"])
+        ix.remove_roots_under("/home/u/notes")
         assert ix.roots() == ["/home/u/docs"]
         ix.set_meta("model", "m1")
         assert ix.meta()["model"] == "m1" and ix.stats()["model"] == "m1"
@@ -483,7 +487,7 @@ def test_write_transactions_nest_as_savepoints(db):
         with pytest.raises(Boom):
             with ix.write_transaction():
                 ix.remove_under("/a")
-                ix.remove_roots(["/a"])
+                ix.remove_roots_under("/a")
                 raise Boom
         assert not ix.conn.in_transaction
         assert reader.roots() == ["/a"] and [f.path for f in reader.all_files()] == ["/a/x.txt"]
@@ -558,9 +562,9 @@ def test_tiny_weights_dropped_and_counts_exact(db):
         ix.write_files([FileUpdate("/a", 1, 1.0, "h", [SentenceRow("x", "x", 0), SentenceRow("y", "y", 0)], v)])
         assert ix.stats()["postings"] == 2
         assert ix.verify() == []
-        ids, sc = ix.search([3])
+        ids, sc = Searcher(ix).search([3])
         assert sc[0] == pytest.approx(16.0)  # clipped at the ceiling
-        assert len(ix.search([4])[0]) == 0
+        assert len(Searcher(ix).search([4])[0]) == 0
         # duplicate tokens within one sentence vector are rejected
         bad = SparseVectors.from_rows([(np.array([1, 1], np.int32), np.array([1.0, 1.0], np.float32))])
         with pytest.raises(ValueError):
@@ -577,7 +581,7 @@ def test_score_via_search_module_with_exclude(db):
         with ix.read_transaction():
             plist, dead = ix.postings(q), ix.tombstones()
         ids, sc = S.score(plist, 5, dead, scale=ix.weight_scale)
-        ids2, sc2 = ix.search(q, 5)
+        ids2, sc2 = Searcher(ix).search(q, 5)
         np.testing.assert_array_equal(ids, ids2)
         assert not set(ids.tolist()) & set(dead.tolist())
 
@@ -601,12 +605,53 @@ def test_migration_2_moves_contexts_into_paragraphs(tmp_path):
     conn.commit()
     conn.close()
     with Index(db) as idx:
-        assert idx.schema_version() == 2
+        assert idx.schema_version() == SCHEMA_VERSION
         rows = idx.sentences([1, 2, 3])
         assert [(r["text"], r["context"], r["offset_in_context"]) for r in rows] == [
             ("One.", para, 0), ("Two.", para, 5), ("One.", para, 0)]
         # one paragraph row per (file, paragraph)
         assert idx.conn.execute("SELECT count(*) FROM paragraphs").fetchone()[0] == 2
+
+
+def _old_format(blob: bytes, which: int) -> bytes:
+    """``blob`` in a format earlier writers chose: 0 tag 3 (FORMAT_U16 without its largest
+    weight), 1 FORMAT_V1 for a list FORMAT_U16 holds, 2 a bitmap of a short list."""
+    from sparc_local.index import varint as V
+
+    assert blob[0] == P.FORMAT_U16  # short lists: no bitmaps
+    if which == 0:
+        return bytes([3]) + blob[1:8] + blob[9:]
+    ids, q = P.decode(blob)
+    if which == 1:
+        return bytes([V.FORMAT_V1]) + V.varint_bytes(len(ids)) + q.tobytes() + V.varint_encode(V.gaps(ids)).tobytes()
+    return P._encode_bitmap(ids, q)
+
+
+def test_migration_3_rewrites_every_blob_in_a_format_the_writer_writes(db):
+    """Blobs of earlier layouts (tag 3, V1 lists FORMAT_U16 holds, short bitmaps) are rewritten
+    once on open, as ``postings.encode`` writes them today; answers and checks are unchanged."""
+    rng = np.random.default_rng(31)
+    queries = [rng.choice(VOCAB, 10, replace=False) for _ in range(15)]
+    with Index(db) as ix:
+        ix.write_files([_update(rng, f"/d/{i}.txt", 40, k=60) for i in range(3)], merge=False)
+        ix.write_files([_update(rng, "/d/1.txt", 20, "v2", k=60)], merge=False)  # two segments, tombstones
+        want = [Searcher(ix).search(q, 10) for q in queries]
+        current = dict(ix.conn.execute("SELECT id, blob FROM postings"))
+        with ix.write_transaction() as c:
+            c.executemany("UPDATE postings SET blob = ? WHERE id = ?",
+                          [(_old_format(b, rid % 3), rid) for rid, b in current.items()])
+            c.execute("PRAGMA user_version = 2")
+        tags = {r[0][0] for r in ix.conn.execute("SELECT blob FROM postings")}
+    assert tags == {1, 2, 3}
+    with Index(db) as ix:
+        assert ix.schema_version() == SCHEMA_VERSION
+        assert dict(ix.conn.execute("SELECT id, blob FROM postings")) == current
+        for q, (ids, sc) in zip(queries, want):
+            got = Searcher(ix).search(q, 10)
+            np.testing.assert_array_equal(got[0], ids)
+            np.testing.assert_array_equal(got[1], sc)
+        assert ix.verify() == []
+        assert ix.stats()["posting_bytes"] == sum(map(len, current.values()))
 
 
 def test_pruned_search_equals_exhaustive_across_segments(db, monkeypatch):
@@ -615,7 +660,6 @@ def test_pruned_search_equals_exhaustive_across_segments(db, monkeypatch):
     from sparc_local.index import postings as P
     from sparc_local.query import scoring as S
 
-    monkeypatch.setattr(S, "_PRUNE_MIN", 8)
     monkeypatch.setattr(P, "BITMAP_MIN_N", 8)  # bitmaps on these small lists (the default is 32768)
     rng = np.random.default_rng(5)
     with Index(db) as ix:
@@ -632,17 +676,18 @@ def test_pruned_search_equals_exhaustive_across_segments(db, monkeypatch):
         assert len(ix.segments()) == 12 and len(ix.tombstones()) == 120
         blobs = [r[0] for r in ix.conn.execute("SELECT blob FROM postings WHERE token_id = 1")]
         assert all(b[0] == P.FORMAT_BITMAP for b in blobs)
+        searcher = Searcher(ix)
         for _ in range(30):
             q = np.concatenate([[1, 2], rng.choice(60, int(rng.integers(1, 6)), replace=False) + 3])
             for k in (1, 10, 25):
                 stats: dict = {}
-                ids, sc = ix.search(q, k, stats=stats)
+                ids, sc = searcher.search(q, k, stats=stats)
                 with ix.read_transaction():
                     ref = S.score(ix.postings(q), k, ix.tombstones(), scale=ix.weight_scale)
                 np.testing.assert_array_equal(ids, ref[0])
                 np.testing.assert_array_equal(sc, ref[1])
                 assert "candidates" in stats
-                assert not ix._work.any()  # zero again for the next question
+                assert not searcher._work.any()  # zero again for the next question
 
 
 def test_search_sees_other_connections_changes(db):
@@ -651,14 +696,15 @@ def test_search_sees_other_connections_changes(db):
     vec = SparseVectors.from_rows([(np.array([5, 6]), np.array([2.0, 1.0], np.float32))])
     with Index(db) as reader, Index(db) as writer:
         writer.write_files([FileUpdate("/a.txt", 1, 1.0, "h", [SentenceRow("a", "a", 0)], vec)], merge=False)
-        ids, _ = reader.search([5], 10)
+        rs = Searcher(reader)
+        ids, _ = rs.search([5], 10)
         assert len(ids) == 1
         writer.write_files([FileUpdate("/b.txt", 1, 1.0, "h", [SentenceRow("b", "b", 0)], vec)], merge=False)
-        assert len(reader.search([5], 10)[0]) == 2  # a new, higher id
+        assert len(rs.search([5], 10)[0]) == 2  # a new, higher id
         writer.remove_files(["/a.txt"])
-        assert reader.search([5], 10)[0].tolist() == [ids[0] + 1]  # tombstoned at once
+        assert rs.search([5], 10)[0].tolist() == [ids[0] + 1]  # tombstoned at once
         reader.remove_files(["/b.txt"])  # this connection's own write
-        assert len(reader.search([5], 10)[0]) == 0
+        assert len(rs.search([5], 10)[0]) == 0
 
 
 def test_filtered_search_equals_exhaustive_over_the_kept_files(db, monkeypatch):
@@ -668,7 +714,6 @@ def test_filtered_search_equals_exhaustive_over_the_kept_files(db, monkeypatch):
     the mask is cached until the database changes, roots included."""
     from sparc_local.query.pathfilter import PathFilter
 
-    monkeypatch.setattr(S, "_PRUNE_MIN", 8)
     monkeypatch.setattr(P, "BITMAP_MIN_N", 8)
     rng = np.random.default_rng(21)
     names = [f"/d/{'ab'[f % 2]}/f{f}.{['txt', 'md', 'MD'][f % 3]}" for f in range(12)]
@@ -687,6 +732,7 @@ def test_filtered_search_equals_exhaustive_over_the_kept_files(db, monkeypatch):
                                             " (SELECT id FROM files WHERE path = ?)", (names[f],)).fetchone() for f in (0, 2))
         ix.conn.executemany("UPDATE sentences SET file_id = ? WHERE id = ?", [(fb, a), (fa, b)])
         assert ix.verify() == []
+        searcher = Searcher(ix)
 
         def reference(q, k, flt):
             with ix.read_transaction() as c:
@@ -705,23 +751,23 @@ def test_filtered_search_equals_exhaustive_over_the_kept_files(db, monkeypatch):
             for _ in range(10):
                 q = np.concatenate([[1, 2], rng.choice(60, int(rng.integers(1, 6)), replace=False) + 3])
                 for k in (1, 10, 100):
-                    ids, sc = ix.search(q, k, file_filter=flt)
+                    ids, sc = searcher.search(q, k, file_filter=flt)
                     rids, rsc = reference(q, k, flt)
                     np.testing.assert_array_equal(ids, rids)
                     np.testing.assert_array_equal(sc, rsc)
                     assert (len(ids) > 0) == (flt.glob != names[3])  # re-indexed with no sentences
-            assert flt in ix._state[3]  # resolved once for this snapshot
+            assert flt in searcher._snap.masks  # resolved once for this snapshot
         # another connection adds a kept file: the next question sees it
         writer.write_files([_update(rng, "/d/a/new.md", 5, "v1")], merge=False)
-        ids, _ = ix.search(_all_tokens(), None, file_filter=PathFilter(glob="*/new.md"))
+        ids, _ = searcher.search(_all_tokens(), None, file_filter=PathFilter(glob="*/new.md"))
         assert [r["path"] for r in ix.sentences(ids)] == ["/d/a/new.md"] * 5
-        assert len(ix.search(_all_tokens(), None, file_filter=PathFilter(ext="pdf"))[0]) == 0
+        assert len(searcher.search(_all_tokens(), None, file_filter=PathFilter(ext="pdf"))[0]) == 0
         # a deeper root changes what lies "in a/" relative to the roots: the next question sees it
         flt = PathFilter(glob="a/f1*")
-        ids, _ = ix.search(_all_tokens(), None, file_filter=flt)
+        ids, _ = searcher.search(_all_tokens(), None, file_filter=flt)
         assert {r["path"] for r in ix.sentences(ids)} == {"/d/a/f10.md"}
-        writer.remove_roots(["/d"])
+        writer.remove_roots_under("/d")
         writer.add_roots(["/d/a", "/d/b"])
-        assert len(ix.search(_all_tokens(), None, file_filter=flt)[0]) == 0
-        ids, _ = ix.search(_all_tokens(), None, file_filter=PathFilter(glob="f1*"))
+        assert len(searcher.search(_all_tokens(), None, file_filter=flt)[0]) == 0
+        ids, _ = searcher.search(_all_tokens(), None, file_filter=PathFilter(glob="f1*"))
         assert {r["path"] for r in ix.sentences(ids)} == {"/d/b/f1.md", "/d/a/f10.md", "/d/b/f11.MD"}

@@ -66,6 +66,7 @@ def evaluate(ds_dir: Path, info: ModelInfo, *, depth: int = 10, top_k: int | Non
     from sparc_local.query.tokens import query_token_ids
     from sparc_local.batch_writer import BatchWriter
     from sparc_local.index.store import FileUpdate, Index, SentenceRow
+    from sparc_local.query.searcher import Searcher
 
     ds_dir = Path(ds_dir)
     ds = reqa.load(ds_dir)
@@ -96,10 +97,11 @@ def evaluate(ds_dir: Path, info: ModelInfo, *, depth: int = 10, top_k: int | Non
         order = [i for p in sorted(by_passage) for i in by_passage[p]]
         to_sid = {db: ds.ids[i] for db, i in zip(db_ids, order)}
         ranked, latency = [], []
+        searcher = Searcher(index)
         for _, question, _ in ds.queries:
             tokens = query_token_ids(tokenizer, question, skip)
             t0 = time.perf_counter()
-            ids, _scores = index.search(tokens, n=depth)
+            ids, _scores = searcher.search(tokens, n=depth)
             latency.append((time.perf_counter() - t0) * 1000)
             ranked.append([to_sid[int(i)] for i in ids])
         index.close()

@@ -1,23 +1,32 @@
 """Posting-list blob codec and weight quantization.
 
 A posting list is one token's (sentence_id, weight) pairs inside one segment, sentence ids
-strictly ascending.  It is stored as one SQLite BLOB.  Everything here is numpy-vectorized:
-no Python loop runs per posting.  The varints and the V1 decoder live in ``varint.py``.
+strictly ascending.  It is stored as one SQLite BLOB whose first byte is its format tag.
+Everything here is numpy-vectorized: no Python loop runs per posting.  The writer picks one of
+three formats per list (``encode``); ``schema.py`` rewrites blobs of any other format once.
 
-Blob format, version 1 (``FORMAT_V1``)::
+``FORMAT_U16`` (tag 4), the default::
 
-    byte 0        format tag = 1
-    varint        n, the number of postings (LEB128: 7 bits per byte, low group first,
-                  high bit set on every byte except the last)
-    n bytes       weights, uint8 quantized (see below), in id order
-    n varints     id gaps: gap[0] = ids[0], gap[i] = ids[i] - ids[i-1] - 1   (LEB128)
+    byte 0        format tag = 4
+    byte 1        w, the number of 65536-id windows the list spans (1..255)
+    uint16        the first window, ids[0] >> 16
+    uint32        n, the number of postings
+    uint8         the list's largest weight
+    w x uint16    postings per window (only when w > 1)
+    n x 3 bytes   one record per posting, in id order: uint16 low 16 bits of the id, uint8 weight
 
-The "- 1" works because ids are strictly ascending, so a dense run of ids costs one byte
-per posting for the id plus one for the weight.  The tag byte lets formats coexist in one
-index (``decode`` dispatches on it) without rewriting existing blobs.
+All little-endian.  Why: search decodes it with no per-posting Python or varint passes: the
+records of all of a question's lists are joined (one bytes slice per blob) and read as one
+structured array, whose two fields are widened and offset by their window in a few vectorized
+calls.  Interleaved records need one slice per blob where separate id and weight runs need
+two.  Measured on 100k sentences, varint decoding was about a third of a question's latency.
+It costs 3 bytes per posting against ~2.25 for varints (~390 against ~288 bytes per sentence
+at K = 128).  The largest weight is a bound that search reads from the header: a sentence that
+is only in lists whose bounds sum below the k-th best score need not be looked at
+(``scoring._top_k_acc``).
 
-Blob format, version 2 (``FORMAT_BITMAP``), for lists dense in their id range (near-stop
-tokens such as "the", in up to 86% of sentences at K=256)::
+``FORMAT_BITMAP`` (tag 2), for lists dense in their id range (near-stop tokens such as "the",
+in up to 86% of sentences at K=256)::
 
     byte 0        format tag = 2
     varint        n, the number of postings
@@ -37,30 +46,19 @@ bitmaps from 8192 ids or wherever smaller, for +4 B/sentence; at 1M, 0.925 again
 Why 5%: measured on 1M sentences, 5%-12% tokens hold most of a question's postings left after
 the near-stop ones.
 
-Blob format, version 4 (``FORMAT_U16``), the writer's default for every other list::
+``FORMAT_V1`` (tag 1, ``varint.py``), for a list ``FORMAT_U16`` cannot hold (ids >= 2^32, more
+than 255 windows or 65535 ids in a window)::
 
-    byte 0        format tag = 4
-    byte 1        w, the number of 65536-id windows the list spans (1..255)
-    uint16        the first window, ids[0] >> 16
-    uint32        n, the number of postings
-    uint8         the list's largest weight
-    w x uint16    postings per window (only when w > 1)
-    n x 3 bytes   one record per posting, in id order: uint16 low 16 bits of the id, uint8 weight
+    byte 0        format tag = 1
+    varint        n, the number of postings (LEB128: 7 bits per byte, low group first,
+                  high bit set on every byte except the last)
+    n bytes       weights, uint8 quantized (see below), in id order
+    n varints     id gaps: gap[0] = ids[0], gap[i] = ids[i] - ids[i-1] - 1   (LEB128)
 
-All little-endian.  Why: search decodes it with no per-posting Python or varint passes: the
-records of all of a question's lists are joined (one bytes slice per blob) and read as one
-structured array, whose two fields are widened and offset by their window in a few vectorized
-calls.  Interleaved records need one slice per blob where separate id and weight runs need
-two.  Measured on 100k sentences, V1's varint decoding was about a third of a question's
-latency.  It costs 3 bytes per posting against V1's ~2.25 (~390 against ~288 bytes per
-sentence at K = 128).  The largest weight is a bound that search reads from the header: a
-sentence that is only in lists whose bounds sum below the k-th best score need not be looked
-at (``search._top_k_acc``).  Version 3 (``FORMAT_U16_V3``, layouts 5-6) is the same without that
-byte; it is still read, with the bound ``QMAX``.
-A list that does not fit it (ids >= 2^32, more than 255 windows or 65535 ids in a window)
-is written as V1.
+The "- 1" works because ids are strictly ascending, so a dense run of ids costs one byte per
+posting for the id plus one for the weight.
 
-``LAYOUT_VERSION`` numbers the writer's choices (old blobs stay readable: the tag decides).
+``LAYOUT_VERSION`` numbers the writer's choices (benchmarks key cached indexes by it).
 
 Weights: f(v, s) > 0 is stored as ``q = round(f / scale)`` clipped to 0..255, where ``scale``
 is one number per index (meta key ``weight_scale``), chosen by the caller as
@@ -75,17 +73,15 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Sequence
-from typing import NamedTuple
 
 import numpy as np
 
 from .varint import FORMAT_V1, decode_many_v1, gaps, read_varint, varint_bytes, varint_decode, varint_encode
 
 FORMAT_BITMAP = 2
-FORMAT_U16_V3 = 3
 FORMAT_U16 = 4
-# 2: bitmap only when smaller; 4: also at >= BITMAP_DENSITY and BITMAP_MIN_N; 5: FORMAT_U16_V3;
-# 6: bitmaps only at >= BITMAP_MIN_N (32768) ids and BITMAP_DENSITY; 7: FORMAT_U16 (a max weight)
+# the writer's formats and its choice between them: FORMAT_U16, bitmaps at >= BITMAP_MIN_N ids
+# and BITMAP_DENSITY, FORMAT_V1 where FORMAT_U16 does not fit
 LAYOUT_VERSION = 7
 BITMAP_DENSITY = 0.05
 # Shorter lists are cheaper to decode in full than to prune (measured at 100k sentences: a
@@ -98,8 +94,8 @@ _U8 = np.uint8
 _I64 = np.int64
 _U16LE = np.dtype("<u2")
 _REC = np.dtype([("low", "<u2"), ("q", "u1")])  # a FORMAT_U16 record, 3 bytes
-_U16_HEAD = struct.Struct("<BBHI")  # tag, windows, first window, n
-_U16_MAX = _U16_HEAD.size  # FORMAT_U16: the offset of the max weight byte, after that header
+U16_HEAD = struct.Struct("<BBHI")  # tag, windows, first window, n
+_U16_MAX = U16_HEAD.size  # FORMAT_U16: the offset of the max weight byte, after that header
 _WIN_BITS = 16
 
 
@@ -167,7 +163,7 @@ def _encode_u16(ids: np.ndarray, q: np.ndarray) -> bytes | None:
         if per.max() > 0xFFFF:
             return None
         table = per.astype(_U16LE).tobytes()
-    return _U16_HEAD.pack(FORMAT_U16, nwin, w0, n) + bytes([int(q.max())]) + table + _records(ids, q)
+    return U16_HEAD.pack(FORMAT_U16, nwin, w0, n) + bytes([int(q.max())]) + table + _records(ids, q)
 
 
 def _use_bitmap(n, span):
@@ -185,27 +181,10 @@ def _encode_bitmap(ids: np.ndarray, q: np.ndarray) -> bytes:
             + q.tobytes() + np.packbits(bits, bitorder="little").tobytes())
 
 
-class Bitmap(NamedTuple):
-    """A parsed FORMAT_BITMAP blob (views into the blob, nothing decoded)."""
-
-    n: int
-    lo: int
-    span: int
-    weights: np.ndarray  # uint8, id order
-    bits: np.ndarray  # uint8, ceil(span / 8)
-
-
-def parse_bitmap(blob: bytes) -> Bitmap:
-    n, lo, span, pos = _bitmap_header(blob)
-    q = np.frombuffer(blob, dtype=_U8, count=n, offset=pos)
-    bits = np.frombuffer(blob, dtype=_U8, count=(span + 7) // 8, offset=pos + n)
-    return Bitmap(n, lo, span, q, bits)
-
-
 def header(blob: bytes) -> tuple[int, int]:
     """(format tag, number of postings) without decoding anything."""
-    if blob[0] in _U16_TAGS:
-        return blob[0], _U16_HEAD.unpack_from(blob)[3]
+    if blob[0] == FORMAT_U16:
+        return blob[0], U16_HEAD.unpack_from(blob)[3]
     return blob[0], read_varint(blob, 1)[0]
 
 
@@ -213,43 +192,6 @@ def bound(blob: bytes) -> int:
     """An upper bound of a blob's weights, read from its header: exact for ``FORMAT_U16``,
     else ``QMAX`` (no decoding: search asks this of every summed blob)."""
     return blob[_U16_MAX] if blob[0] == FORMAT_U16 and len(blob) > _U16_MAX else QMAX
-
-
-def max_weight(blob: bytes) -> int:
-    """The largest stored weight of a blob (an upper bound for pruning)."""
-    tag = blob[0]
-    if tag == FORMAT_BITMAP:
-        return int(parse_bitmap(blob).weights.max())
-    if tag in _U16_TAGS:
-        q = decode_many_u16([blob])[2]
-        return int(q.max()) if len(q) else 0
-    n, pos = read_varint(blob, 1)
-    return int(np.frombuffer(blob, dtype=_U8, count=n, offset=pos).max()) if n else 0
-
-
-class Lookup:
-    """Random access to one posting list: ``get(ids)`` -> stored weights, 0 where absent.
-
-    Bitmaps go through ``BitmapSet`` (read at the asked ids only); other formats are decoded
-    once and binary-searched.
-    """
-
-    def __init__(self, blob: bytes) -> None:
-        self.bitmap = blob[0] == FORMAT_BITMAP
-        if self.bitmap:
-            self.set = BitmapSet([blob])
-        else:
-            self.ids, self.q = decode(blob)
-
-    def get(self, ids: np.ndarray) -> np.ndarray:
-        if self.bitmap:
-            return self.set.get(ids)
-        out = np.zeros(len(ids), _U8)
-        if len(self.ids):
-            pos = np.minimum(np.searchsorted(self.ids, ids), len(self.ids) - 1)
-            hit = self.ids[pos] == ids
-            out[hit] = self.q[pos[hit]]
-        return out
 
 
 class BitmapSet:
@@ -342,7 +284,7 @@ def decode(blob: bytes) -> tuple[np.ndarray, np.ndarray]:
     tag = blob[0]
     if tag == FORMAT_BITMAP:
         return decode_many_bitmap([blob])[1:]
-    if tag in _U16_TAGS:
+    if tag == FORMAT_U16:
         return decode_many_u16([blob])[1:]
     if tag != FORMAT_V1:
         raise ValueError(f"unknown posting blob format {tag}")
@@ -396,7 +338,7 @@ def encode_groups(
     nwin = win[ends - 1] - win[starts] + 1
     bitmap = _use_bitmap(counts, spans)
     qmax = np.maximum.reduceat(q, starts).tolist()
-    head = _U16_HEAD.pack
+    head = U16_HEAD.pack
     out = []
     for k, a, b, w, bm, m in zip(keys[starts].tolist(), starts.tolist(), ends.tolist(), nwin.tolist(), bitmap.tolist(), qmax):
         if bm:
@@ -444,18 +386,18 @@ def decode_many(blobs: Sequence[bytes]) -> tuple[np.ndarray, np.ndarray, np.ndar
 
 
 def decode_many_u16(blobs: Sequence[bytes]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``decode_many`` for FORMAT_U16 and FORMAT_U16_V3 blobs only (any other tag raises).
+    """``decode_many`` for FORMAT_U16 blobs only (any other tag raises).
 
     Per blob: one header unpack and one slice of its records; then one join, one structured
     view, and one window offset (``np.repeat``) for all of them.  (Measured: joining the
     window tables and expanding them vectorized was 2% faster at 1M sentences, 6% slower at
     100k, where lists span one or two windows.)
     """
-    head = _U16_HEAD.unpack_from
+    head = U16_HEAD.unpack_from
     recs, counts, win_n, win_base = [], [], [], []
     for b in blobs:
         tag, nwin, w0, n = head(b)
-        hsize = _U16_MAX + (tag == FORMAT_U16)
+        hsize = _U16_MAX + 1
         if nwin == 1:
             o = hsize
             win_n.append(n)
@@ -467,7 +409,7 @@ def decode_many_u16(blobs: Sequence[bytes]) -> tuple[np.ndarray, np.ndarray, np.
                 raise ValueError("corrupt posting blob: FORMAT_U16 windows do not hold n ids")
             win_n += per
             win_base += range(w0 << _WIN_BITS, (w0 + nwin) << _WIN_BITS, 1 << _WIN_BITS)
-        if tag not in _U16_TAGS or len(b) != o + 3 * n:
+        if tag != FORMAT_U16 or len(b) != o + 3 * n:
             raise ValueError("corrupt posting blob: FORMAT_U16 length does not match its header")
         recs.append(memoryview(b)[o:])  # no copy before the join
         counts.append(n)
@@ -507,7 +449,7 @@ def decode_lists(blobs: Sequence[bytes]) -> list[tuple[np.ndarray, np.ndarray]]:
     """``[decode(b) for b in blobs]``, faster when many blobs are short."""
     m = len(blobs)
     out: list = [None] * m
-    for tag in (FORMAT_V1, FORMAT_U16_V3, FORMAT_U16):
+    for tag in (FORMAT_V1, FORMAT_U16):
         small = [i for i, b in enumerate(blobs) if b and b[0] == tag]
         if len(small) > 1:
             counts, ids, q = _DECODERS[tag]([blobs[i] for i in small])
@@ -521,9 +463,7 @@ def decode_lists(blobs: Sequence[bytes]) -> list[tuple[np.ndarray, np.ndarray]]:
     return out
 
 
-_DECODERS = {FORMAT_V1: decode_many_v1, FORMAT_BITMAP: decode_many_bitmap, FORMAT_U16_V3: decode_many_u16,
-             FORMAT_U16: decode_many_u16}
-_U16_TAGS = (FORMAT_U16_V3, FORMAT_U16)
+_DECODERS = {FORMAT_V1: decode_many_v1, FORMAT_BITMAP: decode_many_bitmap, FORMAT_U16: decode_many_u16}
 
 
 def decoder(tag: int):

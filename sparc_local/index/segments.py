@@ -1,37 +1,29 @@
-"""Segment upkeep for ``store.Index``: listing, tiered merges, compaction, full merges, scrub.
+"""Segments and their merge policy: writing a batch's postings, listing, tiered merges,
+compaction, full merges, scrub.
 
 A segment is the immutable set of posting blobs one ``write_files`` batch added (see
-``store.py``).  Merging rewrites some segments as one, without their tombstoned sentences.
-Every merge is one transaction, so a kill leaves either the old segments or the new one.
-``Segments`` is a mixin: it uses ``Index``'s connection and ``write_transaction``.
+``store.py``): one blob per token, encoded by ``postings.py``.  Merging rewrites some segments
+as one, without their tombstoned sentences.  Every merge is one transaction, so a kill leaves
+either the old segments or the new one.  ``Segments`` works through a ``db.Database``'s public
+connection and transactions.
 """
 
 from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Iterator, Sequence
 
 import numpy as np
 
 from . import postings as codec
+from .db import Database, chunks, qmarks
 
 MERGE_FACTOR = 10
 MIN_MERGE_POSTINGS = 10_000  # segments below this many live postings are all "level 0"
 MAX_DELETED_RATIO = 0.3  # a segment with more tombstoned sentences than this is rewritten
 FULL_MERGE_SHARE = 4  # compact(): one segment once those beside the biggest hold 1/4 of the live sentences
 MERGE_CHUNK_BYTES = 4 << 20  # blob bytes decoded at once while merging (~1.6M postings)
-_CHUNK = 900  # max bound parameters per IN (...) list
 SCRUB_PENDING = "scrub_pending"  # meta key: deleted text may still lie in free pages or the WAL
-
-
-def _chunks(seq: Sequence, n: int = _CHUNK) -> Iterator[Sequence]:
-    for i in range(0, len(seq), n):
-        yield seq[i : i + n]
-
-
-def _qmarks(n: int) -> str:
-    return ",".join("?" * n)
 
 
 def _level(live_postings: int, merge_factor: int) -> int:
@@ -44,22 +36,73 @@ def _level(live_postings: int, merge_factor: int) -> int:
     return level
 
 
+def _write_postings(c: sqlite3.Connection, segment_id: int, tok_parts: list[np.ndarray], sid_parts: list[np.ndarray],
+                    w_parts: list[np.ndarray], scale: float) -> tuple[int, int]:
+    """Encode and insert a batch's postings as one blob per token -> (postings, blob bytes)."""
+    if not tok_parts:
+        return 0, 0
+    toks = np.concatenate(tok_parts)
+    sids = np.concatenate(sid_parts)
+    w = np.concatenate(w_parts)
+    if len(w) and not np.all(np.isfinite(w)):
+        raise ValueError("non-finite sparse weight")
+    q = codec.quantize(w, scale)
+    keep = q > 0
+    if not keep.all():
+        toks, sids, q = toks[keep], sids[keep], q[keep]
+        # recount per-sentence postings
+        dropped_ids, dropped_n = np.unique(np.concatenate(sid_parts)[~keep], return_counts=True)
+        c.executemany(
+            "UPDATE sentences SET n_postings = n_postings - ? WHERE id = ?",
+            zip(dropped_n.tolist(), dropped_ids.tolist()),
+        )
+    order = np.argsort(toks, kind="stable")  # sids already ascending in input order
+    toks, sids, q = toks[order], sids[order], q[order]
+    if len(toks) > 1:
+        dup = (toks[1:] == toks[:-1]) & (sids[1:] == sids[:-1])
+        if dup.any():
+            raise ValueError("a sentence vector lists the same token twice")
+    groups = codec.encode_groups(toks, sids, q)
+    c.executemany(
+        "INSERT INTO postings(token_id, segment_id, blob) VALUES (?, ?, ?)",
+        ((t, segment_id, blob) for t, blob in groups),
+    )
+    return len(toks), sum(len(b) for _, b in groups)
+
+
 class Segments:
-    """Segment methods of ``store.Index`` (needs ``_conn`` and ``write_transaction``)."""
+    """The segments of one database."""
 
-    _conn: sqlite3.Connection
+    def __init__(self, db: Database) -> None:
+        self.db = db
 
-    def segments(self) -> list[dict]:
+    def create(self, c: sqlite3.Connection, now: float) -> int:
+        """A new empty segment (inside the caller's write transaction); ``fill`` it."""
+        return c.execute("INSERT INTO segments(n_sentences, n_postings, n_bytes, level, created_at)"
+                         " VALUES (0, 0, 0, 0, ?)", (now,)).lastrowid
+
+    def fill(self, c: sqlite3.Connection, segment_id: int, n_sentences: int, tok_parts: list[np.ndarray],
+             sid_parts: list[np.ndarray], w_parts: list[np.ndarray], scale: float) -> None:
+        """Write a batch's postings (per sentence: token ids, its id repeated, float weights) as
+        segment ``segment_id``'s blobs, quantized with ``scale``, and record its counts."""
+        n_post, n_bytes = _write_postings(c, segment_id, tok_parts, sid_parts, w_parts, scale)
+        # postings that quantized to 0 were dropped: keep sentence counts exact
+        c.execute(
+            "UPDATE segments SET n_sentences = ?, n_postings = ?, n_bytes = ?, level = ? WHERE id = ?",
+            (n_sentences, n_post, n_bytes, _level(n_post, MERGE_FACTOR), segment_id),
+        )
+
+    def describe(self) -> list[dict]:
         """Every segment with its live counts, oldest first."""
         dead = {
             r[0]: (r[1], r[2])
-            for r in self._conn.execute(
+            for r in self.db.conn.execute(
                 "SELECT s.segment_id, count(*), coalesce(sum(s.n_postings), 0)"
                 " FROM tombstones t CROSS JOIN sentences s ON s.id = t.sentence_id GROUP BY s.segment_id"
             )
         }
         out = []
-        for sid, n_sent, n_post, n_bytes, level, created in self._conn.execute(
+        for sid, n_sent, n_post, n_bytes, level, created in self.db.conn.execute(
             "SELECT id, n_sentences, n_postings, n_bytes, level, created_at FROM segments ORDER BY id"
         ):
             d_sent, d_post = dead.get(sid, (0, 0))
@@ -73,7 +116,7 @@ class Segments:
         return out
 
     def _merge_plan(self, merge_factor: int, max_deleted_ratio: float) -> list[int] | None:
-        segs = self.segments()
+        segs = self.describe()
         by_level: dict[int, list[dict]] = {}
         for s in segs:
             by_level.setdefault(_level(s["live_postings"], merge_factor), []).append(s)
@@ -95,11 +138,11 @@ class Segments:
         is its own transaction.  Returns the number of merges done."""
         merges = 0
         while True:
-            with self.write_transaction() as c:
+            with self.db.write_transaction() as c:
                 plan = self._merge_plan(merge_factor, max_deleted_ratio)
                 if plan is None:
                     return merges
-                self._merge(c, plan)
+                self.merge(c, plan)
             merges += 1
 
     def compact(self, merge_factor: int = MERGE_FACTOR) -> bool:
@@ -118,8 +161,8 @@ class Segments:
         Otherwise only segments below 1/``merge_factor`` of the index are rewritten.
         Either way the free pages go back to the filesystem, so the file ends near its size.
         """
-        with self.write_transaction() as c:
-            segs = self.segments()
+        with self.db.write_transaction() as c:
+            segs = self.describe()
             live = [s["live_sentences"] for s in segs]
             if len(segs) >= 2 and (sum(live) - max(live)) * FULL_MERGE_SHARE >= sum(live):
                 merge = [s["id"] for s in segs]
@@ -128,7 +171,7 @@ class Segments:
                 merge = [s["id"] for s in segs if s["live_postings"] * merge_factor < total]
             merged = len(merge) >= 2
             if merged:
-                self._merge(c, merge)
+                self.merge(c, merge)
         # the pages of every segment merged away, here or by the tiered merges before (measured:
         # ten batches that tiered merging had made one segment left 11 MB free in a 15.5 MB file)
         self._reclaim()
@@ -138,17 +181,17 @@ class Segments:
         """Return free pages to the filesystem.  executescript steps the pragma to completion
         (execute() frees only one page) but COMMITs an open transaction first, so inside a
         caller's transaction it is left to the caller (`forget` VACUUMs after its commit)."""
-        if not self._conn.in_transaction:
-            self._conn.executescript("PRAGMA incremental_vacuum;")
+        if not self.db.conn.in_transaction:
+            self.db.conn.executescript("PRAGMA incremental_vacuum;")
 
     def merge_all(self, *, reclaim: bool = True) -> None:
         """Optimize: merge every segment into one and purge all tombstones, in one transaction.
         ``reclaim``: then return the freed pages to the filesystem (incremental_vacuum)."""
-        with self.write_transaction() as c:
+        with self.db.write_transaction() as c:
             ids = [r[0] for r in c.execute("SELECT id FROM segments ORDER BY id")]
             n_dead = c.execute("SELECT count(*) FROM tombstones").fetchone()[0]
             if len(ids) > 1 or (ids and n_dead):
-                self._merge(c, ids)
+                self.merge(c, ids)
         if reclaim:
             self._reclaim()
 
@@ -156,7 +199,7 @@ class Segments:
         """Step 1 of scrubbing deleted text (for `forget`): delete every tombstoned row by a full
         merge, and record that the files still need step 2 (``finish_scrub``).  A transaction
         (nests in the caller's), so it commits together with the deletion it purges."""
-        with self.write_transaction() as c:
+        with self.db.write_transaction() as c:
             c.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, '1')", (SCRUB_PENDING,))
             self.merge_all(reclaim=False)
 
@@ -168,7 +211,7 @@ class Segments:
         it set and the next call does the work again (VACUUM is idempotent).  Returns whether the
         files are clean; False when a reader kept the database or its WAL busy (the mark stays).
         """
-        c = self._conn
+        c = self.db.conn
         if c.execute("SELECT 1 FROM meta WHERE key = ?", (SCRUB_PENDING,)).fetchone() is None:
             return True
         try:
@@ -179,12 +222,12 @@ class Segments:
             if "locked" in str(err) or "busy" in str(err):
                 return False
             raise
-        with self.write_transaction() as c:
+        with self.db.write_transaction() as c:
             c.execute("DELETE FROM meta WHERE key = ?", (SCRUB_PENDING,))
         c.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # the WAL now holds only that meta page
         return True
 
-    def _merge(self, c: sqlite3.Connection, seg_ids: list[int]) -> int | None:
+    def merge(self, c: sqlite3.Connection, seg_ids: list[int]) -> int | None:
         """Rewrite ``seg_ids`` as one segment without tombstoned sentences (inside a txn)."""
         c.execute("CREATE TEMP TABLE IF NOT EXISTS merge_segs(id INTEGER PRIMARY KEY)")
         c.execute("DELETE FROM temp.merge_segs")
@@ -206,7 +249,7 @@ class Segments:
                 "INSERT INTO segments(n_sentences, n_postings, n_bytes, level, created_at) VALUES (?, 0, 0, 0, ?)",
                 (n_live, time.time()),
             ).lastrowid
-            n_post, n_bytes = self._merge_postings(c, new_id, dead)
+            n_post, n_bytes = Segments._merge_postings(c, new_id, dead)
             c.execute(
                 "UPDATE segments SET n_postings = ?, n_bytes = ?, level = ? WHERE id = ?",
                 (n_post, n_bytes, _level(n_post, MERGE_FACTOR), new_id),
@@ -216,13 +259,13 @@ class Segments:
             " (SELECT id FROM sentences WHERE segment_id IN (SELECT id FROM temp.merge_segs))"
         )
         if len(dead):
-            for chunk in _chunks(dead.tolist()):
-                marks = _qmarks(len(chunk))
+            for chunk in chunks(dead.tolist()):
+                marks = qmarks(len(chunk))
                 pids = [r[0] for r in c.execute(
                     f"SELECT DISTINCT paragraph_id FROM sentences WHERE id IN ({marks})", chunk)]
                 c.execute(f"DELETE FROM sentences WHERE id IN ({marks})", chunk)
-                for pchunk in _chunks(pids):
-                    c.execute(f"DELETE FROM paragraphs WHERE id IN ({_qmarks(len(pchunk))}) AND NOT EXISTS"
+                for pchunk in chunks(pids):
+                    c.execute(f"DELETE FROM paragraphs WHERE id IN ({qmarks(len(pchunk))}) AND NOT EXISTS"
                               " (SELECT 1 FROM sentences s WHERE s.paragraph_id = paragraphs.id)", pchunk)
         if new_id is not None:
             c.execute(
@@ -234,7 +277,8 @@ class Segments:
         c.execute("DELETE FROM temp.merge_segs")
         return new_id
 
-    def _merge_postings(self, c: sqlite3.Connection, new_id: int, dead: np.ndarray) -> tuple[int, int]:
+    @staticmethod
+    def _merge_postings(c: sqlite3.Connection, new_id: int, dead: np.ndarray) -> tuple[int, int]:
         """Stream the postings of temp.merge_segs in token order, in chunks of about
         MERGE_CHUNK_BYTES of blobs (bounded memory), into segment ``new_id``."""
         c.execute("CREATE TEMP TABLE IF NOT EXISTS merge_out(token_id INTEGER, blob BLOB)")

@@ -1,9 +1,9 @@
 """LEB128 varints and the posting blob format that uses them, ``FORMAT_V1``.
 
-Layouts up to 4 wrote every sparse list as V1 (see ``postings.py`` for the byte layout); layout
-5 writes ``FORMAT_U16`` and keeps V1 for lists U16 cannot hold, so users' older indexes stay
-readable without a rewrite.  Everything is numpy-vectorized: no Python loop runs per value,
-only per byte-length class of the varints.
+V1 holds the lists ``FORMAT_U16`` cannot (ids >= 2^32, or spread over too many 65536-id
+windows); ``postings.py`` gives the byte layout, and bitmap headers use the varints too.
+Everything is numpy-vectorized: no Python loop runs per value, only per byte-length class of
+the varints.
 """
 
 from __future__ import annotations

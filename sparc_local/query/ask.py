@@ -12,6 +12,7 @@ import numpy as np
 from sparc_local.errors import NoQueryTokens
 from sparc_local.model.info import ModelInfo
 from sparc_local.query.pathfilter import PathFilter
+from sparc_local.query.searcher import Searcher
 from sparc_local.query.tokens import QueryTokenizer, query_token_ids
 from sparc_local.index.store import Index
 
@@ -37,10 +38,12 @@ class Answer:
 
 
 class Asker:
-    """Holds the tokenizer so several questions (tests, benchmarks) pay its load once."""
+    """Holds the tokenizer and the searcher so several questions (tests, benchmarks) pay their
+    loads once."""
 
     def __init__(self, index: Index, info: ModelInfo) -> None:
         self.index = index
+        self.searcher = Searcher(index)
         self.info = info
         self.tokenizer = QueryTokenizer(info.tokenizer_path)
         self.skip = info.skip_array()
@@ -59,7 +62,7 @@ class Asker:
                                 "are ignored.")
         bounded = since is not None or before is not None
         file_filter = PathFilter(path_glob, ext, since, before) if path_glob or ext or bounded else None
-        ids, scores = self.index.search(tokens, n=k, file_filter=file_filter)
+        ids, scores = self.searcher.search(tokens, n=k, file_filter=file_filter)
         rows = {row["id"]: row for row in self.index.sentences(ids)}
         answers: list[Answer] = []
         for i, score in zip(ids.tolist(), scores.tolist()):
@@ -69,7 +72,7 @@ class Asker:
             answers.append(Answer(len(answers) + 1, round(score, 4), row["path"], row["page"], row["line"],
                                   row["text"], row["context"], row["offset_in_context"], row["id"]))
         if explain and answers:
-            per = self.index.explain(tokens, [a.sentence_id for a in answers])
+            per = self.searcher.explain(tokens, [a.sentence_id for a in answers])
             for answer, contrib in zip(answers, per):
                 answer.contributions = {self.tokenizer.id_to_token(int(t)): round(float(v), 3)
                                         for t, v in sorted(contrib.items(), key=lambda kv: -kv[1]) if v > 0}

@@ -26,6 +26,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from sparc_local.paths import is_under
+
 # A bracket set fnmatch and SQLite's GLOB read alike: letters, digits and ascending ranges of them.
 _PLAIN_SET = re.compile(r"(?:[A-Za-z0-9](?:-[A-Za-z0-9])?)+")
 _RANGE = re.compile(r"([A-Za-z0-9])-([A-Za-z0-9])")
@@ -38,11 +40,6 @@ TYPE_ALIASES = (
     frozenset({".txt", ".text"}),
     frozenset({".rst", ".rest"}),
 )
-
-
-def is_under(path: str, prefix: str) -> bool:
-    """Whether ``path`` is ``prefix`` or lies below it, by whole components (/a/bc is not under /a/b)."""
-    return path == prefix or path.startswith(prefix.rstrip(os.sep) + os.sep)
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ indexed by sentence id, then take the top k.
 
 A "posting" argument is a list of ``(sentence_ids, weights)`` or
 ``(token_id, sentence_ids, weights)`` tuples (the latter is what ``Index.postings``
-returns).  Within one tuple the sentence ids must be unique (they are strictly ascending
+returns; ``top_k_blobs`` reads the blobs themselves).  Within one tuple the sentence ids must be unique (they are strictly ascending
 when they come from the store); one token may have several tuples (one per index segment),
 whose id sets are disjoint.  Weights may be the stored uint8 quantized values -- pass the
 index's ``scale`` to get scores in f units -- or floats with ``scale=1``.
@@ -22,11 +22,22 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from sparc_local.index import postings as codec
+from sparc_local.index.postings import QMAX
+
 # Use a dense accumulator unless the id space is this many times bigger than the number of
 # postings (and bigger than _DENSE_MIN); then fall back to a sort-based sparse sum.
 _DENSE_RATIO = 32
 _DENSE_MIN = 1 << 20
 _BLOCK = 128  # block size of the top-k prefilter
+_ZERO_RATIO = 16  # zero the accumulator by a fill when more than 1/16 of it was touched (measured)
+_SELECT_RATIO = 4  # select the allowed postings if they are < 1/4 of them, else zero the others (measured)
+_SAMPLE_MIN = 100  # postings per wanted answer in the sample that estimates the k-th best score
+_EST_STEP = 64  # every so many accumulator entries are read to estimate a candidate count
+_LOOKUP_VS_SUM = 2  # reading a pruned token at a candidate costs about as much as summing this many postings
+_GATHER_RATIO = 16  # read acc at the rarer tokens' ids if they are < 1/_GATHER_RATIO of it (measured)
+
+_Summed = tuple[int, int, list[bytes]]  # a token's summed blobs: (their bytes, a bound of their weights, blobs)
 
 
 def _ids_weights(item) -> tuple[np.ndarray, np.ndarray]:
@@ -164,9 +175,6 @@ def explain(postings: Sequence, ids: np.ndarray, *, scale: float = 1.0) -> list[
 
 # --------------------------------------------------------------------------- top k from blobs
 
-_PRUNE_MIN = 4096  # a token's bitmap postings from which it may be read at candidates only
-
-
 def _kth_distinct(ids: np.ndarray, vals: np.ndarray, k: int, reps: int) -> int:
     """The k-th largest value over distinct ids (0 if fewer), where an id repeats at most
     ``reps`` times and always with the same value; ids < 2^32, values >= 0 integers.
@@ -226,10 +234,7 @@ def work_buffer(size: int, n_tokens: int, work: np.ndarray | None = None) -> np.
 
 
 def _acc_dtype(n_tokens: int) -> type:
-    return np.uint16 if n_tokens * _QMAX <= 0xFFFF else np.int32
-
-
-_QMAX = 255  # postings.QMAX, the largest stored weight (a test checks they agree)
+    return np.uint16 if n_tokens * QMAX <= 0xFFFF else np.int32
 
 
 def top_k_blobs(
@@ -273,14 +278,12 @@ def top_k_blobs(
     threshold, which is >= 1), and theta is the k-th best of allowed sentences only (the best
     scores overall are no lower bound of the k-th best allowed one).
     """
-    from sparc_local.index import postings as codec
-
     dead = np.zeros(0, np.int64) if exclude is None else np.asarray(exclude, dtype=np.int64)
     pruned: dict[int, list[bytes]] = {}  # token -> its bitmap blobs, read at candidates only
     summed: list[_Summed] = []  # per token, the blobs summed in full
     for i, blobs in enumerate(token_blobs):
         bm = [b for b in blobs if b[0] == codec.FORMAT_BITMAP] if k else []
-        if bm and sum(codec.header(b)[1] for b in bm) >= _PRUNE_MIN:
+        if bm:
             pruned[i] = bm
             blobs = [b for b in blobs if b[0] != codec.FORMAT_BITMAP]
         summed.append((sum(map(len, blobs)), max(map(codec.bound, blobs), default=0), blobs))
@@ -304,9 +307,6 @@ def top_k_blobs(
                 acc[p] = 0
 
 
-_ZERO_RATIO = 16
-
-
 def _add_blobs(acc: np.ndarray, blobs: list[bytes], parts: list[np.ndarray],
                allow: np.ndarray | None = None) -> dict[int, tuple]:
     """Add every posting of ``blobs`` into ``acc`` (only those of ``allow``ed ids, if given);
@@ -319,8 +319,6 @@ def _add_blobs(acc: np.ndarray, blobs: list[bytes], parts: list[np.ndarray],
     values already in the accumulator's dtype, measured faster than ``acc[ids] += q`` per token
     (numpy 2.x; mixed dtypes fall back to a path 40x slower).
     """
-    from sparc_local.index import postings as codec
-
     by_tag: dict[int, list[bytes]] = {}
     for b in blobs:
         by_tag.setdefault(b[0], []).append(b)
@@ -342,16 +340,10 @@ def _add_blobs(acc: np.ndarray, blobs: list[bytes], parts: list[np.ndarray],
     return decoded
 
 
-_SELECT_RATIO = 4  # select the allowed postings if they are < 1/4 of them, else zero the others (measured)
-
-
 def _allowed(a: np.ndarray, keep: np.ndarray) -> np.ndarray:
     """``a[keep]`` for a bool ``keep``: numpy's boolean indexing branches per element (measured
     5x slower at 20% True), positions from ``flatnonzero`` do not."""
     return a[np.flatnonzero(keep)]
-
-
-_Summed = tuple[int, int, list[bytes]]  # a token's summed blobs: (their bytes, a bound of their weights, blobs)
 
 
 def _prefix_ids(summed: list[_Summed], n_tok: int, decoded: dict[int, tuple]) -> np.ndarray:
@@ -404,9 +396,6 @@ def _n_rarest(summed: list[_Summed], nbytes: float) -> int:
     return n_tok
 
 
-_SAMPLE_MIN = 100
-
-
 def _candidates(acc: np.ndarray, need: int, where: np.ndarray | None,
                 limit: int | None) -> tuple[np.ndarray | None, int]:
     """Sorted distinct ids with ``acc >= need``, which are all in ``where`` (repeats allowed;
@@ -425,13 +414,6 @@ def _candidates(acc: np.ndarray, need: int, where: np.ndarray | None,
     return (None if limit is not None and len(c) > limit else c), len(where)
 
 
-_EST_STEP = 64
-
-
-_LOOKUP_VS_SUM = 2  # reading a pruned token at a candidate costs about as much as summing this many postings
-_GATHER_RATIO = 16  # read acc at the rarer tokens' ids if they are < 1/_GATHER_RATIO of it (measured)
-
-
 def _top_k_acc(acc: np.ndarray, parts: list[np.ndarray], summed: list[_Summed], pruned: dict[int, list[bytes]],
                dead: np.ndarray, k: int | None, scale: float, stats: dict | None,
                decoded: dict[int, tuple], allow: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
@@ -444,8 +426,6 @@ def _top_k_acc(acc: np.ndarray, parts: list[np.ndarray], summed: list[_Summed], 
     dense accumulator: measured cheaper than reading it at every touched id, and it never sees
     an id twice.
     """
-    from sparc_local.index import postings as codec
-
     sets = {i: codec.BitmapSet(bl) for i, bl in pruned.items()}
     theta = 0
     order: list[int] = []

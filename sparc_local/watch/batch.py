@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sparc_local.ingest.extract import SUPPORTED, ExtractError, iter_files, path_key
-from sparc_local.query.pathfilter import is_under
+from sparc_local.paths import is_under
 from sparc_local.watch.config import LOG_NAME
 from sparc_local.watch.scope import Scope
 

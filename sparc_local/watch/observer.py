@@ -20,7 +20,7 @@ from pathlib import Path
 
 from sparc_local.ingest.extract import identity
 from sparc_local.power import libc
-from sparc_local.query.pathfilter import is_under
+from sparc_local.paths import is_under
 from sparc_local.watch.config import LOG_NAME, WatchConfig
 from sparc_local.watch.scope import Scope
 

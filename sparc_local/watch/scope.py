@@ -13,7 +13,7 @@ from pathlib import Path
 
 from sparc_local.ingest.extract import SUPPORTED
 from sparc_local.ingest.ignore import IGNORE_FILES, Rules
-from sparc_local.query.pathfilter import is_under
+from sparc_local.paths import is_under
 
 
 class Scope:

@@ -28,7 +28,7 @@ from sparc_local.ingest.extract import path_key
 from sparc_local.ingest.ignore import Rules
 from sparc_local.model.info import ModelInfo
 from sparc_local.power import libc
-from sparc_local.query.pathfilter import is_under
+from sparc_local.paths import is_under
 from sparc_local.watch import batch as batches
 from sparc_local.watch.backlog import Backlog
 from sparc_local.watch.config import LOG_NAME, WatchConfig

@@ -1,0 +1,53 @@
+"""The rows the index writes and returns: a sentence to index, a file's new state, a file's record."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from sparc_local.model.sparse import SparseVectors
+
+
+@dataclass(frozen=True, slots=True)
+class SentenceRow:
+    """One sentence to index. ``context`` is its paragraph; the sentence is
+    ``context[offset_in_context : offset_in_context + len(text)]`` (for highlighting).
+    page/line are 1-based locations for display; char_start/char_end are offsets in the
+    extracted document text."""
+
+    text: str
+    context: str
+    offset_in_context: int
+    page: int | None = None
+    line: int | None = None
+    char_start: int | None = None
+    char_end: int | None = None
+
+
+@dataclass(slots=True)
+class FileUpdate:
+    """New state of one file. ``vectors`` has one row per sentence (None when there are no
+    sentences). ``error`` set = the file could not be read: recorded, old sentences dropped."""
+
+    path: str
+    size: int
+    mtime: float
+    hash: str
+    sentences: list[SentenceRow] = field(default_factory=list)
+    vectors: SparseVectors | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FileRecord:
+    id: int
+    path: str
+    size: int
+    mtime: float
+    hash: str
+    status: str  # 'ok' | 'error'
+    error: str | None
+    n_sentences: int
+    indexed_at: float
+
+
+FILE_COLS = "id, path, size, mtime, hash, status, error, n_sentences, indexed_at"

@@ -1,0 +1,145 @@
+"""The index's schema as numbered migrations, applied in order by ``db.Database`` on open.
+
+A migration is SQL (run as one script) or a function of the open write transaction, for a
+change SQL cannot express (re-encoding posting blobs).  Each runs in one transaction with its
+``user_version`` bump, so a kill leaves the database at one version or the next.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+
+import numpy as np
+
+from . import postings as codec
+
+_REWRITE_ROWS = 2048  # posting rows re-encoded per step of migration 3 (bounded memory)
+_U16_V3 = 3  # FORMAT_U16 without the largest-weight byte (a bound search cannot prune with)
+
+
+def _u16_v3_as_u16(blob: bytes) -> bytes:
+    """A tag-3 blob as ``FORMAT_U16``: the same header and records, with the largest weight."""
+    _, nwin, _, n = codec.U16_HEAD.unpack_from(blob)
+    start = codec.U16_HEAD.size + (2 * nwin if nwin > 1 else 0)
+    q = np.frombuffer(blob, np.uint8, 3 * n, start)[2::3]
+    return bytes([codec.FORMAT_U16]) + blob[1:codec.U16_HEAD.size] + bytes([int(q.max()) if n else 0]) + blob[codec.U16_HEAD.size:]
+
+
+def rewrite_blobs(c: sqlite3.Connection) -> int:
+    """Re-encode every posting blob the writer would not write today (tag 3, bitmaps of short
+    or sparse lists, V1 lists ``FORMAT_U16`` holds) as ``postings.encode`` does, so that the
+    reader knows only the writer's formats.  Returns the number of blobs rewritten.
+
+    Why once, here: every question decodes its blobs, and a reader for every format ever
+    written would stay forever; the rewrite costs one pass over the blobs that are not
+    ``FORMAT_U16``, the bulk of any index (their first byte is read in SQL).
+    """
+    changed, last = 0, -1
+    while rows := c.execute("SELECT id, blob FROM postings WHERE id > ? AND substr(blob, 1, 1) <> ?"
+                            " ORDER BY id LIMIT ?", (last, bytes([codec.FORMAT_U16]), _REWRITE_ROWS)).fetchall():
+        last = rows[-1][0]
+        updates = []
+        for rid, blob in rows:
+            cur = _u16_v3_as_u16(blob) if blob[0] == _U16_V3 else blob
+            new = codec.encode(*codec.decode(cur))
+            if new != blob:
+                updates.append((new, rid))
+        c.executemany("UPDATE postings SET blob = ? WHERE id = ?", updates)
+        changed += len(updates)
+    if changed:
+        c.execute("UPDATE segments SET n_bytes = (SELECT coalesce(sum(length(blob)), 0) FROM postings p"
+                  " WHERE p.segment_id = segments.id)")
+    return changed
+
+
+MIGRATIONS: list[tuple[int, str | Callable[[sqlite3.Connection], None]]] = [
+    (
+        1,
+        """
+CREATE TABLE meta (
+    key   TEXT PRIMARY KEY,
+    value TEXT
+) WITHOUT ROWID;
+
+CREATE TABLE roots (
+    path TEXT PRIMARY KEY
+) WITHOUT ROWID;
+
+CREATE TABLE files (
+    id          INTEGER PRIMARY KEY AUTOINCREMENT,
+    path        TEXT NOT NULL UNIQUE,
+    size        INTEGER NOT NULL,
+    mtime       REAL NOT NULL,
+    hash        TEXT NOT NULL,
+    status      TEXT NOT NULL CHECK (status IN ('ok', 'error')),
+    error       TEXT,
+    n_sentences INTEGER NOT NULL DEFAULT 0,
+    indexed_at  REAL NOT NULL
+);
+CREATE INDEX files_status ON files(status) WHERE status <> 'ok';
+
+CREATE TABLE segments (
+    id          INTEGER PRIMARY KEY AUTOINCREMENT,
+    n_sentences INTEGER NOT NULL,
+    n_postings  INTEGER NOT NULL,
+    n_bytes     INTEGER NOT NULL,
+    level       INTEGER NOT NULL,
+    created_at  REAL NOT NULL
+);
+
+-- AUTOINCREMENT: a sentence id is never reused, even after merges purge rows.
+CREATE TABLE sentences (
+    id                INTEGER PRIMARY KEY AUTOINCREMENT,
+    file_id           INTEGER REFERENCES files(id) ON DELETE SET NULL,  -- NULL once tombstoned
+    segment_id        INTEGER NOT NULL REFERENCES segments(id),
+    text              TEXT NOT NULL,
+    context           TEXT NOT NULL,
+    offset_in_context INTEGER NOT NULL,
+    page              INTEGER,
+    line              INTEGER,
+    char_start        INTEGER,
+    char_end          INTEGER,
+    n_postings        INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX sentences_file ON sentences(file_id);
+CREATE INDEX sentences_segment ON sentences(segment_id);
+
+-- A rowid table, not WITHOUT ROWID: with ~100-4000 byte blobs a WITHOUT ROWID b-tree
+-- copies whole rows (blobs included) into interior pages and leaves its leaves half empty
+-- (measured: 2.1x the blob bytes); a rowid table appended in order packs ~1.05x.
+CREATE TABLE postings (
+    id         INTEGER PRIMARY KEY,
+    token_id   INTEGER NOT NULL,
+    segment_id INTEGER NOT NULL REFERENCES segments(id),
+    blob       BLOB NOT NULL
+);
+CREATE UNIQUE INDEX postings_token ON postings(token_id, segment_id);
+CREATE INDEX postings_segment ON postings(segment_id, token_id);
+
+CREATE TABLE tombstones (
+    sentence_id INTEGER PRIMARY KEY REFERENCES sentences(id)
+);
+""",
+    ),
+    (
+        2,
+        # each paragraph is stored once, not once per sentence in it
+        """
+CREATE TABLE paragraphs (
+    id   INTEGER PRIMARY KEY,
+    text TEXT NOT NULL
+);
+ALTER TABLE sentences ADD COLUMN paragraph_id INTEGER REFERENCES paragraphs(id);
+CREATE TEMP TABLE ctx_map AS SELECT DISTINCT file_id, context FROM sentences;
+INSERT INTO paragraphs(id, text) SELECT rowid, context FROM temp.ctx_map;
+UPDATE sentences SET paragraph_id = (
+    SELECT m.rowid FROM temp.ctx_map m WHERE m.context = sentences.context AND m.file_id IS sentences.file_id);
+DROP TABLE temp.ctx_map;
+ALTER TABLE sentences DROP COLUMN context;
+CREATE INDEX sentences_paragraph ON sentences(paragraph_id);
+""",
+    ),
+    (3, rewrite_blobs),  # one reader: every blob in a format the writer writes today
+]
+SCHEMA_VERSION = MIGRATIONS[-1][0]
