@@ -29,6 +29,7 @@ from sparc_local.batch_writer import BATCH_SENTENCES, BatchWriter
 from sparc_local.errors import SparcError
 from sparc_local.ingest.extract import MAX_CHARS, VANISHED, ExtractError, extract, iter_files, path_key
 from sparc_local.model.encoder import LazyEncoder
+from sparc_local.index.db import LAST_UPDATE, MODEL_PATH
 from sparc_local.model.info import INDEX_MODEL_KEY, ModelInfo, index_is_stale
 from sparc_local.ingest.sentences import MAX_SENTENCE_CHARS, paragraphs, segment
 from sparc_local.paths import is_under
@@ -376,8 +377,8 @@ def _run_index(index: Index, roots: list[str], model: ModelInfo, encoder_factory
             report.removed = index.remove_files(vanished)
     if force:
         index.set_meta(INDEX_MODEL_KEY, model.id)
-    index.set_meta("model_path", str(model.path))
-    index.set_meta("last_update", str(time.time()))
+    index.set_meta(MODEL_PATH, str(model.path))
+    index.set_meta(LAST_UPDATE, str(time.time()))
     index.maybe_merge()
     if compact:
         index.compact()

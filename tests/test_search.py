@@ -6,6 +6,8 @@ import numpy as np
 import pytest
 
 from sparc_local.index import postings as P
+from sparc_local.index import bitmap
+from sparc_local.query import maxscore as MS
 from sparc_local.query import scoring as S
 
 
@@ -274,7 +276,7 @@ def test_bytes_per_posting_random():
 def short_bitmaps(monkeypatch):
     """Bitmaps from 16 ids on, so that small test lists exercise the bitmap and pruning paths
     (the writer's default, ``BITMAP_MIN_N``, is 32768)."""
-    monkeypatch.setattr(P, "BITMAP_MIN_N", 16)
+    monkeypatch.setattr(bitmap, "BITMAP_MIN_N", 16)
 
 
 # --------------------------------------------------------------------------- FORMAT_U16 and old V1 blobs
@@ -341,7 +343,7 @@ def test_bitmap_format_round_trip_and_lookup(density, short_bitmaps):
     ids = np.flatnonzero(rng.random(5000) < density).astype(np.int64) + 77
     q = rng.integers(1, 256, len(ids)).astype(np.uint8)
     blob = P.encode(ids, q)
-    assert blob[0] == (P.FORMAT_BITMAP if density >= P.BITMAP_DENSITY else P.FORMAT_U16)
+    assert blob[0] == (P.FORMAT_BITMAP if density >= bitmap.BITMAP_DENSITY else P.FORMAT_U16)
     got_ids, got_q = P.decode(blob)
     np.testing.assert_array_equal(got_ids, ids)
     np.testing.assert_array_equal(got_q, q)
@@ -370,13 +372,13 @@ def test_only_long_dense_lists_are_bitmaps(density):
     it at candidates only.  Shorter lists stay FORMAT_U16 even where a bitmap would be smaller
     (they are faster summed than pruned)."""
     rng = np.random.default_rng(7)
-    ids = np.flatnonzero(rng.random(int(1.2 * P.BITMAP_MIN_N / density)) < density).astype(np.int64) + 5
+    ids = np.flatnonzero(rng.random(int(1.2 * bitmap.BITMAP_MIN_N / density)) < density).astype(np.int64) + 5
     q = rng.integers(1, 256, len(ids)).astype(np.uint8)
-    dense = density >= P.BITMAP_DENSITY
+    dense = density >= bitmap.BITMAP_DENSITY
     assert P.encode(ids, q)[0] == (P.FORMAT_BITMAP if dense else P.FORMAT_U16)
     keys = np.zeros(len(ids), np.int64)
     assert P.encode_groups(keys, ids, q)[0][1] == P.encode(ids, q)
-    short = ids[: P.BITMAP_MIN_N - 1]
+    short = ids[: bitmap.BITMAP_MIN_N - 1]
     assert P.encode(short, q[: len(short)])[0] == P.FORMAT_U16
     got = P.decode_many([P.encode(ids, q), P.encode(short, q[: len(short)])])
     np.testing.assert_array_equal(got[1], np.concatenate([ids, short]))
@@ -406,7 +408,7 @@ def test_pruned_top_k_equals_brute_force(seed, zero_ratio, old_format, monkeypat
     """Exact: same ids, scores and tie order as summing everything (tombstones, segments, ties),
     with the accumulator zeroed again by a fill or by a scatter, and with the sparse lists in the
     current FORMAT_U16 or in the V1 varints (no bounds) of lists FORMAT_U16 cannot hold."""
-    monkeypatch.setattr(S, "_ZERO_RATIO", zero_ratio)
+    monkeypatch.setattr(MS, "_ZERO_RATIO", zero_ratio)
     rng = np.random.default_rng(1000 + seed)
     M, blobs = _random_segments(rng, n_seg=int(rng.integers(1, 5)), seg_size=1500, vocab=40)
     if old_format:
@@ -423,10 +425,10 @@ def test_pruned_top_k_equals_brute_force(seed, zero_ratio, old_format, monkeypat
         stats: dict = {}
         ex = None if dead is None else np.sort(dead)
         if trial % 3 and work is not None:
-            work = S.work_buffer(n + 10, len(token_blobs), work)
+            work = MS.work_buffer(n + 10, len(token_blobs), work)
         else:  # a fresh buffer, or none
-            work = S.work_buffer(n + 10, len(token_blobs)) if trial % 3 else None
-        ids, sc = S.top_k_blobs(token_blobs, k, ex, n + 10, scale=0.5, stats=stats, work=work)
+            work = MS.work_buffer(n + 10, len(token_blobs)) if trial % 3 else None
+        ids, sc = MS.top_k_blobs(token_blobs, k, ex, n + 10, scale=0.5, stats=stats, work=work)
         assert work is None or not work.any()  # zero again for the next question
         eids, esc = _brute(M.astype(np.float64), q, k, () if dead is None else dead)
         np.testing.assert_array_equal(ids, eids)
@@ -438,7 +440,7 @@ def test_pruned_top_k_equals_brute_force(seed, zero_ratio, old_format, monkeypat
         pruned += stats["pruned_tokens"] > 0
         unpruned += stats.get("unpruned", 0) > 0
         if trial % 5 == 0:  # every positive score
-            aids, asc = S.top_k_blobs(token_blobs, None, ex, n + 10, scale=0.5)
+            aids, asc = MS.top_k_blobs(token_blobs, None, ex, n + 10, scale=0.5)
             rids, rsc = S.score(plist, None, dead, scale=0.5)
             np.testing.assert_array_equal(aids, rids)
             np.testing.assert_array_equal(asc, rsc)
@@ -464,7 +466,7 @@ def test_candidates_at_the_rarer_tokens_only_equal_brute_force(seed, monkeypatch
             if len(ids):
                 blob = P.encode(ids, M[ids, t])
                 blobs.setdefault(t, []).append(_v1_blob(*P.decode(blob)) if t % 7 == 6 else blob)
-    monkeypatch.setattr(S, "_GATHER_RATIO", 1)
+    monkeypatch.setattr(MS, "_GATHER_RATIO", 1)
     gathered = 0
     for trial in range(30):
         q = np.concatenate([rng.choice(10, int(rng.integers(1, 6)), replace=False),
@@ -472,7 +474,7 @@ def test_candidates_at_the_rarer_tokens_only_equal_brute_force(seed, monkeypatch
         dead = np.sort(rng.choice(n, int(rng.integers(0, 200)), replace=False))
         k = int(rng.choice([1, 5, 10]))
         stats: dict = {}
-        ids, sc = S.top_k_blobs([blobs[t] for t in q if t in blobs], k, dead, n, stats=stats)
+        ids, sc = MS.top_k_blobs([blobs[t] for t in q if t in blobs], k, dead, n, stats=stats)
         eids, esc = _brute(M.astype(np.float64), q, k, dead)
         np.testing.assert_array_equal(ids, eids)
         np.testing.assert_array_equal(sc, esc.astype(np.float32))
@@ -509,10 +511,10 @@ def test_top_k_blobs_weights_at_the_accumulator_limits(monkeypatch, short_bitmap
              * rng.choice([254, 255], (n, n_tok))).astype(np.uint8)
         blobs = [[P.encode(np.flatnonzero(M[:, t]), M[np.flatnonzero(M[:, t]), t])] for t in range(n_tok)
                  if M[:, t].any()]
-        work = S.work_buffer(n, len(blobs))
+        work = MS.work_buffer(n, len(blobs))
         assert work.dtype == (np.uint16 if len(blobs) <= 257 else np.int32)
         for k in (1, 10):
-            ids, sc = S.top_k_blobs(blobs, k, None, n, work=work)
+            ids, sc = MS.top_k_blobs(blobs, k, None, n, work=work)
             eids, esc = _brute(M.astype(np.float64), np.arange(n_tok), k)
             np.testing.assert_array_equal(ids, eids)
             np.testing.assert_array_equal(sc, esc.astype(np.float32))
@@ -521,9 +523,9 @@ def test_top_k_blobs_weights_at_the_accumulator_limits(monkeypatch, short_bitmap
     assert bad[0] == P.FORMAT_BITMAP
     bad = bad[:-1] + bytes([bad[-1] ^ 1])  # one bit flipped: the bitmap no longer holds n ids
     ok = [P.encode(np.arange(0, n, 3, dtype=np.int64), np.full(len(range(0, n, 3)), 7, np.uint8))]
-    work = S.work_buffer(n, 2)
+    work = MS.work_buffer(n, 2)
     with pytest.raises(ValueError):
-        S.top_k_blobs([ok, [bad]], 10, None, n, work=work)
+        MS.top_k_blobs([ok, [bad]], 10, None, n, work=work)
     assert not work.any()
 
 
@@ -566,9 +568,9 @@ def test_masked_top_k_equals_brute_force(seed, monkeypatch, short_bitmaps):
         dead = np.sort(rng.choice(n, int(rng.integers(0, 300)), replace=False)) if trial % 4 < 2 else None
         k = int(rng.choice([1, 3, 10, 50]))
         token_blobs = [blobs[t] for t in q if t in blobs]
-        work = S.work_buffer(size, len(token_blobs), work)
+        work = MS.work_buffer(size, len(token_blobs), work)
         stats: dict = {}
-        ids, sc = S.top_k_blobs(token_blobs, k, dead, size, scale=0.5, stats=stats, work=work, allow=allow)
+        ids, sc = MS.top_k_blobs(token_blobs, k, dead, size, scale=0.5, stats=stats, work=work, allow=allow)
         assert not work.any()  # zero again for the next question
         eids, esc = _brute(M.astype(np.float64), q, k, () if dead is None else dead, allow)
         np.testing.assert_array_equal(ids, eids)
@@ -579,7 +581,7 @@ def test_masked_top_k_equals_brute_force(seed, monkeypatch, short_bitmaps):
         np.testing.assert_array_equal(rsc, sc)
         pruned += stats["pruned_tokens"] > 0
         if trial % 6 == 0:  # every positive allowed score
-            aids, asc = S.top_k_blobs(token_blobs, None, dead, size, scale=0.5, allow=allow)
+            aids, asc = MS.top_k_blobs(token_blobs, None, dead, size, scale=0.5, allow=allow)
             eids, esc = _brute(M.astype(np.float64), q, None, () if dead is None else dead, allow)
             np.testing.assert_array_equal(aids, eids)
             np.testing.assert_array_equal(asc, (esc * 0.5).astype(np.float32))
@@ -593,8 +595,8 @@ def test_mask_that_drops_the_best_sentences_keeps_pruning_exact(seed, bitmaps, m
     sentence would exceed the allowed sentences' k-th best and prune their answers away.  The
     rare tokens carry large weights (as in the real model).  With ``bitmaps`` the common tokens
     are pruned (read at candidates only); without, candidates come from the rarer lists only."""
-    monkeypatch.setattr(P, "BITMAP_MIN_N", 16 if bitmaps else 1 << 30)
-    monkeypatch.setattr(S, "_GATHER_RATIO", 1)
+    monkeypatch.setattr(bitmap, "BITMAP_MIN_N", 16 if bitmaps else 1 << 30)
+    monkeypatch.setattr(MS, "_GATHER_RATIO", 1)
     rng = np.random.default_rng(4000 + seed)
     n, vocab = 6000, 30
     df = np.where(np.arange(vocab) < 10, 0.3, rng.choice([0.002, 0.01, 0.03], vocab))
@@ -613,7 +615,7 @@ def test_mask_that_drops_the_best_sentences_keeps_pruning_exact(seed, bitmaps, m
         allow &= rng.random(n) < rng.choice([1.0, 0.3, 0.05])
         dead = np.sort(rng.choice(n, int(rng.integers(0, 200)), replace=False))
         stats: dict = {}
-        ids, sc = S.top_k_blobs([blobs[t] for t in q if t in blobs], k, dead, n, stats=stats, allow=allow)
+        ids, sc = MS.top_k_blobs([blobs[t] for t in q if t in blobs], k, dead, n, stats=stats, allow=allow)
         eids, esc = _brute(M.astype(np.float64), q, k, dead, allow)
         np.testing.assert_array_equal(ids, eids)
         np.testing.assert_array_equal(sc, esc.astype(np.float32))
@@ -629,7 +631,7 @@ def test_masked_sparse_id_space_path():
               rng.integers(1, 5, 200).astype(np.uint8)) for _ in range(4)]
     blobs = [[P.encode(i, w)] for i, w in lists]
     allow = rng.random(size) < 0.5
-    ids, sc = S.top_k_blobs(blobs, 25, np.zeros(0, np.int64), size, allow=allow)
+    ids, sc = MS.top_k_blobs(blobs, 25, np.zeros(0, np.int64), size, allow=allow)
     tot: dict[int, int] = {}
     for i, w in lists:
         for a, b in zip(i.tolist(), w.tolist()):

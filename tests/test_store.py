@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from sparc_local.index import postings as P
+from sparc_local.index import bitmap
 from sparc_local.query import scoring as S
 from sparc_local.index import segments
 from sparc_local.errors import SchemaTooNew
@@ -624,7 +625,7 @@ def _old_format(blob: bytes, which: int) -> bytes:
     ids, q = P.decode(blob)
     if which == 1:
         return bytes([V.FORMAT_V1]) + V.varint_bytes(len(ids)) + q.tobytes() + V.varint_encode(V.gaps(ids)).tobytes()
-    return P._encode_bitmap(ids, q)
+    return bitmap.encode_bitmap(ids, q)
 
 
 def test_migration_3_rewrites_every_blob_in_a_format_the_writer_writes(db):
@@ -660,7 +661,7 @@ def test_pruned_search_equals_exhaustive_across_segments(db, monkeypatch):
     from sparc_local.index import postings as P
     from sparc_local.query import scoring as S
 
-    monkeypatch.setattr(P, "BITMAP_MIN_N", 8)  # bitmaps on these small lists (the default is 32768)
+    monkeypatch.setattr(bitmap, "BITMAP_MIN_N", 8)  # bitmaps on these small lists (the default is 32768)
     rng = np.random.default_rng(5)
     with Index(db) as ix:
         for f in range(12):
@@ -714,7 +715,7 @@ def test_filtered_search_equals_exhaustive_over_the_kept_files(db, monkeypatch):
     the mask is cached until the database changes, roots included."""
     from sparc_local.query.pathfilter import PathFilter
 
-    monkeypatch.setattr(P, "BITMAP_MIN_N", 8)
+    monkeypatch.setattr(bitmap, "BITMAP_MIN_N", 8)
     rng = np.random.default_rng(21)
     names = [f"/d/{'ab'[f % 2]}/f{f}.{['txt', 'md', 'MD'][f % 3]}" for f in range(12)]
     with Index(db) as ix, Index(db) as writer:

@@ -25,10 +25,11 @@ import numpy as np
 
 from sparc_local.batch_writer import BatchWriter
 from sparc_local.model.encoder import Encoder, LazyEncoder
+from sparc_local.index.db import LAST_UPDATE, MODEL_PATH, WEIGHT_SCALE
 from sparc_local.model.info import INDEX_MODEL_KEY, ModelInfo
 from sparc_local.index.store import FileUpdate, Index, SentenceRow
 
-_SKIP_META = {"weight_scale", INDEX_MODEL_KEY, "model_path", "last_update"}
+_SKIP_META = {WEIGHT_SCALE, INDEX_MODEL_KEY, MODEL_PATH, LAST_UPDATE}
 
 
 def live_sentence_ids(index: Index) -> np.ndarray:
@@ -104,10 +105,10 @@ def reencode(src: Index, dst_path: Path, info: ModelInfo, encoder_factory: Calla
         writer.flush()
         dst.merge_all()
         dst.set_meta(INDEX_MODEL_KEY, info.id)
-        dst.set_meta("model_path", str(info.path))
-        last = src.get_meta("last_update")
+        dst.set_meta(MODEL_PATH, str(info.path))
+        last = src.get_meta(LAST_UPDATE)
         if last is not None:
-            dst.set_meta("last_update", last)
+            dst.set_meta(LAST_UPDATE, last)
         dst.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     return done
 

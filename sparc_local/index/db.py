@@ -29,6 +29,7 @@ MMAP_BYTES = 2 << 30  # address space only; pages come from the OS page cache (S
 WAL_LIMIT_BYTES = 8 << 20  # a checkpointed WAL is truncated back to this size, not kept at its high-water mark
 WEIGHT_SCALE = "weight_scale"  # meta key: the quantization step, see postings.py
 LAST_UPDATE = "last_update"  # meta key: time of the last write
+MODEL_PATH = "model_path"  # meta key: the folder of the model that last wrote
 MAX_PARAMS = 900  # bound parameters per IN (...) list, below SQLite's old default limit of 999
 
 

@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from . import postings as codec
+from sparc_local.model.info import INDEX_MODEL_KEY
+
 from .db import LAST_UPDATE, chunks, qmarks
 
 if TYPE_CHECKING:
@@ -50,7 +52,7 @@ def stats(index: Index) -> dict:
         db_bytes=size,
         last_update=float(last) if last is not None else None,
         errors=errors,
-        model=meta.get("model"),
+        model=meta.get(INDEX_MODEL_KEY),
         meta=meta,
         schema_version=index.schema_version(),
     )

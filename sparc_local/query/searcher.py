@@ -17,7 +17,7 @@ import numpy as np
 from sparc_local.index import postings as codec
 from sparc_local.index.db import MAX_PARAMS
 from sparc_local.index.store import Index
-from sparc_local.query import scoring
+from sparc_local.query import maxscore, scoring
 from sparc_local.query.pathfilter import PathFilter
 
 
@@ -44,7 +44,7 @@ class Searcher:
     def __init__(self, index: Index) -> None:
         self.index = index
         self._snap: _Snapshot | None = None
-        self._work: np.ndarray | None = None  # scoring's accumulator, see scoring.work_buffer
+        self._work: np.ndarray | None = None  # scoring's accumulator, see maxscore.work_buffer
 
     def _snapshot(self) -> _Snapshot:
         """The open read transaction's snapshot state, read again only when the database changed."""
@@ -100,7 +100,7 @@ class Searcher:
                stats: dict | None = None, *, file_filter: PathFilter | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Top ``n`` live sentences for a question's token ids -> (sentence_ids, scores f-units).
 
-        Exact (identical to summing every posting), see ``scoring.top_k_blobs``.  ``stats``, if
+        Exact (identical to summing every posting), see ``maxscore.top_k_blobs``.  ``stats``, if
         given, receives counters for benchmarks.  ``file_filter``: only sentences of the files
         it keeps are ranked (a mask inside scoring, so pruning stays exact)."""
         rows, snap = self._read(_distinct(token_ids), file_filter)
@@ -111,8 +111,8 @@ class Searcher:
         for tok, blob in rows:
             by_token.setdefault(tok, []).append(blob)
         # kept between questions: no page faults on a fresh accumulator (zero again on return)
-        self._work = scoring.work_buffer(snap.size, len(by_token), self._work)
-        return scoring.top_k_blobs(list(by_token.values()), n, snap.dead, snap.size, scale=self.index.weight_scale,
+        self._work = maxscore.work_buffer(snap.size, len(by_token), self._work)
+        return maxscore.top_k_blobs(list(by_token.values()), n, snap.dead, snap.size, scale=self.index.weight_scale,
                                    stats=stats, work=self._work, allow=allow)
 
     def explain(self, token_ids: np.ndarray | Sequence[int], ids: Sequence[int]) -> list[dict[int, float]]:
