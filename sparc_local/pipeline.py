@@ -30,6 +30,7 @@ from sparc_local.errors import SparcError
 from sparc_local.ingest.extract import MAX_CHARS, VANISHED, ExtractError, extract, iter_files, path_key
 from sparc_local.model.encoder import LazyEncoder
 from sparc_local.index.db import LAST_UPDATE, MODEL_PATH
+from sparc_local.model.lexical import Lexical
 from sparc_local.model.info import INDEX_MODEL_KEY, ModelInfo, index_is_stale
 from sparc_local.ingest.sentences import MAX_SENTENCE_CHARS, paragraphs, segment
 from sparc_local.paths import is_under
@@ -108,7 +109,7 @@ def file_hash(path: Path) -> str:
     return h.hexdigest()
 
 
-def _read(path: Path, size: int, mtime: float, digest: str, max_sentences: int) -> _Read:
+def _read(path: Path, size: int, mtime: float, digest: str, max_sentences: int, lexical: Lexical) -> _Read:
     """Extract and segment one file; a failure becomes the file's recorded error, not an exception."""
     key = path_key(path)
     try:
@@ -124,7 +125,7 @@ def _read(path: Path, size: int, mtime: float, digest: str, max_sentences: int) 
                     page=s.page, line=s.line, char_start=s.start, char_end=s.end)
         for s in sents
     ]
-    return _Read(FileUpdate(key, size, mtime, digest, rows), paragraphs(sents), capped)
+    return _Read(FileUpdate(key, size, mtime, digest, rows, lexical=lexical.rows(rows)), paragraphs(sents), capped)
 
 
 class NotIndexed(SparcError):
@@ -294,7 +295,7 @@ def _scan(run: _Run, index: Index, walk_roots: list[Path], ignored: list[str], f
 
 
 def _read_all(run: _Run, index: Index, todo: list[tuple[str, int, float, FileRecord | None]], writer: BatchWriter,
-              force: bool, max_sentences: int, on_capped: Callable[[str, int], None] | None) -> None:
+              force: bool, max_sentences: int, on_capped: Callable[[str, int], None] | None, lexical: Lexical) -> None:
     """Pass 2: hash each file, skip it if its content is unchanged, else read it into the writer."""
     progress = run.progress
     for name, size, mtime, rec in todo:
@@ -321,7 +322,7 @@ def _read_all(run: _Run, index: Index, todo: list[tuple[str, int, float, FileRec
             run.report.unchanged += 1
             run.drop(size)
             continue
-        item = _read(path, size, mtime, digest, max_sentences)
+        item = _read(path, size, mtime, digest, max_sentences, lexical)
         if item.update.error == VANISHED:
             run.vanished(key)
             run.drop(size)
@@ -361,7 +362,7 @@ def _run_index(index: Index, roots: list[str], model: ModelInfo, encoder_factory
     writer = BatchWriter(index, encoder, batch_sentences=batch_sentences, on_encoded=run.encoded,
                          on_written=run.written)
     if not run.report.stopped:
-        _read_all(run, index, todo, writer, force, max_sentences, on_capped)
+        _read_all(run, index, todo, writer, force, max_sentences, on_capped, Lexical.of(model) if todo else None)
     if run.report.stopped:  # what was read but not written is left to the next run
         run.report.threads = encoder.threads
         return _stopped(run.report, t0)

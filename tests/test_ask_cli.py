@@ -324,19 +324,20 @@ PLAIN = [
     ["ask", "green tea", "--path", "a", "--path", "b*"],  # the last one counts
     ["ask", "green tea", "--since", "2026-01-10", "--before=2026-02-01T08:30"],
     ["ask", "green tea", "--path="],
+    ["ask", "green tea", "--mode", "SPARC"], ["ask", "--mode=bm25", "green tea"],
 ]
 NOT_PLAIN = [  # left to the Typer app
     ["ask"], ["ask", ""], ["ask", "  "], ["ask", "a", "b"], ["ask", "--help"], ["ask", "-h", "tea"],
     ["ask", "tea", "-k", "0"], ["ask", "tea", "-k", "x"], ["ask", "tea", "-k=3"], ["ask", "tea", "-k"],
     ["ask", "tea", "--json=1"], ["ask", "tea", "--since", "2026-13-01"], ["ask", "tea", "--top"],
     ["ask", "tea", "--path", "-x"], ["ask", "--", "-5 degrees"], ["ask", "-"], ["status"], ["--version"],
-    ["--help"], [],
+    ["--help"], [], ["ask", "tea", "--mode", "dense"],
 ]
 
 
 def test_plain_ask_reads_arguments_as_the_typer_app_does():
     defaults = dict(question=None, top_k=10, as_json=False, path=None, type_=None, explain=False, since=None,
-                    before=None)
+                    before=None, mode="hybrid")
     for args in PLAIN:
         assert {**defaults, **plain_ask(args)} == _click_params(args), args
     for args in NOT_PLAIN:
@@ -350,6 +351,14 @@ def test_plain_ask_reads_arguments_as_the_typer_app_does():
     import inspect
 
     assert list(inspect.signature(run_ask).parameters) == list(defaults)
+
+
+def test_ask_modes_are_spelled_alike_everywhere():
+    from sparc_local.cli.entry import ASK_MODES
+    from sparc_local.cli.options import Mode
+    from sparc_local.query.fusion import MODES
+
+    assert ASK_MODES == tuple(m.value for m in Mode) == MODES
 
 
 @pytest.mark.parametrize("args", [

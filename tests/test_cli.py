@@ -83,15 +83,20 @@ def test_ask_filters_and_explain(docs: Path):
     assert json.loads(run("ask", "green tea", "--json", "-k", "1", "--type", ".TXT").output) == only_txt[:1]
     nothing = run("ask", "green tea", "--path", "*.pdf")
     assert (nothing.exit_code, nothing.output) == (0, "No answer found.\n")
-    result = run("ask", "green tea steep", "--explain", "-k", "1")
-    lines = result.output.splitlines()
-    assert lines[0].startswith(f"1. {docs / 'tea.md'}:3  score ")
-    assert lines[1] == "   Green tea should steep for three minutes. Then drink it."  # piped: plain text
-    # the explanation is the score itself, split by question token (SPARC Eq. 2)
-    score = float(lines[0].rsplit("score ", 1)[1])
-    parts = dict(p.rsplit(" ", 1) for p in lines[2].removeprefix("   = ").split(" + "))
-    assert "tea" in parts and set(parts) <= {"green", "tea", "steep"}
-    assert abs(sum(float(v) for v in parts.values()) - score) < 0.02
+    words = {"green", "tea", "steep"}
+    for mode, names in (("sparc", words), ("hybrid", words | {f"{w} (bm25)" for w in words}
+                                           | {f"{w} (bm25, context)" for w in words})):
+        result = run("ask", "green tea steep", "--explain", "-k", "1", "--mode", mode)
+        lines = result.output.splitlines()
+        assert lines[0].startswith(f"1. {docs / 'tea.md'}:3  score ")
+        assert lines[1] == "   Green tea should steep for three minutes. Then drink it."  # piped: plain text
+        # the explanation is the score itself, split by question token (SPARC Eq. 2) and, in the
+        # hybrid, by BM25 field (fusion.py)
+        score = float(lines[0].rsplit("score ", 1)[1])
+        parts = dict(p.rsplit(" ", 1) for p in lines[2].removeprefix("   = ").split(" + "))
+        assert "tea" in parts and set(parts) <= names, mode
+        assert abs(sum(float(v) for v in parts.values()) - score) < 0.02
+    assert "tea (bm25)" in parts  # the sentence says "tea"
 
 
 def test_incremental_reindex(docs: Path):

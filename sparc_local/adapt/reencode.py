@@ -26,6 +26,7 @@ import numpy as np
 from sparc_local.batch_writer import BatchWriter
 from sparc_local.model.encoder import Encoder, LazyEncoder
 from sparc_local.index.db import LAST_UPDATE, MODEL_PATH, WEIGHT_SCALE
+from sparc_local.model.lexical import Lexical
 from sparc_local.model.info import INDEX_MODEL_KEY, ModelInfo
 from sparc_local.index.store import FileUpdate, Index, SentenceRow
 
@@ -93,15 +94,17 @@ def reencode(src: Index, dst_path: Path, info: ModelInfo, encoder_factory: Calla
                 on_progress(done, total)
 
         writer = BatchWriter(dst, LazyEncoder(encoder_factory), merge=False, on_written=written)
+        lexical = Lexical.of(info)
         for rec in src.all_files():
             if rec.status != "ok":
                 writer.add(FileUpdate(rec.path, rec.size, rec.mtime, rec.hash, error=rec.error or "error"))
                 continue
             ids = sentence_ids.get(rec.id, [])
             rows = src.sentences(ids) if ids else []
-            writer.add(FileUpdate(rec.path, rec.size, rec.mtime, rec.hash, [
-                SentenceRow(r["text"], r["context"], r["offset_in_context"], r["page"], r["line"],
-                            r["char_start"], r["char_end"]) for r in rows]), stored_paragraphs(rows))
+            sentences = [SentenceRow(r["text"], r["context"], r["offset_in_context"], r["page"], r["line"],
+                                     r["char_start"], r["char_end"]) for r in rows]
+            writer.add(FileUpdate(rec.path, rec.size, rec.mtime, rec.hash, sentences, lexical=lexical.rows(sentences)),
+                       stored_paragraphs(rows))
         writer.flush()
         dst.merge_all()
         dst.set_meta(INDEX_MODEL_KEY, info.id)

@@ -20,7 +20,7 @@ from typer.core import TyperArgument, TyperCommand, TyperGroup
 from sparc_local import __version__
 from sparc_local.cli.common import DATE_FORMS, DEFAULT_TOP_K, report, run_ask
 from sparc_local.cli.common import open_index as _open_index
-from sparc_local.cli.options import (DEFAULT_WAIT, TYPE_ALIASES_HELP, AsJson, Exclude, Hidden, NoIgnore,
+from sparc_local.cli.options import (DEFAULT_WAIT, TYPE_ALIASES_HELP, AsJson, Exclude, Hidden, Mode, NoIgnore,
                                      NormalPriority, Quiet, Threads, Wait, complete_type, not_empty, to_timestamp)
 from sparc_local.errors import SparcError, UserError
 
@@ -175,10 +175,13 @@ def ask(
     before: Optional[str] = typer.Option(None, "--before", metavar="DATE", callback=to_timestamp,
                                          help="Only files modified before DATE."),
     explain: bool = typer.Option(False, "--explain", help="Show each question token's contribution."),
+    mode: Mode = typer.Option(
+        Mode.hybrid, "--mode", case_sensitive=False,
+        help="hybrid: SPARC fused with BM25 over the sentence and its context; sparc or bm25: one alone."),
 ) -> None:
     """Answer a question with the best matching sentences from your files."""
     run_ask(question, top_k=top_k, as_json=as_json, path=path, type_=type_, explain=explain, since=since,
-            before=before)
+            before=before, mode=mode.value)
 
 
 @app.command()

@@ -44,7 +44,7 @@ def parse_date(text: str) -> float:
 
 def run_ask(question: str, top_k: int = DEFAULT_TOP_K, as_json: bool = False, path: str | None = None,
             type_: str | None = None, explain: bool = False, since: float | None = None,
-            before: float | None = None) -> None:
+            before: float | None = None, mode: str = "hybrid") -> None:
     """`ask`: the answers on stdout (text, or JSON), and a note on stderr when the index is stale."""
     from sparc_local.query.ask import Asker
     from sparc_local.model.info import active_model, index_is_stale
@@ -52,7 +52,7 @@ def run_ask(question: str, top_k: int = DEFAULT_TOP_K, as_json: bool = False, pa
     info = active_model()
     with open_index() as idx:
         answers = Asker(idx, info).ask(question, k=top_k, path_glob=path, ext=type_, explain=explain,
-                                       since=since, before=before)
+                                       since=since, before=before, mode=mode)
         stale = index_is_stale(idx, info)
     if as_json:
         import json

@@ -23,7 +23,8 @@ OPENBLAS_THREADS = "OPENBLAS_NUM_THREADS"
 
 # `ask`'s options as plain_ask reads them; tests/test_ask_cli.py checks them against the Typer command
 ASK_VALUES = {"--top-k": "top_k", "-k": "top_k", "--path": "path", "--type": "type_", "--since": "since",
-              "--before": "before"}
+              "--before": "before", "--mode": "mode"}
+ASK_MODES = ("hybrid", "sparc", "bm25")  # ``options.Mode`` (a test checks they agree)
 ASK_FLAGS = {"--json": "as_json", "--explain": "explain"}
 _COMPLETION_SHELLS = ("bash", "zsh", "fish", "powershell", "pwsh")
 
@@ -64,6 +65,10 @@ def plain_ask(args: list[str]) -> dict | None:
         if not (top_k.isascii() and top_k.isdigit() and int(top_k) >= 1):
             return None
         found["top_k"] = int(top_k)
+    if "mode" in found:
+        if found["mode"].lower() not in ASK_MODES:
+            return None
+        found["mode"] = found["mode"].lower()
     for key in ("since", "before"):
         if key in found:
             try:

@@ -20,6 +20,7 @@ from sparc_local import paths
 
 from sparc_local.evaluation import reqa
 from sparc_local.model.info import INDEX_MODEL_KEY, ModelInfo, load_tokenizer
+from sparc_local.model.lexical import Lexical
 from sparc_local.model.sparse import SparseVectors
 
 CACHE_K = 1000  # encode once at the largest K we study; smaller K is a prefix of it
@@ -66,6 +67,7 @@ def evaluate(ds_dir: Path, info: ModelInfo, *, depth: int = 10, top_k: int | Non
     from sparc_local.query.tokens import query_token_ids
     from sparc_local.batch_writer import BatchWriter
     from sparc_local.index.store import FileUpdate, Index, SentenceRow
+    from sparc_local.query.fusion import MODES, SPARC
     from sparc_local.query.searcher import Searcher
 
     ds_dir = Path(ds_dir)
@@ -83,12 +85,14 @@ def evaluate(ds_dir: Path, info: ModelInfo, *, depth: int = 10, top_k: int | Non
         for i, p in enumerate(ds.passages):
             by_passage.setdefault(p, []).append(i)
         writer = BatchWriter(index, None, merge=False)  # the vectors are the cached ones
+        lexical = Lexical.of(info)
         for passage, members in by_passage.items():
             text = " ".join(ds.texts[i] for i in members)
             rows = [SentenceRow(text=ds.texts[i], context=text, offset_in_context=text.find(ds.texts[i]))
                     for i in members]
             sub = vectors.slice(members[0], members[-1] + 1)  # a passage's sentences are consecutive
-            writer.add(FileUpdate(path=passage, size=0, mtime=0.0, hash=passage, sentences=rows, vectors=sub))
+            writer.add(FileUpdate(path=passage, size=0, mtime=0.0, hash=passage, sentences=rows, vectors=sub,
+                                  lexical=lexical.rows(rows)))
         writer.flush()
         index.merge_all()
         # db sentence ids -> dataset sentence ids (rows were inserted in passage order)
@@ -96,21 +100,23 @@ def evaluate(ds_dir: Path, info: ModelInfo, *, depth: int = 10, top_k: int | Non
             "SELECT s.id FROM sentences s JOIN files f ON f.id = s.file_id ORDER BY f.path, s.id")]
         order = [i for p in sorted(by_passage) for i in by_passage[p]]
         to_sid = {db: ds.ids[i] for db, i in zip(db_ids, order)}
-        ranked, latency = [], []
         searcher = Searcher(index)
-        for _, question, _ in ds.queries:
-            tokens = query_token_ids(tokenizer, question, skip)
-            t0 = time.perf_counter()
-            ids, _scores = searcher.search(tokens, n=depth)
-            latency.append((time.perf_counter() - t0) * 1000)
-            ranked.append([to_sid[int(i)] for i in ids])
+        questions = [query_token_ids(tokenizer, q, skip) for _, q, _ in ds.queries]
+        results = {}
+        for mode in MODES:  # the three ways `ask --mode` ranks, on the same index
+            ranked, latency = [], []
+            for tokens in questions:
+                t0 = time.perf_counter()
+                ids, _scores = searcher.search(tokens, n=depth, mode=mode)
+                latency.append((time.perf_counter() - t0) * 1000)
+                ranked.append([to_sid[int(i)] for i in ids])
+            results[mode] = _metrics(ranked, answers, depth)
+            results[mode].update(latency_ms_p50=float(np.percentile(latency, 50)),
+                                 latency_ms_p99=float(np.percentile(latency, 99)))
         index.close()
 
-    bm25 = BM25(ds.texts)
-    bm25_ranked = [[ds.ids[i] for i in bm25.search(q, depth)[0]] for _, q, _ in ds.queries]
-    nnz = np.diff(vectors.indptr)
-    sparc = _metrics(ranked, answers, depth)
-    sparc.update(nnz_median=int(np.median(nnz)), latency_ms_p50=float(np.percentile(latency, 50)),
-                 latency_ms_p99=float(np.percentile(latency, 99)))
+    words = BM25(ds.texts)  # the classic baseline: words, not WordPiece, and the sentence alone
+    words_ranked = [[ds.ids[i] for i in words.search(q, depth)[0]] for _, q, _ in ds.queries]
+    results[SPARC]["nnz_median"] = int(np.median(np.diff(vectors.indptr)))
     return {"dataset": ds.name, "queries": len(ds.queries), "sentences": len(ds.ids), "model": info.id,
-            "sparc": sparc, "bm25": _metrics(bm25_ranked, answers, depth)}
+            **results, "bm25_words": _metrics(words_ranked, answers, depth)}

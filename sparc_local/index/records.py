@@ -35,6 +35,8 @@ class FileUpdate:
     sentences: list[SentenceRow] = field(default_factory=list)
     vectors: SparseVectors | None = None
     error: str | None = None
+    # BM25 impacts per sentence (``model/lexical.py``), stored beside the vectors' postings
+    lexical: SparseVectors | None = None
 
 
 @dataclass(frozen=True, slots=True)

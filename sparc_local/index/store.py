@@ -169,6 +169,8 @@ class Index(Database):
             n_vec = 0 if u.vectors is None else len(u.vectors)
             if u.error is None and n_vec != len(u.sentences):
                 raise ValueError(f"{u.path}: {len(u.sentences)} sentences but {n_vec} vectors")
+            if u.error is None and u.lexical is not None and len(u.lexical) != len(u.sentences):
+                raise ValueError(f"{u.path}: {len(u.sentences)} sentences but {len(u.lexical)} lexical rows")
         if not batch:
             return None
         now = time.time()
@@ -212,6 +214,8 @@ class Index(Database):
                 vec = u.vectors
                 assert vec is not None
                 counts = np.diff(vec.indptr)
+                if u.lexical is not None:
+                    counts = counts + np.diff(u.lexical.indptr)
                 ids = np.arange(next_id, next_id + n, dtype=np.int64)
                 paragraph: dict[str, int] = {}
                 for row in u.sentences:
@@ -227,10 +231,13 @@ class Index(Database):
                         for sid, s, cnt in zip(ids.tolist(), u.sentences, counts.tolist())
                     ],
                 )
-                a, b = int(vec.indptr[0]), int(vec.indptr[-1])
-                tok_parts.append(np.asarray(vec.token_ids[a:b], dtype=np.int64))
-                sid_parts.append(np.repeat(ids, counts))
-                w_parts.append(np.asarray(vec.weights[a:b], dtype=np.float32))
+                for v in (vec, u.lexical):
+                    if v is None:
+                        continue
+                    a, b = int(v.indptr[0]), int(v.indptr[-1])
+                    tok_parts.append(np.asarray(v.token_ids[a:b], dtype=np.int64))
+                    sid_parts.append(np.repeat(ids, np.diff(v.indptr)))
+                    w_parts.append(np.asarray(v.weights[a:b], dtype=np.float32))
                 next_id += n
             if segment_id is not None:
                 self.segs.fill(c, segment_id, n_new, tok_parts, sid_parts, w_parts, scale)
@@ -334,6 +341,10 @@ class Index(Database):
         return self._conn.execute(
             "SELECT f.id, f.path, f.mtime, min(s.id), max(s.id), count(*) FROM files f"
             f" JOIN sentences s ON s.file_id = f.id WHERE {where} GROUP BY f.id", args).fetchall()
+
+    def sentences_written(self) -> int:
+        """Sentences in the segments, deleted ones not merged away yet included (BM25's N)."""
+        return int(self.conn.execute("SELECT coalesce(sum(n_sentences), 0) FROM segments").fetchone()[0])
 
     def file_sentence_ids(self, file_id: int) -> list[int]:
         return [r[0] for r in self._conn.execute("SELECT id FROM sentences WHERE file_id = ?", (file_id,))]

@@ -68,21 +68,22 @@ def _live(ids: np.ndarray, dead: np.ndarray) -> np.ndarray:
 
 
 
-def work_buffer(size: int, n_tokens: int, work: np.ndarray | None = None) -> np.ndarray:
+def work_buffer(size: int, n_tokens: int, work: np.ndarray | None = None, *, capacity: int | None = None) -> np.ndarray:
     """A zeroed accumulator for ``top_k_blobs`` that a caller keeps between questions.
 
     Why: a fresh 1M-entry accumulator per question costs page faults on every touched page,
     and uint16 (sums of at most 257 uint8 weights fit) keeps it 4x smaller in the caches than
     float64.  Returns ``work`` itself when it fits, else a new zeroed buffer (pass it next time).
     """
-    dt = _acc_dtype(n_tokens)
+    dt = _acc_dtype(n_tokens * QMAX if capacity is None else capacity)
     if work is not None and work.dtype == dt and len(work) >= size:
         return work
     return np.zeros(max(size, 0 if work is None else len(work)), dt)
 
 
-def _acc_dtype(n_tokens: int) -> type:
-    return np.uint16 if n_tokens * QMAX <= 0xFFFF else np.int32
+def _acc_dtype(capacity: int) -> type:
+    """The smallest accumulator that holds any sum up to ``capacity``."""
+    return np.uint16 if capacity <= 0xFFFF else np.int32 if capacity < 1 << 31 else np.int64
 
 
 def top_k_blobs(
@@ -95,6 +96,7 @@ def top_k_blobs(
     stats: dict | None = None,
     work: np.ndarray | None = None,
     allow: np.ndarray | None = None,
+    multipliers: Sequence[int] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Exact top k of g(q, s) = sum_{v in q} f(v, s) (SPARC Eq. 2) straight from posting blobs.
 
@@ -127,26 +129,31 @@ def top_k_blobs(
     scores overall are no lower bound of the k-th best allowed one).
     """
     dead = np.zeros(0, np.int64) if exclude is None else np.asarray(exclude, dtype=np.int64)
+    mults = [1] * len(token_blobs) if multipliers is None else [int(m) for m in multipliers]
+    weight = {id(b): m for bl, m in zip(token_blobs, mults) for b in bl} if multipliers is not None else None
     pruned: dict[int, list[bytes]] = {}  # token -> its bitmap blobs, read at candidates only
     summed: list[_Summed] = []  # per token, the blobs summed in full
-    for i, blobs in enumerate(token_blobs):
+    for i, (blobs, m) in enumerate(zip(token_blobs, mults)):
         bm = [b for b in blobs if b[0] == codec.FORMAT_BITMAP] if k else []
         if bm:
             pruned[i] = bm
             blobs = [b for b in blobs if b[0] != codec.FORMAT_BITMAP]
-        summed.append((sum(map(len, blobs)), max(map(codec.bound, blobs), default=0), blobs))
+        summed.append((sum(map(len, blobs)), m * max(map(codec.bound, blobs), default=0), blobs))
     summed.sort(key=lambda t: t[0])  # rarest first (bytes stand in for lengths): prefixes below
     flat = [b for _, _, bl in summed for b in bl]
     if size > DENSE_MIN and size > DENSE_RATIO * sum(codec.header(b)[1] for bl in token_blobs for b in bl):
         # sparse id space (ids grew large through re-indexing): sort-based exhaustive sum
-        plist = [(i, w) for i, w in codec.decode_lists([b for bl in token_blobs for b in bl])]
+        blobs = [b for bl in token_blobs for b in bl]
+        plist = [(i, w if weight is None else w.astype(np.int64) * weight[id(b)])
+                 for b, (i, w) in zip(blobs, codec.decode_lists(blobs))]
         return score(plist, k, dead, scale=scale, allow=allow)
-    work = work_buffer(size, len(token_blobs), work)
+    work = work_buffer(size, len(token_blobs), work, capacity=QMAX * sum(mults))
     acc = work[:size]
     parts: list[np.ndarray] = []  # the ids added into acc, to zero them again
     try:
-        decoded = _add_blobs(acc, flat, parts, allow)
-        return _top_k_acc(acc, parts, summed, pruned, dead, k, scale, stats, decoded, allow)
+        decoded = _add_blobs(acc, flat, parts, allow, weight)
+        return _top_k_acc(acc, parts, summed, pruned, dead, k, scale, stats, decoded, allow,
+                          None if weight is None else {i: mults[i] for i in pruned}, weight)
     finally:
         if sum(len(p) for p in parts) * _ZERO_RATIO >= size:
             acc.fill(0)  # measured: a sequential fill beats a scattered one above 1/16 of the ids
@@ -156,7 +163,7 @@ def top_k_blobs(
 
 
 def _add_blobs(acc: np.ndarray, blobs: list[bytes], parts: list[np.ndarray],
-               allow: np.ndarray | None = None) -> dict[int, tuple]:
+               allow: np.ndarray | None = None, weight: dict[int, int] | None = None) -> dict[int, tuple]:
     """Add every posting of ``blobs`` into ``acc`` (only those of ``allow``ed ids, if given);
     appends the ids added to ``parts``.
     Returns {format tag: (posting counts, ids)} of that format's blobs, in their order (every
@@ -177,6 +184,8 @@ def _add_blobs(acc: np.ndarray, blobs: list[bytes], parts: list[np.ndarray],
         counts, ids, q = codec.decoder(tag)(group)
         decoded[tag] = (counts, ids)
         q = q.astype(acc.dtype)
+        if weight is not None:  # a fused score: each key's stored weights times its multiplier
+            q *= np.repeat(np.array([weight[id(b)] for b in group], acc.dtype), counts)
         if allow is not None:
             keep = allow[ids]
             if np.count_nonzero(keep) * _SELECT_RATIO < len(ids):
@@ -262,9 +271,21 @@ def _candidates(acc: np.ndarray, need: int, where: np.ndarray | None,
     return (None if limit is not None and len(c) > limit else c), len(where)
 
 
+class _Weighted:
+    """A pruned token's ``BitmapSet`` with its weights times the token's multiplier (fused scores)."""
+
+    def __init__(self, bitmaps, multiplier: int) -> None:
+        self.bitmaps, self.m = bitmaps, multiplier
+        self.n, self.ub = bitmaps.n, bitmaps.ub * multiplier
+
+    def get(self, ids: np.ndarray) -> np.ndarray:
+        return self.bitmaps.get(ids).astype(np.int64) * self.m
+
+
 def _top_k_acc(acc: np.ndarray, parts: list[np.ndarray], summed: list[_Summed], pruned: dict[int, list[bytes]],
                dead: np.ndarray, k: int | None, scale: float, stats: dict | None,
-               decoded: dict[int, tuple], allow: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+               decoded: dict[int, tuple], allow: np.ndarray | None, pruned_mult: dict[int, int] | None = None,
+               weight: dict[int, int] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """``top_k_blobs`` once the summed lists are in ``acc`` (``parts``: the ids added so far).
 
     Candidates are the entries ``acc >= theta - u``, found in one of two ways.  If the longest
@@ -274,7 +295,8 @@ def _top_k_acc(acc: np.ndarray, parts: list[np.ndarray], summed: list[_Summed], 
     dense accumulator: measured cheaper than reading it at every touched id, and it never sees
     an id twice.
     """
-    sets = {i: codec.BitmapSet(bl) for i, bl in pruned.items()}
+    sets = {i: codec.BitmapSet(bl) if pruned_mult is None else _Weighted(codec.BitmapSet(bl), pruned_mult[i])
+            for i, bl in pruned.items()}
     theta = 0
     order: list[int] = []
     rest: list[int] = []
@@ -293,7 +315,7 @@ def _top_k_acc(acc: np.ndarray, parts: list[np.ndarray], summed: list[_Summed], 
                 u += sets[i].ub
         rest = [i for i in sets if i not in order]
         if rest:
-            _add_blobs(acc, [b for i in rest for b in pruned[i]], parts, allow)
+            _add_blobs(acc, [b for i in rest for b in pruned[i]], parts, allow, weight)
     gone = dead[dead < len(acc)]
     u = sum(sets[i].ub for i in order)
     scanned = 0
@@ -322,7 +344,7 @@ def _top_k_acc(acc: np.ndarray, parts: list[np.ndarray], summed: list[_Summed], 
         if stats is not None:
             stats["unpruned"] = stats.get("unpruned", 0) + 1
         u -= sets[cheapest].ub
-        _add_blobs(acc, pruned[cheapest], parts, allow)
+        _add_blobs(acc, pruned[cheapest], parts, allow, weight)
     sc = acc[cand].astype(np.int64)
     n_cand = len(cand)
     # largest bound first: each lookup tightens the bound of the tokens left

@@ -17,7 +17,7 @@ import numpy as np
 from sparc_local.index import postings as codec
 from sparc_local.index.db import MAX_PARAMS
 from sparc_local.index.store import Index
-from sparc_local.query import maxscore, scoring
+from sparc_local.query import fusion, maxscore, scoring
 from sparc_local.query.pathfilter import PathFilter
 
 
@@ -29,6 +29,7 @@ class _Snapshot:
     key: tuple[int, int]
     dead: np.ndarray
     size: int
+    written: int  # sentences written to the segments (BM25's N, see fusion.py)
     masks: dict[PathFilter, np.ndarray | None] = field(default_factory=dict)
 
 
@@ -50,7 +51,8 @@ class Searcher:
         """The open read transaction's snapshot state, read again only when the database changed."""
         key = self.index.snapshot_key()
         if self._snap is None or self._snap.key != key:
-            self._snap = _Snapshot(key, np.sort(self.index.tombstones()), self.index.id_bound())
+            self._snap = _Snapshot(key, np.sort(self.index.tombstones()), self.index.id_bound(),
+                                   self.index.sentences_written())
         return self._snap
 
     def _mask(self, snap: _Snapshot, file_filter: PathFilter) -> np.ndarray | None:
@@ -97,27 +99,51 @@ class Searcher:
         return rows, snap
 
     def search(self, token_ids: np.ndarray | Sequence[int], n: int | None = 10,
-               stats: dict | None = None, *, file_filter: PathFilter | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """Top ``n`` live sentences for a question's token ids -> (sentence_ids, scores f-units).
+               stats: dict | None = None, *, file_filter: PathFilter | None = None,
+               mode: str = fusion.SPARC) -> tuple[np.ndarray, np.ndarray]:
+        """Top ``n`` live sentences for a question's token ids -> (sentence_ids, scores): SPARC's
+        g(q, s) in f units, or in ``fusion.HYBRID``/``fusion.BM25`` mode the fused score.
 
         Exact (identical to summing every posting), see ``maxscore.top_k_blobs``.  ``stats``, if
         given, receives counters for benchmarks.  ``file_filter``: only sentences of the files
         it keeps are ranked (a mask inside scoring, so pruning stays exact)."""
-        rows, snap = self._read(_distinct(token_ids), file_filter)
+        rows, snap = self._read(fusion.keys(_distinct(token_ids), mode), file_filter)
         allow = None if file_filter is None else snap.masks[file_filter]
         if file_filter is not None and allow is None:  # the filter keeps no file
             return np.zeros(0, np.int64), np.zeros(0, np.float32)
         by_token: dict[int, list[bytes]] = {}
         for tok, blob in rows:
             by_token.setdefault(tok, []).append(blob)
+        blobs, scale, mult = list(by_token.values()), self.index.weight_scale, None
+        if mode != fusion.SPARC:
+            mult, scale = self._multipliers(list(by_token), blobs, snap)
         # kept between questions: no page faults on a fresh accumulator (zero again on return)
-        self._work = maxscore.work_buffer(snap.size, len(by_token), self._work)
-        return maxscore.top_k_blobs(list(by_token.values()), n, snap.dead, snap.size, scale=self.index.weight_scale,
-                                   stats=stats, work=self._work, allow=allow)
+        self._work = maxscore.work_buffer(snap.size, len(by_token), self._work,
+                                          capacity=None if mult is None else codec.QMAX * int(mult.sum()))
+        return maxscore.top_k_blobs(blobs, n, snap.dead, snap.size, scale=scale, stats=stats, work=self._work,
+                                    allow=allow, multipliers=mult)
 
-    def explain(self, token_ids: np.ndarray | Sequence[int], ids: Sequence[int]) -> list[dict[int, float]]:
-        """{token_id: f(v, s)} for each sentence id, for the question's tokens."""
-        rows = self.index.token_blobs(_distinct(token_ids))
+    @staticmethod
+    def _multipliers(keys: list[int], blobs: list[list[bytes]], snap: _Snapshot) -> tuple[np.ndarray, float]:
+        df = np.array([sum(codec.header(b)[1] for b in bl) for bl in blobs], np.int64)
+        max_q = np.array([max(codec.bound(b) for b in bl) for bl in blobs], np.int64)
+        return fusion.multipliers(keys, df, max_q, snap.written, codec.QMAX)
+
+    def explain(self, token_ids: np.ndarray | Sequence[int], ids: Sequence[int],
+                mode: str = fusion.SPARC) -> list[dict[int, float]]:
+        """{key: its part of the score} for each sentence id: f(v, s) per question token in SPARC
+        mode, else each posting key's share of the fused score (keys: ``fusion.keys``)."""
+        with self.index.read_transaction():
+            rows = self.index.token_blobs(fusion.keys(_distinct(token_ids), mode))
+            snap = self._snapshot()
         lists = codec.decode_lists([blob for _, blob in rows])
         plist = [(tok, sids, q) for (tok, _), (sids, q) in zip(rows, lists)]
-        return scoring.explain(plist, np.asarray(ids, dtype=np.int64), scale=self.index.weight_scale)
+        scale = self.index.weight_scale
+        if mode != fusion.SPARC:
+            by_key: dict[int, list[bytes]] = {}
+            for tok, blob in rows:
+                by_key.setdefault(tok, []).append(blob)
+            mult, scale = self._multipliers(list(by_key), list(by_key.values()), snap)
+            m = dict(zip(by_key, mult.tolist()))
+            plist = [(tok, sids, q.astype(np.int64) * m[tok]) for tok, sids, q in plist]
+        return scoring.explain(plist, np.asarray(ids, dtype=np.int64), scale=scale)
