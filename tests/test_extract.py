@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from sparc_local.ingest.extract import Block, ExtractError, document_text, extract, iter_files
+from sparc_local.ingest.sentences import segment
 
 # ------------------------------------------------------------------------------------ helpers
 
@@ -203,22 +204,22 @@ def test_html_drops_script_style_and_splits_blocks(tmp_path: Path) -> None:
 </body></html>"""
     blocks = extract(write(tmp_path / "page.html", html))
     assert texts(blocks) == [
-        "Tea",
-        "Green tea steeps for two minutes.",  # &nbsp; is whitespace too
+        "Tea Green tea steeps for two minutes.",  # &nbsp; is whitespace too; the heading joins its paragraph
         "Black tea & milk.",
         "Café notes on several lines",
         "A",
         "B",
     ]
-    assert [b.line for b in blocks[:4]] == [5, 6, 6, 8]
+    assert [b.line for b in blocks[:3]] == [5, 6, 8]
+    assert [(s.text, s.line) for s in segment(blocks)[:3]] == [
+        ("Tea", 5), ("Green tea steeps for two minutes.", 6), ("Black tea & milk.", 6)]
 
 
 def test_html_title_kept_unless_repeated(tmp_path: Path) -> None:
     html = "<title>Packing list</title><h1>Trip</h1><p>Bring shoes.</p>"
     assert texts(extract(write(tmp_path / "p.html", html))) == [
         "Packing list",
-        "Trip",
-        "Bring shoes.",
+        "Trip Bring shoes.",
     ]
 
 
@@ -246,20 +247,21 @@ def test_markdown_markup_stripped(tmp_path: Path) -> None:
     )
     blocks = extract(write(tmp_path / "n.md", md))
     assert texts(blocks) == [
-        "Title",
-        "Intro with bold and a link.",
+        "Title Intro with bold and a link.",
         "item one",
         "item two",
         "code stays",
     ]
-    assert [b.line for b in blocks] == [1, 2, 4, 5, 8]
+    assert [b.line for b in blocks] == [1, 4, 5, 8]
+    assert [(s.text, s.line) for s in segment(blocks)[:2]] == [("Title", 1), ("Intro with bold and a link.", 2)]
 
 
 def test_rst_adornments_and_bullets(tmp_path: Path) -> None:
     rst = "Sourdough\n=========\n\n- 500 g flour\n- 10 g salt\n\nMix it all.\nThen wait.\n"
     blocks = extract(write(tmp_path / "r.rst", rst))
-    assert texts(blocks) == ["Sourdough", "500 g flour", "10 g salt", "Mix it all. Then wait."]
-    assert [b.line for b in blocks] == [1, 4, 5, 7]
+    assert texts(blocks) == ["Sourdough 500 g flour", "10 g salt", "Mix it all. Then wait."]
+    assert [b.line for b in blocks] == [1, 5, 7]
+    assert [(s.text, s.line) for s in segment(blocks)[:2]] == [("Sourdough", 1), ("500 g flour", 4)]
 
 
 def test_legacy_encodings(tmp_path: Path) -> None:
