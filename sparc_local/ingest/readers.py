@@ -14,6 +14,7 @@ import logging
 import re
 import threading
 import warnings
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import NamedTuple
@@ -477,6 +478,54 @@ def _pdf_paragraphs(text: str) -> list[str]:
     return [_join_lines(p) for p in paras]
 
 
+RUNNING_EDGE = 2  # lines at the top and at the bottom of a page where running heads and page numbers sit
+RUNNING_PAGES = 3  # pages a running head must recur on to be recognised as one
+_DIGITS = re.compile(r"\d+")
+_EDGE_NUMBER = re.compile(r"^(\d{1,5})\b|\b(\d{1,5})$")
+
+
+def _edge_number(line: str) -> int | None:
+    m = _EDGE_NUMBER.search(line)
+    return int(m.group(1) or m.group(2)) if m else None
+
+
+def _drop_running_lines(pages: list[tuple[int, str]]) -> list[tuple[int, str]]:
+    """Pages without their running heads, footers and page numbers. A line among the first or last
+    RUNNING_EDGE lines of a page goes when it recurs there on RUNNING_PAGES pages or more, its
+    numbers aside ("Shared MIME-info Database"), or when it starts or ends with the printed page
+    number, i.e. the page's number plus an offset that RUNNING_PAGES pages share ("Chapter 3:
+    Utilities 7" on the 9th page of a book whose page 1 is its 3rd)."""
+    split = [[ln.strip() for ln in text.replace("\r", "\n").split("\n") if ln.strip()] for _, text in pages]
+
+    def edge(lines: list[str]) -> list[tuple[str, str]]:
+        return [("top", ln) for ln in lines[:RUNNING_EDGE]] + [("bottom", ln) for ln in lines[-RUNNING_EDGE:]]
+
+    recurring: Counter[tuple[str, str]] = Counter()
+    offsets: Counter[int] = Counter()
+    for (number, _), lines in zip(pages, split):
+        recurring.update({(where, _DIGITS.sub("#", ln)) for where, ln in edge(lines)})
+        offsets.update({n - number for _, ln in edge(lines) if (n := _edge_number(ln)) is not None})
+    running = {key for key, count in recurring.items() if count >= RUNNING_PAGES}
+    page_offsets = {off for off, count in offsets.items() if count >= RUNNING_PAGES}
+
+    def furniture(where: str, line: str, number: int) -> bool:
+        n = _edge_number(line)
+        return (where, _DIGITS.sub("#", line)) in running or (n is not None and n - number in page_offsets)
+
+    out = []
+    for (number, text), lines in zip(pages, split):
+        first, last = 0, len(lines)
+        while first < min(RUNNING_EDGE, last) and furniture("top", lines[first], number):
+            first += 1
+        while last > max(first, len(lines) - RUNNING_EDGE) and furniture("bottom", lines[last - 1], number):
+            last -= 1
+        raw = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+        full = [i for i, ln in enumerate(raw) if ln.strip()]  # raw index of each line in `lines`
+        gone = {full[i] for i in range(first)} | {full[i] for i in range(last, len(lines))}
+        out.append((number, "\n".join(ln for i, ln in enumerate(raw) if i not in gone)))
+    return out
+
+
 def pdf_blocks(path: Path, max_chars: int, max_unpacked: int) -> Read:
     from pypdf import PdfReader
     from pypdf.errors import DependencyError
@@ -508,6 +557,7 @@ def pdf_blocks(path: Path, max_chars: int, max_unpacked: int) -> Read:
         if n == 0:
             raise ExtractError("PDF has no pages")
         errors: list[Exception] = []
+        texts: list[tuple[int, str]] = []
         total = 0
         for i in range(n):
             try:
@@ -515,10 +565,12 @@ def pdf_blocks(path: Path, max_chars: int, max_unpacked: int) -> Read:
             except Exception as e:
                 errors.append(e)
                 continue
-            out.extend((p, i + 1, None, ()) for p in _pdf_paragraphs(text))
+            texts.append((i + 1, text))
             total += len(text)
             if total > max_chars:
                 break
+        for number, text in _drop_running_lines(texts):
+            out.extend(RawBlock(p, number, None) for p in _pdf_paragraphs(text))
     if not any(_norm(b[0]) for b in out):
         if errors:
             raise ExtractError(f"not a valid PDF ({_one_line(errors[0])})")
