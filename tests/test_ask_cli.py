@@ -220,7 +220,7 @@ def test_ask_in_a_terminal_of_40_columns(docs: Path):
     assert proc.wait() == 0
     assert out.decode().replace("\r\n", "\n") == (
         f"\x1b[1m1.\x1b[0m {docs / 'tea.md'}:3  \x1b[2mscore {score:.2f}\x1b[0m\n"
-        "   \x1b[1;33mGreen tea should steep for three\x1b[0m\n"
+        "   Tea \x1b[1;33mGreen tea should steep for three\x1b[0m\n"  # the heading leads its paragraph
         "   \x1b[1;33mminutes.\x1b[0m Then drink it.\n")
 
 

@@ -68,7 +68,7 @@ def test_index_then_ask_json(docs: Path):
     assert answers[0]["sentence"] == "Green tea should steep for three minutes."
     assert answers[0]["path"] == str(docs / "tea.md")
     assert answers[0]["line"] == 3 and answers[0]["page"] is None
-    assert answers[0]["context"] == "Green tea should steep for three minutes. Then drink it."
+    assert answers[0]["context"] == "Tea Green tea should steep for three minutes. Then drink it."  # heading leads
     assert answers[0]["score"] >= answers[1]["score"] >= answers[2]["score"]
 
 
@@ -89,7 +89,7 @@ def test_ask_filters_and_explain(docs: Path):
         result = run("ask", "green tea steep", "--explain", "-k", "1", "--mode", mode)
         lines = result.output.splitlines()
         assert lines[0].startswith(f"1. {docs / 'tea.md'}:3  score ")
-        assert lines[1] == "   Green tea should steep for three minutes. Then drink it."  # piped: plain text
+        assert lines[1] == "   Tea Green tea should steep for three minutes. Then drink it."  # piped: plain text
         # the explanation is the score itself, split by question token (SPARC Eq. 2) and, in the
         # hybrid, by BM25 field (fusion.py)
         score = float(lines[0].rsplit("score ", 1)[1])

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from sparc_local.ingest.extract import Block, ExtractError, document_text, extract, iter_files
+from sparc_local.ingest.sentences import paragraphs, segment
 
 # ------------------------------------------------------------------------------------ helpers
 
@@ -203,22 +204,22 @@ def test_html_drops_script_style_and_splits_blocks(tmp_path: Path) -> None:
 </body></html>"""
     blocks = extract(write(tmp_path / "page.html", html))
     assert texts(blocks) == [
-        "Tea",
-        "Green tea steeps for two minutes.",  # &nbsp; is whitespace too
+        "Tea Green tea steeps for two minutes.",  # &nbsp; is whitespace too; the heading joins its paragraph
         "Black tea & milk.",
         "Café notes on several lines",
         "A",
         "B",
     ]
-    assert [b.line for b in blocks[:4]] == [5, 6, 6, 8]
+    assert [b.line for b in blocks[:3]] == [5, 6, 8]
+    assert [(s.text, s.line) for s in segment(blocks)[:3]] == [
+        ("Tea", 5), ("Green tea steeps for two minutes.", 6), ("Black tea & milk.", 6)]
 
 
 def test_html_title_kept_unless_repeated(tmp_path: Path) -> None:
     html = "<title>Packing list</title><h1>Trip</h1><p>Bring shoes.</p>"
     assert texts(extract(write(tmp_path / "p.html", html))) == [
         "Packing list",
-        "Trip",
-        "Bring shoes.",
+        "Trip Bring shoes.",
     ]
 
 
@@ -246,20 +247,21 @@ def test_markdown_markup_stripped(tmp_path: Path) -> None:
     )
     blocks = extract(write(tmp_path / "n.md", md))
     assert texts(blocks) == [
-        "Title",
-        "Intro with bold and a link.",
+        "Title Intro with bold and a link.",
         "item one",
         "item two",
         "code stays",
     ]
-    assert [b.line for b in blocks] == [1, 2, 4, 5, 8]
+    assert [b.line for b in blocks] == [1, 4, 5, 8]
+    assert [(s.text, s.line) for s in segment(blocks)[:2]] == [("Title", 1), ("Intro with bold and a link.", 2)]
 
 
 def test_rst_adornments_and_bullets(tmp_path: Path) -> None:
     rst = "Sourdough\n=========\n\n- 500 g flour\n- 10 g salt\n\nMix it all.\nThen wait.\n"
     blocks = extract(write(tmp_path / "r.rst", rst))
-    assert texts(blocks) == ["Sourdough", "500 g flour", "10 g salt", "Mix it all. Then wait."]
-    assert [b.line for b in blocks] == [1, 4, 5, 7]
+    assert texts(blocks) == ["Sourdough 500 g flour", "10 g salt", "Mix it all. Then wait."]
+    assert [b.line for b in blocks] == [1, 5, 7]
+    assert [(s.text, s.line) for s in segment(blocks)[:2]] == [("Sourdough", 1), ("500 g flour", 4)]
 
 
 def test_legacy_encodings(tmp_path: Path) -> None:
@@ -462,3 +464,58 @@ def test_bundled_sample_corpus() -> None:
     sentences = [s.text for p in files for s in segment(extract(p))]
     assert len(sentences) > 30
     assert sum("green tea should steep" in s.lower() for s in sentences) == 1
+
+
+# ------------------------------------------------------------------------ worth indexing (issue 17)
+
+
+def test_pdf_running_heads_footers_and_page_numbers_dropped(tmp_path: Path) -> None:
+    pages = [
+        ["Tea Handbook", "Chapter 1: Green 1", "Green tea steeps two minutes.", "", "1"],
+        ["Tea Handbook", "Chapter 1: Green 2", "Sencha is a green tea.", "", "2"],
+        ["Tea Handbook", "Chapter 2: Black 3", "Black tea steeps four minutes.", "", "3"],
+        ["Tea Handbook", "Chapter 2: Black 4", "Assam is a black tea.", "", "4"],
+    ]
+    blocks = extract(write(tmp_path / "book.pdf", pdf_bytes(pages)))
+    assert [(b.page, b.text) for b in blocks] == [
+        (1, "Green tea steeps two minutes."),
+        (2, "Sencha is a green tea."),
+        (3, "Black tea steeps four minutes."),
+        (4, "Assam is a black tea."),
+    ]
+
+
+def test_pdf_line_on_two_pages_only_is_kept(tmp_path: Path) -> None:
+    pages = [["Tea Handbook", "Green tea steeps two minutes."], ["Tea Handbook", "Black tea steeps longer."],
+             ["Oolong sits in between."]]
+    blocks = extract(write(tmp_path / "short.pdf", pdf_bytes(pages)))
+    assert [b.text for b in blocks] == ["Tea Handbook Green tea steeps two minutes.",
+                                       "Tea Handbook Black tea steeps longer.", "Oolong sits in between."]
+
+
+def test_sentence_without_word_character_is_not_indexed(tmp_path: Path) -> None:
+    blocks = extract(write(tmp_path / "rules.txt", "| --- |\n\nTea is good. Really.\n\n»\n\n_\n"))
+    assert texts(blocks) == ["| --- |", "Tea is good. Really.", "»", "_"]
+    assert [(s.text, s.block, s.position) for s in segment(blocks)] == [
+        ("Tea is good.", 1, 0), ("Really.", 1, 1), ("_", 3, 0)]  # "_" is a word character
+
+
+def test_heading_and_following_paragraph_are_one_paragraph(tmp_path: Path) -> None:
+    md = "# Brewing\n\n## Green tea\n\nUse water at 80 degrees. Steep two minutes.\n\nServe hot.\n"
+    blocks = extract(write(tmp_path / "tea.md", md))
+    assert texts(blocks) == ["Brewing Green tea Use water at 80 degrees. Steep two minutes.", "Serve hot."]
+    assert blocks[0].heads == (7, 17)
+    sents = segment(blocks)
+    assert [(s.text, s.line, s.block) for s in sents] == [
+        ("Brewing", 1, 0), ("Green tea", 3, 0), ("Use water at 80 degrees.", 5, 0), ("Steep two minutes.", 5, 0),
+        ("Serve hot.", 7, 1)]
+    assert paragraphs(sents) == [["Brewing", "Green tea", "Use water at 80 degrees.", "Steep two minutes."],
+                                 ["Serve hot."]]
+
+
+def test_numbered_html_heading_is_one_sentence_and_heads_its_section(tmp_path: Path) -> None:
+    html = "<h2>2. Preparing your program</h2>\n<p>Compile with -g. Use -O0.</p><h3>Last</h3>"
+    blocks = extract(write(tmp_path / "guide.html", html))
+    assert [(s.text, s.block) for s in segment(blocks)] == [
+        ("2. Preparing your program", 0), ("Compile with -g.", 0), ("Use -O0.", 0), ("Last", 1)]
+    assert [b.heads for b in blocks] == [(25,), (4,)]  # a heading at the end stands alone

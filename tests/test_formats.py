@@ -425,7 +425,7 @@ def test_epub_spine_order_chapters_and_encodings(tmp_path: Path) -> None:
     ], spine=["cover.xhtml", "chapter%201.xhtml", "style.css", "ch2.xhtml", "nav.xhtml"],
         media_types={"style.css": "text/css"})
     assert pages(extract(write(tmp_path / "book.epub", book))) == [
-        (2, "Tea"), (2, "Green tea steeps two minutes."), (4, "Café"), (4, "Crème brûlée."), (5, "Tea"),
+        (2, "Tea Green tea steeps two minutes."), (4, "Café Crème brûlée."), (5, "Tea"),  # nav-only: read whole
     ]
 
 

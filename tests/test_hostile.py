@@ -458,3 +458,56 @@ def test_hostile_inputs_doc_is_up_to_date():
 
 if __name__ == "__main__":
     print(render_doc(), end="")
+
+
+# ------------------------------------------------------------------ HTML page furniture (issue 17)
+
+
+def _html_texts(path: Path) -> list[str]:
+    from sparc_local.ingest.extract import extract
+
+    return [b.text for b in extract(path)]
+
+
+def test_nav_only_page_keeps_its_title_only(tmp_path: Path) -> None:
+    links = "".join(f'<li><a href="p{i}.html">Page {i}</a></li>' for i in range(50))
+    page = tmp_path / "index.html"
+    page.write_text(f"<html><head><title>Site map</title></head><body><nav><ul>{links}</ul></nav>"
+                    f'<div role="navigation"><a href="/">Home</a></div></body></html>')
+    assert _html_texts(page) == ["Site map"]
+    bare = tmp_path / "bare.html"  # nothing but furniture, not even a title: read whole
+    bare.write_text("<nav><ul>" + "".join(f'<li><a href="p{i}.html">Page {i}</a></li>' for i in range(4)) + "</ul></nav>")
+    assert _html_texts(bare) == ["Page 0", "Page 1", "Page 2", "Page 3"]
+
+
+def test_giant_toc_and_sphinx_furniture_dropped(tmp_path: Path) -> None:
+    toc = "".join(f'<li><a href="#s{i}">{i}. Section {i}</a></li>' for i in range(2000))
+    page = tmp_path / "copy.html"
+    page.write_text(
+        '<html><body><div class="related" role="navigation"><a href="prev.html">Previous topic</a> |'
+        '<a href="genindex.html">modules</a> |</div>'
+        f'<div class="body"><div class="contents local topic"><ul>{toc}</ul></div>'
+        '<h2>How do I copy a file?<a class="headerlink" href="#copy" title="Link">\u00b6</a></h2>'
+        '<p>The shutil module contains a copyfile() function.</p>'
+        f'<ul>{toc}</ul></div>'  # a bare list of links is a table of contents as well
+        '<div class="sphinxsidebar"><h3>This page</h3><ul><li><a href="_sources/x.txt">Show Source</a></li></ul></div>'
+        '<div class="footer">\u00a9 Copyright 2001.</div></body></html>')
+    assert _html_texts(page) == ["How do I copy a file? The shutil module contains a copyfile() function."]
+
+
+def test_deeply_nested_furniture_and_unclosed_items(tmp_path: Path) -> None:
+    nested = "<div><div class='x'>" * 300 + "Deep menu" + "</div></div>" * 300
+    page = tmp_path / "deep.html"
+    page.write_text(
+        f"<body><header><h1>Brand</h1></header><main><article><header><h1>Oolong</h1></header>"
+        f"<p>Oolong is partly oxidised.<li class='toc'>unclosed item"
+        f"<aside>{nested}</aside><p>It steeps three minutes.</article></main>"
+        f"<footer><p>Contact us</p></footer></body>")
+    assert _html_texts(page) == ["Oolong Oolong is partly oxidised.", "unclosed item", "It steeps three minutes."]
+
+
+def test_inline_links_in_prose_are_kept(tmp_path: Path) -> None:
+    page = tmp_path / "prose.html"
+    page.write_text('<p>Read <a href="a.html">the guide</a> before you brew green tea at home.</p>'
+                    '<p><a href="b.html">Next chapter: black tea</a></p>')
+    assert _html_texts(page) == ["Read the guide before you brew green tea at home."]

@@ -72,7 +72,9 @@ class Block:
     1 for .eml). line is the 1-based line where the paragraph starts (text and HTML).
     line_starts holds, for text files, the offset in `text` where each following source line
     begins, so a sentence can be cited by its own line. truncated marks the last block of a
-    document that was cut at max_chars.
+    document that was cut at max_chars. heads holds the end offsets of the headings that open
+    the block: a heading is joined to the paragraph it heads, so that both are one SPARC context,
+    and each heading is one sentence of its own (sentences.segment).
     """
 
     text: str
@@ -81,6 +83,7 @@ class Block:
     start: int = 0
     line_starts: tuple[int, ...] = field(default=(), repr=False)
     truncated: bool = field(default=False, repr=False)
+    heads: tuple[int, ...] = field(default=(), repr=False)
 
 
 def document_text(blocks: Iterable[Block]) -> str:
@@ -194,15 +197,57 @@ def _walk(roots: list[Path], rules: Rules, on_error: OnError, base: Path | None)
 # ---------------------------------------------------------------------------------- dispatch
 
 
-def _finish(raw: Iterable[RawBlock], max_chars: int, cut: bool = False) -> list[Block]:
-    """Normalise, drop empty blocks, assign offsets, stop at max_chars. cut: the reader already
-    stopped early (the last block is marked truncated either way)."""
-    blocks: list[Block] = []
-    pos = 0
-    for text, page, line, line_starts in raw:
-        text = _norm(text)
+def _join_headings(raw: Iterable[RawBlock]) -> Iterator[tuple[str, int | None, int | None, tuple[int, ...],
+                                                               tuple[int, ...]]]:
+    """Normalised non-empty blocks, each heading joined to the block it heads (on the same page):
+    (text, page, line, line_starts, heads). The line numbers of the joined parts stay right:
+    line_starts repeats an offset once per source line skipped (blank lines between a title and
+    its paragraph), since a sentence's line is block.line + the line starts before it."""
+    pending: list[tuple[str, int | None, int | None, tuple[int, ...]]] = []
+
+    def alone() -> Iterator[tuple[str, int | None, int | None, tuple[int, ...], tuple[int, ...]]]:
+        for text, page, line, starts in pending:
+            yield text, page, line, starts, (len(text),)
+        pending.clear()
+
+    for item in raw:
+        text, page, line, line_starts = _norm(item[0]), item[1], item[2], tuple(item[3])
         if not text:
             continue
+        heading = len(item) > 4 and bool(item[4])
+        if pending and pending[0][1] != page:
+            yield from alone()
+        if heading:
+            pending.append((text, page, line, line_starts))
+            continue
+        if not pending:
+            yield text, page, line, line_starts, ()
+            continue
+        parts = [*pending, (text, page, line, line_starts)]
+        pending.clear()
+        joined, heads, starts = "", [], []
+        prev_line, prev_starts = 0, ()  # of the part before (set from the first part on)
+        numbered = all(p[2] is not None for p in parts)
+        for part_text, _, part_line, part_starts in parts:
+            offset = len(joined) + 1 if joined else 0
+            if joined:
+                heads.append(len(joined))
+                if numbered:
+                    starts.extend([offset] * (part_line - prev_line - len(prev_starts)))
+            starts.extend(offset + s for s in part_starts)
+            joined = f"{joined} {part_text}" if joined else part_text
+            prev_line, prev_starts = part_line, part_starts
+        yield joined, parts[0][1], parts[0][2], tuple(starts) if numbered else (), tuple(heads)
+    yield from alone()
+
+
+def _finish(raw: Iterable[RawBlock], max_chars: int, cut: bool = False) -> list[Block]:
+    """Normalise, drop empty blocks, join headings to what they head, assign offsets, stop at
+    max_chars. cut: the reader already stopped early (the last block is marked truncated either
+    way)."""
+    blocks: list[Block] = []
+    pos = 0
+    for text, page, line, line_starts, heads in _join_headings(raw):
         room = max_chars - pos
         if room <= 0:
             cut = True
@@ -210,12 +255,14 @@ def _finish(raw: Iterable[RawBlock], max_chars: int, cut: bool = False) -> list[
         if len(text) > room:
             text = text[:room].rstrip()
             line_starts = tuple(s for s in line_starts if s < len(text))
+            heads = tuple(h for h in heads if h < len(text))
             cut = True
-        blocks.append(Block(text, page, line, pos, line_starts))
+        blocks.append(Block(text, page, line, pos, line_starts, heads=heads))
         pos += len(text) + 2
     if cut and blocks:
         last = blocks[-1]
-        blocks[-1] = Block(last.text, last.page, last.line, last.start, last.line_starts, truncated=True)
+        blocks[-1] = Block(last.text, last.page, last.line, last.start, last.line_starts, truncated=True,
+                           heads=last.heads)
     return blocks
 
 

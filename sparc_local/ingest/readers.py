@@ -14,8 +14,10 @@ import logging
 import re
 import threading
 import warnings
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import NamedTuple
 
 
 class ExtractError(Exception):
@@ -39,7 +41,17 @@ def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split()) or type(exc).__name__
 
 
-RawBlock = tuple[str, "int | None", "int | None", tuple[int, ...]]
+class RawBlock(NamedTuple):
+    """A reader's paragraph before normalising. heading: it heads the next block (a title, a
+    term before its definition), so extract joins the two and they share one SPARC context."""
+
+    text: str
+    page: int | None
+    line: int | None
+    line_starts: tuple[int, ...] = ()
+    heading: bool = False
+
+
 Read = tuple[Iterable[RawBlock], bool]  # a reader's raw blocks, and whether it stopped early
 
 _BOMS = (
@@ -175,14 +187,14 @@ def text_blocks(text: str, markup: str | None) -> list[RawBlock]:
     out: list[RawBlock] = []
     para: list[tuple[int, str]] = []
 
-    def flush() -> None:
+    def flush(heading: bool = False) -> None:
         if para:
             parts, starts, pos = [], [], 0
             for _, s in para:
                 starts.append(pos)
                 parts.append(s)
                 pos += len(s) + 1
-            out.append((" ".join(parts), None, para[0][0], tuple(starts[1:])))
+            out.append(RawBlock(" ".join(parts), None, para[0][0], tuple(starts[1:]), heading))
             para.clear()
 
     in_fence = False
@@ -194,12 +206,13 @@ def text_blocks(text: str, markup: str | None) -> list[RawBlock]:
             continue
         if markup and not in_fence:
             if _RULE.match(line):  # rst adornment, md rule or setext underline
-                flush()
+                # one line right above an underline is a title (rst, setext)
+                flush(heading=len(para) == 1 and para[0][0] == lineno - 1)
                 continue
             if markup == "md" and _MD_HEADING.match(line):
                 flush()
                 para.append((lineno, _norm(_MD_CLOSING_HASHES.sub("", _MD_HEADING.sub("", line)))))
-                flush()
+                flush(heading=True)
                 continue
             if _BULLET.match(line):
                 flush()
@@ -250,9 +263,56 @@ def html_file(path: Path, max_chars: int, max_unpacked: int) -> Read:
     return html_blocks(text), cut
 
 
-def html_blocks(text: str, keep_title: bool = True) -> list[RawBlock]:
+_HEADING_TAGS = frozenset("h1 h2 h3 h4 h5 h6 dt".split())  # a title, or a term before its definition
+# Page furniture, not content: what sits outside the text on every page of a generated site.
+_FURNITURE_TAGS = frozenset({"nav", "aside"})
+_PAGE_FRAME_TAGS = frozenset({"header", "footer"})  # furniture outside <main>/<article>, a title inside
+_FURNITURE_ROLES = frozenset("navigation banner contentinfo complementary search menu menubar toolbar".split())
+# class or id names of furniture in Sphinx, DocBook, gtk-doc, Doxygen, javadoc and Node.js pages
+_FURNITURE_NAMES = frozenset(
+    "nav navbar navheader navfooter navigation navpath navrow breadcrumb breadcrumbs sidebar "
+    "sphinxsidebar sphinxsidebarwrapper related footer toc toctree-wrapper contents headerlink "
+    "topnav bottomnav subnav tabs tabs2 skip-link skipnav copy-button gtoc toc-picker".split()
+)
+# only elements that are always closed may open a skipped region: an unclosed <li> must not
+# swallow the rest of the page
+_CONTAINER_TAGS = frozenset(
+    "div section nav aside header footer ul ol dl table span a button details form menu".split()
+)
+_MAIN_TAGS = frozenset({"main", "article"})
+LINK_DENSE = 0.8  # a block whose letters are mostly link text is a menu or a table of contents
+_PILCROW = re.compile(r"\s*\u00b6\s*$")
+_PERMALINKS = frozenset({"\u00b6", "#"})  # a link with only this text points at its own heading
+
+
+def _furniture(tag: str, attrs: list[tuple[str, str | None]], in_main: bool) -> bool:
+    if tag in _FURNITURE_TAGS or (tag in _PAGE_FRAME_TAGS and not in_main):
+        return True
+    if tag not in _CONTAINER_TAGS:
+        return False
+    for name, value in attrs:
+        if not value:
+            continue
+        if name == "role" and value.lower() in _FURNITURE_ROLES:
+            return True
+        if name in ("class", "id") and not _FURNITURE_NAMES.isdisjoint(value.lower().split()):
+            return True
+    return False
+
+
+def _alnum(text: str) -> int:
+    return sum(1 for c in text if c.isalnum())
+
+
+def html_blocks(text: str, keep_title: bool = True, main_only: bool = True) -> list[RawBlock]:
     """Paragraphs of an HTML page. keep_title=False drops <title>: an e-book chapter's or an
-    e-mail's title is the book's or a template's, not its text."""
+    e-mail's title is the book's or a template's, not its text.
+
+    main_only keeps the page's main content (issue 17): navigation, sidebars, headers and footers
+    of the page frame, tables of contents, Sphinx's headerlinks (the pilcrow) and link-dense
+    blocks are dropped. A page left with no block at all, not even a title, is read whole.
+    Headings (h1-h6, dt) are marked so they join the block they head.
+    """
     from html.parser import HTMLParser
 
     skip_tags = _SKIP_TAGS if keep_title else _SKIP_TAGS | {"title"}
@@ -266,31 +326,68 @@ def html_blocks(text: str, keep_title: bool = True) -> list[RawBlock]:
             self.skip = 0
             self.title_index = -1
             self.title_start = -1
+            self.heading = 0
+            self.main = 0
+            self.furniture: str | None = None  # the tag of the furniture being skipped
+            self.furniture_depth = 0
+            self.link = 0
+            self.link_chars = 0
 
         def flush(self) -> None:
             if self.buf:
-                self.out.append(("".join(self.buf), None, self.line, ()))
+                text = "".join(self.buf)
+                heading = self.heading > 0
+                if heading:
+                    text = _PILCROW.sub("", text)
+                dense = main_only and not heading and self.link_chars >= LINK_DENSE * _alnum(text)
+                if not dense:
+                    self.out.append(RawBlock(text, None, self.line, (), heading))
                 self.buf, self.line = [], None
+            self.link_chars = 0
 
-        def handle_starttag(self, tag: str, attrs: object) -> None:
+        def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+            if self.furniture is not None:
+                self.furniture_depth += tag == self.furniture
+                return
+            if main_only and _furniture(tag, attrs, self.main > 0):
+                self.flush()
+                self.furniture, self.furniture_depth = tag, 1
+                return
             if tag == "title":
                 self.flush()
                 self.title_start = len(self.out)
             if tag in skip_tags:
                 self.skip += 1
-            elif tag in _BLOCK_TAGS:
+            elif tag in _BLOCK_TAGS or tag in _HEADING_TAGS:
                 self.flush()
+            self.heading += tag in _HEADING_TAGS
+            self.main += tag in _MAIN_TAGS
+            self.link += tag == "a" and any(name == "href" for name, _ in attrs)
 
         def handle_endtag(self, tag: str) -> None:
+            if self.furniture is not None:
+                if tag == self.furniture:
+                    self.furniture_depth -= 1
+                    if self.furniture_depth == 0:
+                        self.furniture = None
+                return
             if tag in skip_tags:
                 self.skip = max(0, self.skip - 1)
-            elif tag in _BLOCK_TAGS:
+            elif tag in _BLOCK_TAGS or tag in _HEADING_TAGS:
                 self.flush()
+            if tag in _HEADING_TAGS:
+                self.heading = max(0, self.heading - 1)
+            if tag in _MAIN_TAGS:
+                self.main = max(0, self.main - 1)
+            if tag == "a":
+                self.link = max(0, self.link - 1)
             if tag == "title" and len(self.out) == self.title_start + 1:
                 self.title_index = self.title_start
 
         def handle_data(self, data: str) -> None:
-            if self.skip or not data:
+            if self.skip or self.furniture is not None or not data:
+                return
+            if main_only and self.link and data.strip() in _PERMALINKS:
                 return
             if self.line is None:
                 stripped = data.lstrip()
@@ -298,6 +395,8 @@ def html_blocks(text: str, keep_title: bool = True) -> list[RawBlock]:
                     return
                 self.line = self.getpos()[0] + data[: len(data) - len(stripped)].count("\n")
             self.buf.append(data)
+            if self.link:
+                self.link_chars += _alnum(data)
 
     parser = Parser()
     parser.feed(text)
@@ -308,6 +407,8 @@ def html_blocks(text: str, keep_title: bool = True) -> list[RawBlock]:
         title = _norm(out[parser.title_index][0])
         if any(_norm(b[0]) == title for i, b in enumerate(out) if i != parser.title_index):
             del out[parser.title_index]
+    if main_only and not any(_norm(b.text) for b in out):
+        return html_blocks(text, keep_title, main_only=False)
     return out
 
 
@@ -377,6 +478,54 @@ def _pdf_paragraphs(text: str) -> list[str]:
     return [_join_lines(p) for p in paras]
 
 
+RUNNING_EDGE = 2  # lines at the top and at the bottom of a page where running heads and page numbers sit
+RUNNING_PAGES = 3  # pages a running head must recur on to be recognised as one
+_DIGITS = re.compile(r"\d+")
+_EDGE_NUMBER = re.compile(r"^(\d{1,5})\b|\b(\d{1,5})$")
+
+
+def _edge_number(line: str) -> int | None:
+    m = _EDGE_NUMBER.search(line)
+    return int(m.group(1) or m.group(2)) if m else None
+
+
+def _drop_running_lines(pages: list[tuple[int, str]]) -> list[tuple[int, str]]:
+    """Pages without their running heads, footers and page numbers. A line among the first or last
+    RUNNING_EDGE lines of a page goes when it recurs there on RUNNING_PAGES pages or more, its
+    numbers aside ("Shared MIME-info Database"), or when it starts or ends with the printed page
+    number, i.e. the page's number plus an offset that RUNNING_PAGES pages share ("Chapter 3:
+    Utilities 7" on the 9th page of a book whose page 1 is its 3rd)."""
+    split = [[ln.strip() for ln in text.replace("\r", "\n").split("\n") if ln.strip()] for _, text in pages]
+
+    def edge(lines: list[str]) -> list[tuple[str, str]]:
+        return [("top", ln) for ln in lines[:RUNNING_EDGE]] + [("bottom", ln) for ln in lines[-RUNNING_EDGE:]]
+
+    recurring: Counter[tuple[str, str]] = Counter()
+    offsets: Counter[int] = Counter()
+    for (number, _), lines in zip(pages, split):
+        recurring.update({(where, _DIGITS.sub("#", ln)) for where, ln in edge(lines)})
+        offsets.update({n - number for _, ln in edge(lines) if (n := _edge_number(ln)) is not None})
+    running = {key for key, count in recurring.items() if count >= RUNNING_PAGES}
+    page_offsets = {off for off, count in offsets.items() if count >= RUNNING_PAGES}
+
+    def furniture(where: str, line: str, number: int) -> bool:
+        n = _edge_number(line)
+        return (where, _DIGITS.sub("#", line)) in running or (n is not None and n - number in page_offsets)
+
+    out = []
+    for (number, text), lines in zip(pages, split):
+        first, last = 0, len(lines)
+        while first < min(RUNNING_EDGE, last) and furniture("top", lines[first], number):
+            first += 1
+        while last > max(first, len(lines) - RUNNING_EDGE) and furniture("bottom", lines[last - 1], number):
+            last -= 1
+        raw = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+        full = [i for i, ln in enumerate(raw) if ln.strip()]  # raw index of each line in `lines`
+        gone = {full[i] for i in range(first)} | {full[i] for i in range(last, len(lines))}
+        out.append((number, "\n".join(ln for i, ln in enumerate(raw) if i not in gone)))
+    return out
+
+
 def pdf_blocks(path: Path, max_chars: int, max_unpacked: int) -> Read:
     from pypdf import PdfReader
     from pypdf.errors import DependencyError
@@ -408,6 +557,7 @@ def pdf_blocks(path: Path, max_chars: int, max_unpacked: int) -> Read:
         if n == 0:
             raise ExtractError("PDF has no pages")
         errors: list[Exception] = []
+        texts: list[tuple[int, str]] = []
         total = 0
         for i in range(n):
             try:
@@ -415,10 +565,12 @@ def pdf_blocks(path: Path, max_chars: int, max_unpacked: int) -> Read:
             except Exception as e:
                 errors.append(e)
                 continue
-            out.extend((p, i + 1, None, ()) for p in _pdf_paragraphs(text))
+            texts.append((i + 1, text))
             total += len(text)
             if total > max_chars:
                 break
+        for number, text in _drop_running_lines(texts):
+            out.extend(RawBlock(p, number, None) for p in _pdf_paragraphs(text))
     if not any(_norm(b[0]) for b in out):
         if errors:
             raise ExtractError(f"not a valid PDF ({_one_line(errors[0])})")

@@ -162,11 +162,32 @@ def split_sentences(text: str, max_chars: int = MAX_SENTENCE_CHARS) -> list[tupl
     return spans
 
 
+_WORD = re.compile(r"\w")
+
+
+def _spans(block: Block, max_chars: int) -> list[tuple[int, int]]:
+    """A block's sentence spans: each heading that opens it is one sentence (a title has no
+    closing punctuation, and its number "2." is not a sentence), then the rest is split."""
+    spans: list[tuple[int, int]] = []
+    start = 0
+    for end in block.heads:
+        spans.extend(_chop(block.text, start, end, max_chars))
+        start = end + 1
+    spans.extend((start + s, start + e) for s, e in split_sentences(block.text[start:], max_chars))
+    return spans
+
+
 def segment(blocks: list[Block], max_sentences: int | None = None) -> list[Sentence]:
-    """Sentences of all blocks in document order, with offsets, page and line for citations."""
+    """Sentences of all blocks in document order, with offsets, page and line for citations.
+
+    A sentence with no word character ("|", "---", "»") is not indexed: no question is
+    answered by it, yet it takes result slots (issue 17: `ask "the"` returned `|`)."""
     out: list[Sentence] = []
     for b, block in enumerate(blocks):
-        for position, (s, e) in enumerate(split_sentences(block.text)):
+        position = 0
+        for s, e in _spans(block, MAX_SENTENCE_CHARS):
+            if not _WORD.search(block.text, s, e):
+                continue
             if max_sentences is not None and len(out) >= max_sentences:
                 return out
             line = block.line
@@ -183,6 +204,7 @@ def segment(blocks: list[Block], max_sentences: int | None = None) -> list[Sente
                     position=position,
                 )
             )
+            position += 1
     return out
 
 

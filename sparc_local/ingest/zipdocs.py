@@ -346,9 +346,9 @@ def epub_blocks(path: Path, max_chars: int, max_unpacked: int) -> Read:
             except ExtractError:
                 continue  # binary data in a spine document: nothing to read
             del data
-            for para, _, _, _ in html_blocks(text, keep_title=False):
-                out.append((para, number, None, ()))
-                chars += len(para)
+            for block in html_blocks(text, keep_title=False):
+                out.append(RawBlock(block.text, number, None, (), block.heading))
+                chars += len(block.text)
             if chars > max_chars:
                 return out, True
     if locked and not readable:

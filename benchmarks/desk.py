@@ -1,0 +1,199 @@
+"""How well does sparc-local answer questions on real documents nobody here wrote? (issue 17)
+
+    python benchmarks/desk.py                 # build the desk, index it from scratch, ask every question
+    python benchmarks/desk.py --tree OTHER    # the same with another checkout's code (before/after)
+    python benchmarks/desk.py --reuse         # ask again without re-indexing
+
+The desk is documentation that Debian packages ship (benchmarks/desk/sources.txt: HTML from
+DocBook, gtk-doc and Node.js's API pages, Markdown and reST from pip, plain text from util-linux,
+man pages rendered to text, two PDFs). It is copied from the installed packages into
+~/.cache/sparc-local-bench/desk (gzip unpacked, man pages rendered with `man`), never shipped
+here: the licenses differ and the files are the packages'. Python's own documentation stays out,
+as an independent check. A missing package stops the run with the apt-get line that installs it.
+
+The desk is indexed through the product path, `sparc-local index` with SPARC_LOCAL_HOME set to a
+scratch home under ~/.cache/sparc-local-bench (the shipped model), and every question of
+benchmarks/desk/questions.tsv is asked with `ask --json -k 10`. A question names its file (or
+files, split by "|", where the same text ships twice: the shared-mime-info spec in HTML and PDF)
+and a substring of its answer sentence, located by hand. Prints:
+
+- sentence level: hit@1 and MRR@10, where a hit is a result from the right file whose sentence
+  contains the answer substring (whitespace normalised);
+- file level: MRR@10 of the first result from the right file;
+- the counts behind them, and what the desk's sentences look like (how many, how many with no
+  word character, how many occur verbatim in 5 or more files), measured with the same tree's
+  extract and segment.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+DATA = HERE / "desk"
+SOURCES = DATA / "sources.txt"
+QUESTIONS = DATA / "questions.tsv"
+BENCH = Path.home() / ".cache" / "sparc-local-bench"
+DESK = BENCH / "desk"
+TOP_K = 10
+MANY_FILES = 5  # a sentence in this many files or more counts as boilerplate
+MAN_WIDTH = "80"
+_WS = re.compile(r"\s+")
+
+
+def norm(text: str) -> str:
+    return _WS.sub(" ", text).strip()
+
+
+def read_sources() -> list[tuple[str, Path, str]]:
+    rows = []
+    for line in SOURCES.read_text(encoding="utf-8").splitlines():
+        if line.strip() and not line.startswith("#"):
+            package, source, name = line.split("\t")
+            rows.append((package, Path(source), name))
+    return rows
+
+
+def package_versions(packages: list[str]) -> dict[str, str]:
+    out = {}
+    for p in sorted(set(packages)):
+        done = subprocess.run(["dpkg-query", "-W", "-f", "${Version}", p], capture_output=True, text=True)
+        out[p] = done.stdout.strip() if done.returncode == 0 else "?"
+    return out
+
+
+def build_desk() -> dict[str, str]:
+    """Copy the desk from the installed packages; return each package's version."""
+    sources = read_sources()
+    missing = sorted({p for p, src, _ in sources if not src.exists()})
+    if missing:
+        sys.exit(f"missing desk files; install their packages: apt-get install {' '.join(missing)}")
+    if DESK.exists():
+        shutil.rmtree(DESK)
+    for _, src, name in sources:
+        dest = DESK / name
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        if "/man/man" in str(src):
+            env = dict(os.environ, MANWIDTH=MAN_WIDTH, MAN_KEEP_FORMATTING="", LC_ALL="C.UTF-8")
+            done = subprocess.run(["man", "-E", "UTF-8", "-P", "cat", str(src)], capture_output=True, text=True,
+                                  env=env)
+            if done.returncode != 0:
+                sys.exit(f"man {src} failed: {done.stderr.strip()}")
+            dest.write_text(re.sub(r".\x08", "", done.stdout), encoding="utf-8")  # no overstrike
+        elif src.suffix == ".gz":
+            dest.write_bytes(gzip.decompress(src.read_bytes()))
+        else:
+            shutil.copyfile(src, dest)
+    return package_versions([p for p, _, _ in sources])
+
+
+def desk_shape(tree: Path) -> dict[str, int]:
+    """What the desk's sentences look like to the given tree's extract and segment."""
+    code = (
+        "import json, sys\n"
+        "from pathlib import Path\n"
+        "from sparc_local.ingest.extract import extract\n"
+        "from sparc_local.ingest.sentences import segment\n"
+        "out = {}\n"
+        "for p in sorted(Path(sys.argv[1]).rglob('*')):\n"
+        "    if p.is_file():\n"
+        "        out[str(p)] = [s.text for s in segment(extract(p))]\n"
+        "print(json.dumps(out))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code, str(DESK)], capture_output=True, text=True,
+                          env=dict(os.environ, PYTHONPATH=str(tree)), cwd=tree)
+    if done.returncode != 0:
+        sys.exit(f"reading the desk failed:\n{done.stderr}")
+    files: dict[str, list[str]] = json.loads(done.stdout)
+    in_files = Counter(t for texts in files.values() for t in set(texts))
+    sentences = [t for texts in files.values() for t in texts]
+    return {
+        "files": len(files),
+        "sentences": len(sentences),
+        "no word character": sum(1 for t in sentences if not re.search(r"\w", t)),
+        f"in >= {MANY_FILES} files": sum(1 for t in sentences if in_files[t] >= MANY_FILES),
+        "with a pilcrow": sum(1 for t in sentences if "\u00b6" in t),
+    }
+
+
+def read_questions() -> list[tuple[str, str, str]]:
+    rows = []
+    for line in QUESTIONS.read_text(encoding="utf-8").splitlines():
+        if line.strip() and not line.startswith("#"):
+            question, name, answer = line.split("\t")
+            rows.append((question, name, answer))
+    return rows
+
+
+def cli(tree: Path, home: Path, *args: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=str(tree), SPARC_LOCAL_HOME=str(home))
+    done = subprocess.run([sys.executable, "-m", "sparc_local", *args], capture_output=True, text=True, env=env,
+                          cwd=tree)  # `python -m` puts the working folder first on sys.path
+    if done.returncode != 0:
+        sys.exit(f"sparc-local {' '.join(args)} failed ({done.returncode}):\n{done.stderr}")
+    return done
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--tree", type=Path, default=HERE.parent, help="the checkout of sparc-local to measure")
+    ap.add_argument("--reuse", action="store_true", help="ask against the index of the last run")
+    ap.add_argument("--misses", action="store_true", help="print each question's top result when it misses")
+    args = ap.parse_args()
+    tree = args.tree.resolve()
+    home = BENCH / "home"
+    if not args.reuse:
+        versions = build_desk()
+        print("packages:", ", ".join(f"{p} {v}" for p, v in versions.items()))
+        if home.exists():
+            shutil.rmtree(home)
+        home.mkdir(parents=True)
+        t0 = time.perf_counter()
+        cli(tree, home, "index", str(DESK), "-q")
+        print(f"index: {time.perf_counter() - t0:.0f} s")
+    shape = desk_shape(tree)
+    print("desk:", ", ".join(f"{v} {k}" for k, v in shape.items()))
+
+    questions = read_questions()
+    hits1 = 0
+    rr = file_rr = 0.0
+    found = file_found = 0
+    for question, name, answer in questions:
+        results = json.loads(cli(tree, home, "ask", "--json", "-k", str(TOP_K), question).stdout)
+        targets = {str(DESK / n) for n in name.split("|")}
+        want = norm(answer)
+        rank = file_rank = None
+        for i, r in enumerate(results, 1):
+            if r["path"] in targets:
+                file_rank = file_rank or i
+                if want in norm(r["sentence"]):
+                    rank = i
+                    break
+        if rank is not None:
+            found += 1
+            rr += 1 / rank
+            hits1 += rank == 1
+        if file_rank is not None:
+            file_found += 1
+            file_rr += 1 / file_rank
+        if args.misses and rank != 1:
+            top = results[0] if results else {"path": "-", "sentence": ""}
+            print(f"  [{rank or '-'}] {question}\n      top: {Path(top['path']).name}: {top['sentence'][:110]!r}")
+    n = len(questions)
+    print(f"questions: {n}")
+    print(f"sentence: hit@1 {hits1 / n:.3f} ({hits1}/{n}), MRR@{TOP_K} {rr / n:.3f} (found in top {TOP_K}: {found}/{n})")
+    print(f"file: MRR@{TOP_K} {file_rr / n:.3f} (found in top {TOP_K}: {file_found}/{n})")
+
+
+if __name__ == "__main__":
+    main()
