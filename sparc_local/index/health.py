@@ -14,11 +14,11 @@ from sparc_local.model.info import INDEX_MODEL_KEY
 from .db import LAST_UPDATE, chunks, qmarks
 
 if TYPE_CHECKING:
-    from .store import Index
+    from .db import Database
 
 
 
-def stats(index: Index) -> dict:
+def stats(index: Database) -> dict:
     """Counts, sizes, errors and meta for `status`."""
     c = index.conn
     with index.read_transaction():
@@ -58,12 +58,12 @@ def stats(index: Index) -> dict:
     )
 
 
-def verify(index: Index) -> list[str]:
+def verify(index: Database) -> list[str]:
     """Check internal invariants; returns a list of problems (empty = healthy). Slow-ish."""
     c = index.conn
     problems = []
     with index.read_transaction():
-        dead = set(index.tombstones().tolist())
+        dead = {r[0] for r in c.execute("SELECT sentence_id FROM tombstones")}
         for fid, path, n in c.execute("SELECT id, path, n_sentences FROM files"):
             live = c.execute("SELECT count(*) FROM sentences WHERE file_id = ?", (fid,)).fetchone()[0]
             if live != n:

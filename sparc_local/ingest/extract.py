@@ -20,9 +20,10 @@ from sparc_local.ingest import mail
 from sparc_local.ingest import odt
 
 from sparc_local.ingest import readers
+from sparc_local.ingest import pdf
 
 from sparc_local.ingest import zipdocs
-from sparc_local.ingest.readers import ExtractError, RawBlock, Read, _norm, _one_line
+from sparc_local.ingest.readers import ExtractError, RawBlock, Read, norm_text, one_line
 
 if TYPE_CHECKING:
     from sparc_local.ingest.ignore import Rules
@@ -34,7 +35,7 @@ READERS: dict[str, Callable[[Path, int, int], Read]] = {
     ".rst": partial(readers.plain_text, markup="rst"),
     ".html": readers.html_file,
     ".htm": readers.html_file,
-    ".pdf": readers.pdf_blocks,
+    ".pdf": pdf.pdf_blocks,
     ".docx": zipdocs.docx_blocks,
     ".odt": odt.odt_blocks,
     ".pptx": zipdocs.pptx_blocks,
@@ -211,7 +212,7 @@ def _join_headings(raw: Iterable[RawBlock]) -> Iterator[tuple[str, int | None, i
         pending.clear()
 
     for item in raw:
-        text, page, line, line_starts = _norm(item[0]), item[1], item[2], tuple(item[3])
+        text, page, line, line_starts = norm_text(item[0]), item[1], item[2], tuple(item[3])
         if not text:
             continue
         heading = len(item) > 4 and bool(item[4])
@@ -288,7 +289,7 @@ def extract(
     except IsADirectoryError as e:
         raise ExtractError("is a folder, not a file") from e
     except OSError as e:
-        raise ExtractError(f"read error ({e.strerror or _one_line(e)})") from e
+        raise ExtractError(f"read error ({e.strerror or one_line(e)})") from e
     except MemoryError as e:
         raise ExtractError("file too large to extract") from e
     return _finish(raw, max_chars, cut)

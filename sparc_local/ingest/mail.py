@@ -22,7 +22,7 @@ from sparc_local.ingest.readers import (
     _detect,
     _html_charset,
     _is_binary,
-    _one_line,
+    one_line,
     declared_charset,
     html_blocks,
     text_blocks,
@@ -113,7 +113,7 @@ def eml_blocks(path: Path, max_chars: int, max_unpacked: int) -> Read:
     except ExtractError:
         raise
     except Exception as e:  # the email package on a malformed header it cannot take
-        raise ExtractError(f"not a valid e-mail message ({_one_line(e)})") from e
+        raise ExtractError(f"not a valid e-mail message ({one_line(e)})") from e
 
 
 def _mbox_messages(f: IO[bytes]) -> Iterator[bytes]:
@@ -156,5 +156,5 @@ def mbox_blocks(path: Path, max_chars: int, max_unpacked: int) -> Read:
             if chars > max_chars:
                 return out, True
     if first_error is not None and not out:
-        raise ExtractError(f"no readable message in the mbox ({_one_line(first_error)})")
+        raise ExtractError(f"no readable message in the mbox ({one_line(first_error)})")
     return out, False

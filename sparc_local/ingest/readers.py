@@ -1,4 +1,4 @@
-"""Readers for text, HTML and PDF: bytes on disk to raw paragraphs (RawBlock), and what the
+"""Readers for text and HTML (PDF: pdf.py): bytes on disk to raw paragraphs (RawBlock), and what the
 readers of the other formats (zipdocs, mail) share.
 
 Every reader takes (path, max_chars, max_unpacked) and returns (raw blocks, whether it stopped
@@ -9,13 +9,8 @@ one-line reason. This module imports nothing from extract, so there is no import
 from __future__ import annotations
 
 import codecs
-import contextlib
-import logging
 import re
-import threading
-import warnings
-from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from pathlib import Path
 from typing import NamedTuple
 
@@ -33,11 +28,11 @@ _CONTROL = re.compile(r"[\x00-\x08\x0e-\x1f\x7f]")
 _WS = re.compile(r"\s+")
 
 
-def _norm(text: str) -> str:
+def norm_text(text: str) -> str:
     return _WS.sub(" ", _CONTROL.sub(" ", text)).strip()
 
 
-def _one_line(exc: BaseException) -> str:
+def one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split()) or type(exc).__name__
 
 
@@ -167,7 +162,7 @@ def read_text(path: Path, max_chars: int, html: bool = False) -> tuple[str, bool
 
 _MD_FENCE = re.compile(r"^\s{0,3}(```|~~~)")
 _MD_HEADING = re.compile(r"^\s{0,3}#{1,6}(\s+|$)")
-_BULLET = re.compile(r"^\s*(?:[-*+•]|\d{1,3}[.)])\s+")
+BULLET = re.compile(r"^\s*(?:[-*+•]|\d{1,3}[.)])\s+")
 _MD_CLOSING_HASHES = re.compile(r"(^|\s+)#+\s*$")
 _QUOTE = re.compile(r"^\s{0,3}>\s?")
 _RULE = re.compile(r"^\s*([=\-~^*#+_`:'\".])\1{2,}\s*$")
@@ -211,16 +206,16 @@ def text_blocks(text: str, markup: str | None) -> list[RawBlock]:
                 continue
             if markup == "md" and _MD_HEADING.match(line):
                 flush()
-                para.append((lineno, _norm(_MD_CLOSING_HASHES.sub("", _MD_HEADING.sub("", line)))))
+                para.append((lineno, norm_text(_MD_CLOSING_HASHES.sub("", _MD_HEADING.sub("", line)))))
                 flush(heading=True)
                 continue
-            if _BULLET.match(line):
+            if BULLET.match(line):
                 flush()
-                line = _BULLET.sub("", line, count=1)
+                line = BULLET.sub("", line, count=1)
             if markup == "md":
                 line = _QUOTE.sub("", line)
                 line = _MD_EMPHASIS.sub(r"\2", _MD_IMAGE_LINK.sub(r"\1", line))
-        clean = _norm(line)
+        clean = norm_text(line)
         if clean:
             para.append((lineno, clean))
         else:
@@ -404,175 +399,9 @@ def html_blocks(text: str, keep_title: bool = True, main_only: bool = True) -> l
     parser.flush()
     out = parser.out
     if 0 <= parser.title_index < len(out):  # drop <title> when the page repeats it (as <h1>)
-        title = _norm(out[parser.title_index][0])
-        if any(_norm(b[0]) == title for i, b in enumerate(out) if i != parser.title_index):
+        title = norm_text(out[parser.title_index][0])
+        if any(norm_text(b[0]) == title for i, b in enumerate(out) if i != parser.title_index):
             del out[parser.title_index]
-    if main_only and not any(_norm(b.text) for b in out):
+    if main_only and not any(norm_text(b.text) for b in out):
         return html_blocks(text, keep_title, main_only=False)
     return out
-
-
-# ---------------------------------------------------------------------------------- PDF
-
-_quiet_lock = threading.Lock()
-_quiet_depth = 0
-_quiet_saved = logging.NOTSET
-
-
-@contextlib.contextmanager
-def _quiet_pypdf() -> Iterator[None]:
-    """pypdf logs and warns about every quirk it repairs; library code must not print."""
-    global _quiet_depth, _quiet_saved
-    logger = logging.getLogger("pypdf")
-    with _quiet_lock:
-        if _quiet_depth == 0:
-            _quiet_saved = logger.level
-            logger.setLevel(logging.CRITICAL + 1)
-        _quiet_depth += 1
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            yield
-    finally:
-        with _quiet_lock:
-            _quiet_depth -= 1
-            if _quiet_depth == 0:
-                logger.setLevel(_quiet_saved)
-
-
-_SENTENCE_END = re.compile(r"[.!?:;][\"'”’)\]]*$")
-_HYPHEN_END = re.compile(r"(?<=[^\W\d_])-$")
-
-
-def _join_lines(lines: list[str]) -> str:
-    """Unwrap lines, undoing end-of-line hyphenation ("exam-" + "ple")."""
-    out = ""
-    for line in lines:
-        line = line.strip()
-        if not line:
-            continue
-        if out and _HYPHEN_END.search(out) and line[0].islower():
-            out = out[:-1] + line
-        else:
-            out = f"{out} {line}" if out else line
-    return out
-
-
-def _pdf_paragraphs(text: str) -> list[str]:
-    """Paragraphs of one page: at blank lines, else where a short line ends a sentence/heading."""
-    text = text.replace("\r\n", "\n").replace("\r", "\n")
-    if re.search(r"\n[ \t]*\n", text):
-        return [_join_lines(c.split("\n")) for c in re.split(r"\n[ \t]*\n", text)]
-    lines = [ln.strip() for ln in text.split("\n") if ln.strip()]
-    if not lines:
-        return []
-    lengths = sorted(len(ln) for ln in lines)
-    typical = lengths[int(0.9 * (len(lengths) - 1))]
-    paras: list[list[str]] = [[]]
-    for i, line in enumerate(lines):
-        paras[-1].append(line)
-        nxt = lines[i + 1] if i + 1 < len(lines) else ""
-        short = len(line) < 0.75 * typical
-        if nxt and short and (_SENTENCE_END.search(line) or nxt[0].isupper() or _BULLET.match(nxt)):
-            paras.append([])
-    return [_join_lines(p) for p in paras]
-
-
-RUNNING_EDGE = 2  # lines at the top and at the bottom of a page where running heads and page numbers sit
-RUNNING_PAGES = 3  # pages a running head must recur on to be recognised as one
-_DIGITS = re.compile(r"\d+")
-_EDGE_NUMBER = re.compile(r"^(\d{1,5})\b|\b(\d{1,5})$")
-
-
-def _edge_number(line: str) -> int | None:
-    m = _EDGE_NUMBER.search(line)
-    return int(m.group(1) or m.group(2)) if m else None
-
-
-def _drop_running_lines(pages: list[tuple[int, str]]) -> list[tuple[int, str]]:
-    """Pages without their running heads, footers and page numbers. A line among the first or last
-    RUNNING_EDGE lines of a page goes when it recurs there on RUNNING_PAGES pages or more, its
-    numbers aside ("Shared MIME-info Database"), or when it starts or ends with the printed page
-    number, i.e. the page's number plus an offset that RUNNING_PAGES pages share ("Chapter 3:
-    Utilities 7" on the 9th page of a book whose page 1 is its 3rd)."""
-    split = [[ln.strip() for ln in text.replace("\r", "\n").split("\n") if ln.strip()] for _, text in pages]
-
-    def edge(lines: list[str]) -> list[tuple[str, str]]:
-        return [("top", ln) for ln in lines[:RUNNING_EDGE]] + [("bottom", ln) for ln in lines[-RUNNING_EDGE:]]
-
-    recurring: Counter[tuple[str, str]] = Counter()
-    offsets: Counter[int] = Counter()
-    for (number, _), lines in zip(pages, split):
-        recurring.update({(where, _DIGITS.sub("#", ln)) for where, ln in edge(lines)})
-        offsets.update({n - number for _, ln in edge(lines) if (n := _edge_number(ln)) is not None})
-    running = {key for key, count in recurring.items() if count >= RUNNING_PAGES}
-    page_offsets = {off for off, count in offsets.items() if count >= RUNNING_PAGES}
-
-    def furniture(where: str, line: str, number: int) -> bool:
-        n = _edge_number(line)
-        return (where, _DIGITS.sub("#", line)) in running or (n is not None and n - number in page_offsets)
-
-    out = []
-    for (number, text), lines in zip(pages, split):
-        first, last = 0, len(lines)
-        while first < min(RUNNING_EDGE, last) and furniture("top", lines[first], number):
-            first += 1
-        while last > max(first, len(lines) - RUNNING_EDGE) and furniture("bottom", lines[last - 1], number):
-            last -= 1
-        raw = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
-        full = [i for i, ln in enumerate(raw) if ln.strip()]  # raw index of each line in `lines`
-        gone = {full[i] for i in range(first)} | {full[i] for i in range(last, len(lines))}
-        out.append((number, "\n".join(ln for i, ln in enumerate(raw) if i not in gone)))
-    return out
-
-
-def pdf_blocks(path: Path, max_chars: int, max_unpacked: int) -> Read:
-    from pypdf import PdfReader
-    from pypdf.errors import DependencyError
-
-    out: list[RawBlock] = []
-    with _quiet_pypdf(), open(path, "rb") as fh:
-        if b"%PDF-" not in fh.read(1024):
-            raise ExtractError("not a valid PDF (no %PDF header)")
-        fh.seek(0)
-        try:
-            reader = PdfReader(fh)
-            encrypted = reader.is_encrypted
-        except Exception as e:  # pypdf raises many types on broken files
-            raise ExtractError(f"not a valid PDF ({_one_line(e)})") from e
-        if encrypted:
-            try:
-                ok = reader.decrypt("")
-            except DependencyError as e:
-                raise ExtractError("encrypted PDF (AES; needs the cryptography package)") from e
-            except Exception as e:
-                raise ExtractError("encrypted PDF") from e
-            if not ok:
-                raise ExtractError("encrypted PDF")
-        try:
-            pages = reader.pages
-            n = len(pages)
-        except Exception as e:
-            raise ExtractError(f"not a valid PDF ({_one_line(e)})") from e
-        if n == 0:
-            raise ExtractError("PDF has no pages")
-        errors: list[Exception] = []
-        texts: list[tuple[int, str]] = []
-        total = 0
-        for i in range(n):
-            try:
-                text = pages[i].extract_text() or ""
-            except Exception as e:
-                errors.append(e)
-                continue
-            texts.append((i + 1, text))
-            total += len(text)
-            if total > max_chars:
-                break
-        for number, text in _drop_running_lines(texts):
-            out.extend(RawBlock(p, number, None) for p in _pdf_paragraphs(text))
-    if not any(_norm(b[0]) for b in out):
-        if errors:
-            raise ExtractError(f"not a valid PDF ({_one_line(errors[0])})")
-        raise ExtractError("no text layer (scanned PDF?)")
-    return out, False

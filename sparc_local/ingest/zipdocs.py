@@ -28,8 +28,8 @@ from sparc_local.ingest.readers import (
     RawBlock,
     Read,
     _detect,
-    _norm,
-    _one_line,
+    norm_text,
+    one_line,
     declared_charset,
     html_blocks,
 )
@@ -87,9 +87,9 @@ class Package:
         except DefusedXmlException as e:
             raise ExtractError(f"{self.kind} refused: {name} declares XML entities (possible entity bomb)") from e
         except ParseError as e:
-            raise ExtractError(f"not a valid {self.kind} ({name}: {_one_line(e)})") from e
+            raise ExtractError(f"not a valid {self.kind} ({name}: {one_line(e)})") from e
         except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError) as e:
-            raise ExtractError(f"not a valid {self.kind} (damaged zip file: {_one_line(e)})") from e
+            raise ExtractError(f"not a valid {self.kind} (damaged zip file: {one_line(e)})") from e
         except OSError as e:
             if e.errno != errno.EINVAL:  # EINVAL: a seek to a negative offset the zip directory gave
                 raise
@@ -167,14 +167,14 @@ def docx_blocks(path: Path, max_chars: int, max_unpacked: int) -> Read:
                     for cell in row.cells:  # merged cells repeat; keep each once
                         if id(cell._tc) not in seen:
                             seen.add(id(cell._tc))
-                            cells.append(_norm(cell.text))
+                            cells.append(norm_text(cell.text))
                     out.append((" | ".join(c for c in cells if c), None, None, ()))
             else:
                 out.append((item.text, None, None, ()))
     except ExtractError:
         raise
     except Exception as e:  # python-docx / lxml on a damaged package
-        raise ExtractError(f"not a valid DOCX ({_one_line(e)})") from e
+        raise ExtractError(f"not a valid DOCX ({one_line(e)})") from e
     return out, False
 
 # ---------------------------------------------------------------------------------- PPTX
