@@ -12,7 +12,8 @@ import itertools
 from collections.abc import Callable, Iterable, Sequence
 from typing import Protocol
 
-from sparc_local.index.store import FileUpdate, Index
+from sparc_local.index.store import FileRecord, FileUpdate, Index, SentenceRow
+from sparc_local.model.lexical import Lexical
 from sparc_local.model.sparse import SparseVectors
 
 ENCODE_CHUNK = 4096  # sentences per encoder call: its memory grows with its input
@@ -27,7 +28,8 @@ class SentenceEncoder(Protocol):
 class BatchWriter:
     """Files are queued until they hold `batch_sentences` sentences; then their paragraphs are
     encoded and the batch is written. An update that already has its vectors (eval's cached ones)
-    is written as it is, so `encoder` may be None when every update has them.
+    is written as it is. With no `encoder`, sentences without vectors are stored with their
+    lexical postings only, to be encoded later (progressive indexing).
 
     on_encoded(path, n) follows each encoder batch (path: the file it reached, so a progress bar
     moves within a large file too); on_written(updates) follows each committed batch.
@@ -55,7 +57,7 @@ class BatchWriter:
         if not self._queue:
             return
         todo = [(u, paras) for u, paras in self._queue if u.vectors is None and u.sentences]
-        if todo:
+        if todo and self.encoder is not None:  # without an encoder: stored with their lexical postings only
             vectors, offset = self._encode(todo), 0
             for u, _ in todo:
                 u.vectors = vectors.slice(offset, offset + len(u.sentences))
@@ -67,8 +69,7 @@ class BatchWriter:
             self.on_written(batch)
 
     def _encode(self, todo: list[tuple[FileUpdate, Sequence[Sequence[str]]]]) -> SparseVectors:
-        if self.encoder is None:
-            raise ValueError("sentences without vectors, and no encoder to encode them")
+        assert self.encoder is not None
         ends = list(itertools.accumulate(len(u.sentences) for u, _ in todo))  # each file's last sentence + 1
         encoded = 0
 
@@ -95,3 +96,28 @@ def _chunks(paragraphs: Iterable[Sequence[str]], limit: int) -> Iterable[list[Se
         size += len(para)
     if chunk:
         yield chunk
+
+
+def stored_paragraphs(rows: list[dict]) -> list[list[str]]:
+    """A file's sentence texts grouped by paragraph, as `index` handed them to the encoder.
+
+    A file's sentences are stored in document order; a new paragraph starts where the stored
+    paragraph text changes or the offset inside it does not grow.
+    """
+    out: list[list[str]] = []
+    prev_ctx, prev_off = None, -1
+    for r in rows:
+        if not out or r["context"] != prev_ctx or r["offset_in_context"] <= prev_off:
+            out.append([])
+        out[-1].append(r["text"])
+        prev_ctx, prev_off = r["context"], r["offset_in_context"]
+    return out
+
+
+def stored_update(rec: FileRecord, rows: list[dict], lexical: Lexical) -> tuple[FileUpdate, list[list[str]]]:
+    """A file's stored sentences (``Index.sentences`` rows, in order) as an update to encode again:
+    adapt's re-encode with a new model, and the encoding pass of progressive indexing."""
+    sentences = [SentenceRow(r["text"], r["context"], r["offset_in_context"], r["page"], r["line"],
+                             r["char_start"], r["char_end"]) for r in rows]
+    return (FileUpdate(rec.path, rec.size, rec.mtime, rec.hash, sentences, lexical=lexical.rows(sentences)),
+            stored_paragraphs(rows))

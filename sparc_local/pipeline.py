@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 
-from sparc_local.batch_writer import BATCH_SENTENCES, BatchWriter
+from sparc_local.batch_writer import BATCH_SENTENCES, BatchWriter, stored_update
 from sparc_local.errors import SparcError
 from sparc_local.ingest.extract import MAX_CHARS, VANISHED, ExtractError, extract, iter_files, path_key
 from sparc_local.model.encoder import LazyEncoder
@@ -35,6 +35,7 @@ from sparc_local.model.info import INDEX_MODEL_KEY, ModelInfo, index_is_stale
 from sparc_local.ingest.sentences import MAX_SENTENCE_CHARS, paragraphs, segment
 from sparc_local.paths import is_under
 from sparc_local.index.store import FileRecord, FileUpdate, Index, SentenceRow
+from sparc_local.model.sparse import SparseVectors
 
 
 MAX_SENTENCES = 100_000  # per file: a 1 GB log must not take the index over (`index --max-sentences`)
@@ -73,7 +74,7 @@ class Progress:
     from their size (``sentences_estimate``).
     """
 
-    phase: str = "scanning"  # "scanning" (walk + stat), "indexing" (read, encode, write), "finishing"
+    phase: str = "scanning"  # "scanning" (walk + stat), "indexing" (read, store text and BM25), "encoding", "finishing"
     scanned: int = 0  # files the walk found
     files_total: int = 0  # files to (re)index
     files_done: int = 0  # of those, written (indexed, or recorded as unreadable)
@@ -81,6 +82,7 @@ class Progress:
     bytes_read: int = 0  # size of the files read so far
     sentences_read: int = 0  # sentences of the files read so far
     sentences_done: int = 0  # sentences encoded
+    sentences_pending: int = 0  # sentences stored but not encoded when the encoding pass began
     batches: int = 0  # batches committed
     current: str | None = None  # the file being read or encoded
 
@@ -109,7 +111,7 @@ def file_hash(path: Path) -> str:
     return h.hexdigest()
 
 
-def _read(path: Path, size: int, mtime: float, digest: str, max_sentences: int, lexical: Lexical) -> _Read:
+def _read(path: Path, size: int, mtime: float, digest: str, max_sentences: int, lexical: _LexicalOnce) -> _Read:
     """Extract and segment one file; a failure becomes the file's recorded error, not an exception."""
     key = path_key(path)
     try:
@@ -247,6 +249,10 @@ class _Run:
         self.progress.current = path
         self.tell()
 
+    def encoded_batch(self, batch: list[FileUpdate]) -> None:
+        self.progress.batches += 1
+        self.tell()
+
     def written(self, batch: list[FileUpdate]) -> None:
         self.report.indexed += sum(1 for u in batch if u.error is None)
         self.report.sentences += sum(len(u.sentences) for u in batch)
@@ -295,7 +301,8 @@ def _scan(run: _Run, index: Index, walk_roots: list[Path], ignored: list[str], f
 
 
 def _read_all(run: _Run, index: Index, todo: list[tuple[str, int, float, FileRecord | None]], writer: BatchWriter,
-              force: bool, max_sentences: int, on_capped: Callable[[str, int], None] | None, lexical: Lexical) -> None:
+              force: bool, max_sentences: int, on_capped: Callable[[str, int], None] | None,
+              lexical: _LexicalOnce) -> None:
     """Pass 2: hash each file, skip it if its content is unchanged, else read it into the writer."""
     progress = run.progress
     for name, size, mtime, rec in todo:
@@ -336,6 +343,34 @@ def _read_all(run: _Run, index: Index, todo: list[tuple[str, int, float, FileRec
         writer.add(item.update, item.paragraphs)
 
 
+class _LexicalOnce:
+    """The model's ``Lexical``, its tokenizer loaded at the first file that needs it."""
+
+    def __init__(self, model: ModelInfo) -> None:
+        self.model, self._lexical = model, None
+
+    def rows(self, rows: list[SentenceRow]) -> SparseVectors:
+        if self._lexical is None:
+            self._lexical = Lexical.of(self.model)
+        return self._lexical.rows(rows)
+
+
+def _encode_pending(run: _Run, index: Index, writer: BatchWriter, lexical: _LexicalOnce) -> None:
+    """Pass 3: encode the stored sentences that are not encoded yet, file by file; each batch
+    replaces its files' lexical-only rows in one transaction."""
+    pending = index.pending_files()
+    if not pending:
+        return
+    done, total = index.encoded_counts()
+    run.progress.phase, run.progress.sentences_pending = "encoding", total - done
+    run.tell()
+    for rec in pending:
+        if run.stop():
+            return
+        writer.add(*stored_update(rec, index.sentences(index.file_sentence_ids(rec.id)), lexical))
+    writer.flush()
+
+
 def _run_index(index: Index, roots: list[str], model: ModelInfo, encoder_factory: Callable[[], object], *,
                exclude: Iterable[str], include_hidden: bool, ignore_files: bool, max_sentences: int,
                batch_sentences: int, on_error: Callable[[str, str], None] | None,
@@ -359,14 +394,19 @@ def _run_index(index: Index, roots: list[str], model: ModelInfo, encoder_factory
     run.progress.phase = "indexing"
     run.tell()
     encoder = LazyEncoder(encoder_factory)  # type: ignore[arg-type]
-    writer = BatchWriter(index, encoder, batch_sentences=batch_sentences, on_encoded=run.encoded,
-                         on_written=run.written)
+    # progressive: first every new or changed file's text and BM25 postings (answerable at once),
+    # then the encoder over what is stored and not encoded, this run's files and a killed run's
+    reader = BatchWriter(index, None, batch_sentences=batch_sentences, on_written=run.written)
+    lexical = _LexicalOnce(model)
     if not run.report.stopped:
-        _read_all(run, index, todo, writer, force, max_sentences, on_capped, Lexical.of(model) if todo else None)
+        _read_all(run, index, todo, reader, force, max_sentences, on_capped, lexical)
+    if not run.report.stopped:
+        reader.flush()
+        _encode_pending(run, index, BatchWriter(index, encoder, batch_sentences=batch_sentences,
+                                                on_encoded=run.encoded, on_written=run.encoded_batch), lexical)
     if run.report.stopped:  # what was read but not written is left to the next run
         run.report.threads = encoder.threads
         return _stopped(run.report, t0)
-    writer.flush()
     report = run.report
     report.threads = encoder.threads
     run.progress.phase, run.progress.current = "finishing", None

@@ -16,6 +16,7 @@ class Status:
 
     files: int  # indexed files; those that could not be read are in ``errors``
     sentences: int
+    encoded: int  # of those, encoded; the others are answered by BM25 until they are
     postings: int
     db_bytes: int
     model: str | None  # the model the index was built with
@@ -44,12 +45,13 @@ def gather() -> Status:
             st = idx.stats()
             roots = idx.roots()
     else:
-        st = dict(files=0, sentences=0, postings=0, db_bytes=0, model=None, last_update=None, errors=[])
+        st = dict(files=0, sentences=0, encoded=0, postings=0, db_bytes=0, model=None, last_update=None, errors=[])
         roots = []
     try:
         model = active_model().id
     except ModelError:
         model = None
-    return Status(files=st["files"], sentences=st["sentences"], postings=st["postings"], db_bytes=st["db_bytes"],
+    return Status(files=st["files"], sentences=st["sentences"], encoded=st["encoded"], postings=st["postings"],
+                  db_bytes=st["db_bytes"],
                   model=st["model"], last_update=st["last_update"], errors=st["errors"], roots=roots,
                   database=str(db), watch=read_status(), active_model=model)

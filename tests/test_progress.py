@@ -54,18 +54,20 @@ def test_unchanged_files_never_count(tmp_path: Path, tiny_model_dir: Path):
 
 
 def test_moves_within_a_large_file(tmp_path: Path, tiny_model_dir: Path):
-    """One file of 400 sentences is one batch; the progress moves with each encoder batch in it."""
+    """One file of 400 sentences is one batch: stored first, then the progress moves with each
+    encoder batch in it."""
     info = ModelInfo.load(tiny_model_dir)
     root = tmp_path / "docs"
     root.mkdir()
     big = root / "big.txt"
     big.write_text(" ".join(f"Sentence {i} is about the river." for i in range(400)) + "\n")
     report, seen = _run(root, info, batch_sentences=10_000)
-    inside = [p for p in seen if p.batches == 0 and p.sentences_done]
+    inside = [p for p in seen if p.phase == "encoding" and p.batches == 1 and p.sentences_done]
     assert report.sentences == 400 and len({p.sentences_done for p in inside}) >= 10
     assert {p.current for p in inside} == {str(big)}
-    assert inside[-1].sentences_done == 400 and inside[-1].files_done == 0  # encoded, not yet written
-    assert seen[-1].files_done == 1
+    # stored (one batch: answerable by BM25), encoded, not yet written again
+    assert inside[-1].sentences_done == inside[-1].sentences_pending == 400 and inside[-1].files_done == 1
+    assert seen[-1].files_done == 1 and seen[-1].batches == 2
 
 
 def test_sentence_estimate_from_unread_bytes():
@@ -78,17 +80,21 @@ def test_sentence_estimate_from_unread_bytes():
 def test_describe_exact_lines():
     p = Progress(phase="scanning", scanned=1200)
     assert describe(p, 0.0) == "scanning: 1200 files"
+    # reading: text and BM25 postings stored, so the files are answerable before they are encoded
     p = Progress(phase="indexing", scanned=80, files_total=73, files_done=12, bytes_total=7300, bytes_read=1500,
-                 sentences_read=4000, sentences_done=3000, current="/home/ana/notes/report.txt")
-    assert describe(p, 120.0, width=200) == ("12/73 files, 3000/~19467 sentences, 25/s, 10:59 left, "
+                 sentences_read=4000, current="/home/ana/notes/report.txt")
+    assert describe(p, 120.0, width=200) == ("12/73 files, 4000/~19467 sentences read, 33/s, 7:44 left, "
                                              "/home/ana/notes/report.txt")
     # the path is cut from the left, at a folder, to fit the terminal (80 columns by default)
-    assert describe(p, 120.0) == "12/73 files, 3000/~19467 sentences, 25/s, 10:59 left, …/ana/notes/report.txt"
-    assert describe(p, 120.0, width=70) == "12/73 files, 3000/~19467 sentences, 25/s, 10:59 left, …/report.txt"
-    assert describe(p, 120.0, width=60) == "12/73 files, 3000/~19467 sentences, 25/s, 10:59 left"
-    slow = dataclasses.replace(p, sentences_done=100, current=None)
-    assert describe(slow, 60.0) == "12/73 files, 100/~19467 sentences, 2/s, 3:13:40 left"
-    done = dataclasses.replace(p, bytes_read=7300, sentences_read=19467, sentences_done=19467, files_done=73,
-                               phase="finishing", current=None)
-    assert describe(done, 3893.4) == "finishing: 73/73 files, 19467/19467 sentences, 5/s, 0:00 left"
-    assert describe(dataclasses.replace(done, sentences_done=0), 0.0) == "finishing: 73/73 files, 0/19467 sentences"
+    assert describe(p, 120.0) == "12/73 files, 4000/~19467 sentences read, 33/s, 7:44 left, …/notes/report.txt"
+    assert describe(p, 120.0, width=75) == "12/73 files, 4000/~19467 sentences read, 33/s, 7:44 left, …/report.txt"
+    assert describe(p, 120.0, width=62) == "12/73 files, 4000/~19467 sentences read, 33/s, 7:44 left"
+    slow = dataclasses.replace(p, sentences_read=100, bytes_read=40, current=None)
+    assert describe(slow, 60.0) == "12/73 files, 100/~18250 sentences read, 2/s, 3:01:30 left"
+    # encoding: the rate and the time left are the encoder's, from when it began
+    enc = dataclasses.replace(p, phase="encoding", files_done=73, bytes_read=7300, sentences_read=19467,
+                              sentences_pending=19467, sentences_done=3000)
+    assert describe(enc, 120.0, width=200) == ("encoding: 73/73 files read, encoded 3000 of 19467 sentences, 25/s, "
+                                               "10:59 left, /home/ana/notes/report.txt")
+    done = dataclasses.replace(enc, sentences_done=19467, phase="finishing", current=None)
+    assert describe(done, 3893.4) == "finishing: 73/73 files, 19467/19467 sentences read"

@@ -23,12 +23,12 @@ from pathlib import Path
 
 import numpy as np
 
-from sparc_local.batch_writer import BatchWriter
+from sparc_local.batch_writer import BatchWriter, stored_update
 from sparc_local.model.encoder import Encoder, LazyEncoder
 from sparc_local.index.db import LAST_UPDATE, MODEL_PATH, WEIGHT_SCALE
 from sparc_local.model.lexical import Lexical
 from sparc_local.model.info import INDEX_MODEL_KEY, ModelInfo
-from sparc_local.index.store import FileUpdate, Index, SentenceRow
+from sparc_local.index.store import FileUpdate, Index
 
 _SKIP_META = {WEIGHT_SCALE, INDEX_MODEL_KEY, MODEL_PATH, LAST_UPDATE}
 
@@ -44,22 +44,6 @@ def _by_file(index: Index) -> dict[int, list[int]]:
     for sid, fid in index.conn.execute(
             "SELECT id, file_id FROM sentences WHERE file_id IS NOT NULL ORDER BY file_id, id"):
         out.setdefault(fid, []).append(sid)
-    return out
-
-
-def stored_paragraphs(rows: list[dict]) -> list[list[str]]:
-    """A file's sentence texts grouped by paragraph, as `index` handed them to the encoder.
-
-    A file's sentences are stored in document order; a new paragraph starts where the stored
-    paragraph text changes or the offset inside it does not grow.
-    """
-    out: list[list[str]] = []
-    prev_ctx, prev_off = None, -1
-    for r in rows:
-        if not out or r["context"] != prev_ctx or r["offset_in_context"] <= prev_off:
-            out.append([])
-        out[-1].append(r["text"])
-        prev_ctx, prev_off = r["context"], r["offset_in_context"]
     return out
 
 
@@ -100,11 +84,7 @@ def reencode(src: Index, dst_path: Path, info: ModelInfo, encoder_factory: Calla
                 writer.add(FileUpdate(rec.path, rec.size, rec.mtime, rec.hash, error=rec.error or "error"))
                 continue
             ids = sentence_ids.get(rec.id, [])
-            rows = src.sentences(ids) if ids else []
-            sentences = [SentenceRow(r["text"], r["context"], r["offset_in_context"], r["page"], r["line"],
-                                     r["char_start"], r["char_end"]) for r in rows]
-            writer.add(FileUpdate(rec.path, rec.size, rec.mtime, rec.hash, sentences, lexical=lexical.rows(sentences)),
-                       stored_paragraphs(rows))
+            writer.add(*stored_update(rec, src.sentences(ids) if ids else [], lexical))
         writer.flush()
         dst.merge_all()
         dst.set_meta(INDEX_MODEL_KEY, info.id)

@@ -23,20 +23,25 @@ def _clock(seconds: float) -> str:
 
 
 def describe(p: IndexRun, seconds: float, width: int = 80) -> str:
-    """One line of `index` progress: files and sentences done of the total (~: estimated from
-    the size of the files not read yet), sentences per second, the time left, and the current
-    file (its path cut from the left, at a folder if it can, to fit ``width``). ``seconds``: time
-    since indexing (not the walk) began."""
+    """One line of `index` progress. Reading (text and BM25 postings stored, answerable at once):
+    files and sentences read of the total (~: estimated from the size of the files not read yet)
+    and the reading rate. Encoding: sentences encoded of those waiting, the rate and the time
+    left. Then the current file (its path cut from the left, at a folder if it can, to fit
+    ``width``). ``seconds``: time since the phase began."""
     if p.phase == "scanning":
         return f"scanning: {p.scanned} files"
-    total = p.sentences_estimate()
-    approx = "~" if p.bytes_read < p.bytes_total else ""
-    line = f"{p.files_done}/{p.files_total} files, {p.sentences_done}/{approx}{total} sentences"
-    if p.phase != "indexing":
-        line = f"{p.phase}: {line}"
-    rate = p.sentences_done / seconds if seconds > 0 else 0.0
-    if rate > 0:
-        line += f", {rate:.0f}/s, {_clock(max(total - p.sentences_done, 0) / rate)} left"
+    if p.phase == "encoding":
+        done, total = p.sentences_done, p.sentences_pending
+        line = f"encoding: {p.files_done}/{p.files_total} files read, encoded {done} of {total} sentences"
+    else:
+        done, total = p.sentences_read, p.sentences_estimate()
+        approx = "~" if p.bytes_read < p.bytes_total else ""
+        line = f"{p.files_done}/{p.files_total} files, {done}/{approx}{total} sentences read"
+        if p.phase != "indexing":
+            line = f"{p.phase}: {line}"
+    rate = done / seconds if seconds > 0 else 0.0
+    if rate > 0 and p.phase in ("indexing", "encoding"):
+        line += f", {rate:.0f}/s, {_clock(max(total - done, 0) / rate)} left"
     room = width - len(line) - 4  # ", " and the spinner
     if p.current and room >= MIN_PATH:
         path = p.current
@@ -55,7 +60,8 @@ class IndexProgress:
         self.console = console
         self.progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), console=console,
                                  disable=not enabled, transient=True)
-        self.started: float | None = None  # when the walk ended and indexing began
+        self.started: float | None = None  # when the current phase began (reading, encoding)
+        self.phase = "scanning"
 
     def __enter__(self) -> "IndexProgress":
         self.progress.__enter__()
@@ -67,8 +73,8 @@ class IndexProgress:
 
     def update(self, p: IndexRun) -> None:
         now = time.perf_counter()
-        if self.started is None and p.phase != "scanning":
-            self.started = now
+        if p.phase != self.phase and p.phase in ("indexing", "encoding"):
+            self.started, self.phase = now, p.phase  # each phase has its own rate
         text = describe(p, now - (self.started or now), self.console.width)
         self.progress.update(self.task, description=text)
 

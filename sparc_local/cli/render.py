@@ -234,7 +234,8 @@ def print_status(st: Status) -> None:
     out.print(f"Index:        {escape(st.database)}")
     out.print(f"Roots:        {escape(', '.join(st.roots)) or '(none)'}")
     out.print(f"Files:        {st.files}")
-    out.print(f"Sentences:    {st.sentences}")
+    pending = f" (encoded {st.encoded} of {st.sentences} sentences)" if st.encoded < st.sentences else ""
+    out.print(f"Sentences:    {st.sentences}{pending}")
     out.print(f"Postings:     {st.postings}")
     out.print(f"Size:         {_size(st.db_bytes)}")
     out.print(f"Model:        {escape(st.model or '(none)')}")

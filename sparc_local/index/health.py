@@ -25,6 +25,8 @@ def stats(index: Database) -> dict:
         # files indexed; those that could not be read are counted apart, in ``errors``
         n_files = c.execute("SELECT count(*) FROM files WHERE status = 'ok'").fetchone()[0]
         n_sent = c.execute("SELECT count(*) FROM sentences").fetchone()[0]
+        # stored with their BM25 postings, not encoded yet (progressive indexing)
+        n_pending = c.execute("SELECT count(*) FROM sentences WHERE encoded = 0 AND file_id IS NOT NULL").fetchone()[0]
         n_dead, dead_post = c.execute(
             "SELECT count(*), coalesce(sum(s.n_postings), 0) FROM tombstones t CROSS"
             " JOIN sentences s ON s.id = t.sentence_id"
@@ -45,6 +47,7 @@ def stats(index: Database) -> dict:
     return dict(
         files=n_files,
         sentences=n_sent - n_dead,
+        encoded=n_sent - n_dead - n_pending,
         tombstones=n_dead,
         postings=n_post - dead_post,
         posting_bytes=n_bytes,

@@ -53,6 +53,13 @@ def rewrite_blobs(c: sqlite3.Connection) -> int:
     return changed
 
 
+def add_encoded(c: sqlite3.Connection) -> None:
+    """Whether a sentence is encoded yet (1 for every sentence an older version wrote)."""
+    if "encoded" not in {r[1] for r in c.execute("PRAGMA table_info(sentences)")}:
+        c.execute("ALTER TABLE sentences ADD COLUMN encoded INTEGER NOT NULL DEFAULT 1")
+    c.execute("CREATE INDEX IF NOT EXISTS sentences_pending ON sentences(file_id) WHERE encoded = 0")
+
+
 MIGRATIONS: list[tuple[int, str | Callable[[sqlite3.Connection], None]]] = [
     (
         1,
@@ -141,5 +148,6 @@ CREATE INDEX sentences_paragraph ON sentences(paragraph_id);
 """,
     ),
     (3, rewrite_blobs),  # one reader: every blob in a format the writer writes today
+    (4, add_encoded),  # progressive indexing: sentences stored with their lexical postings, encoded later
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]

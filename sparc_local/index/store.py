@@ -46,6 +46,8 @@ from .db import LAST_UPDATE, Database, chunks, qmarks
 from .records import FILE_COLS, FileRecord, FileUpdate, SentenceRow  # noqa: F401 (the write API's types)
 from .schema import MIGRATIONS, SCHEMA_VERSION  # noqa: F401 (the schema's names, read by callers)
 from .segments import MAX_DELETED_RATIO, MERGE_FACTOR, Segments
+from sparc_local.model.lexical import as_pending
+from sparc_local.model.sparse import SparseVectors
 from sparc_local.paths import is_under
 
 FORGOTTEN = "forgotten"  # meta key: JSON list of the paths `forget` removed
@@ -166,7 +168,8 @@ class Index(Database):
             latest[str(u.path)] = u
         batch = list(latest.values())
         for u in batch:
-            n_vec = 0 if u.vectors is None else len(u.vectors)
+            n_vec = len(u.sentences) if u.vectors is None and u.lexical is not None else 0 if u.vectors is None \
+                else len(u.vectors)  # lexical only: stored now, encoded later (``pending``)
             if u.error is None and n_vec != len(u.sentences):
                 raise ValueError(f"{u.path}: {len(u.sentences)} sentences but {n_vec} vectors")
             if u.error is None and u.lexical is not None and len(u.lexical) != len(u.sentences):
@@ -211,11 +214,12 @@ class Index(Database):
                 file_id = old[0] if old is not None else c.execute(
                     "SELECT id FROM files WHERE path = ?", (path,)
                 ).fetchone()[0]
-                vec = u.vectors
-                assert vec is not None
-                counts = np.diff(vec.indptr)
-                if u.lexical is not None:
-                    counts = counts + np.diff(u.lexical.indptr)
+                vec, lexical = u.vectors, u.lexical
+                pending = vec is None
+                if pending:  # the lexical postings alone, in the fields of sentences not encoded yet
+                    assert lexical is not None
+                    lexical = SparseVectors(lexical.indptr, as_pending(lexical.token_ids), lexical.weights)
+                counts = sum(np.diff(v.indptr) for v in (vec, lexical) if v is not None)
                 ids = np.arange(next_id, next_id + n, dtype=np.int64)
                 paragraph: dict[str, int] = {}
                 for row in u.sentences:
@@ -224,14 +228,14 @@ class Index(Database):
                             "INSERT INTO paragraphs(text) VALUES (?) RETURNING id", (row.context,)).fetchone()[0]
                 c.executemany(
                     "INSERT INTO sentences(id, file_id, segment_id, text, paragraph_id, offset_in_context,"
-                    " page, line, char_start, char_end, n_postings) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                    " page, line, char_start, char_end, n_postings, encoded) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
                     [
                         (sid, file_id, segment_id, s.text, paragraph[s.context], s.offset_in_context,
-                         s.page, s.line, s.char_start, s.char_end, cnt)
+                         s.page, s.line, s.char_start, s.char_end, cnt, int(not pending))
                         for sid, s, cnt in zip(ids.tolist(), u.sentences, counts.tolist())
                     ],
                 )
-                for v in (vec, u.lexical):
+                for v in (vec, lexical):
                     if v is None:
                         continue
                     a, b = int(v.indptr[0]), int(v.indptr[-1])
@@ -341,6 +345,19 @@ class Index(Database):
         return self._conn.execute(
             "SELECT f.id, f.path, f.mtime, min(s.id), max(s.id), count(*) FROM files f"
             f" JOIN sentences s ON s.file_id = f.id WHERE {where} GROUP BY f.id", args).fetchall()
+
+    def pending_files(self) -> list[FileRecord]:
+        """Files whose sentences are stored but not encoded yet (progressive indexing), oldest first."""
+        return [FileRecord(*r) for r in self._conn.execute(
+            f"SELECT {FILE_COLS} FROM files WHERE id IN"
+            " (SELECT DISTINCT file_id FROM sentences WHERE encoded = 0 AND file_id IS NOT NULL) ORDER BY id")]
+
+    def encoded_counts(self) -> tuple[int, int]:
+        """(encoded, all) live sentences: `status` and the progress line show the encoder's share."""
+        pending = self._conn.execute(
+            "SELECT count(*) FROM sentences WHERE encoded = 0 AND file_id IS NOT NULL").fetchone()[0]
+        total = self._conn.execute("SELECT count(*) FROM sentences WHERE file_id IS NOT NULL").fetchone()[0]
+        return total - pending, total
 
     def sentences_written(self) -> int:
         """Sentences in the segments, deleted ones not merged away yet included (BM25's N)."""

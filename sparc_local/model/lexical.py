@@ -31,6 +31,9 @@ B = 0.75
 FIELD_BASE = 1 << 24  # above any vocabulary id
 SENTENCE_FIELD = 1
 PARAGRAPH_FIELD = 2
+# a sentence stored before the encoder has seen it keeps its lexical postings in these fields
+# (sentence, paragraph), so a question can weigh them up in place of the missing SPARC part
+PENDING = {SENTENCE_FIELD: 3, PARAGRAPH_FIELD: 4}
 # mean length in tokens (WordPiece, no special or punctuation tokens) on squad-train-head,
 # du2017-train and wikiqa-train: sentences 24-29, paragraphs 133-229
 AVGDL = {SENTENCE_FIELD: 27.0, PARAGRAPH_FIELD: 170.0}
@@ -42,6 +45,12 @@ UNIT = 16.0 / (K1 + 1)
 def field_keys(token_ids: np.ndarray, field: int) -> np.ndarray:
     """The posting keys of ``token_ids`` in ``field``."""
     return np.asarray(token_ids, np.int64) + field * FIELD_BASE
+
+
+def as_pending(keys: np.ndarray) -> np.ndarray:
+    """Lexical keys moved to the fields of sentences not encoded yet."""
+    keys = np.asarray(keys, np.int64)
+    return keys + (PENDING[SENTENCE_FIELD] - SENTENCE_FIELD) * FIELD_BASE
 
 
 def _impacts(tokens: list[int], field: int) -> tuple[np.ndarray, np.ndarray]:

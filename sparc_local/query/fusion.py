@@ -23,7 +23,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from sparc_local.model.lexical import FIELD_BASE, PARAGRAPH_FIELD, SENTENCE_FIELD
+from sparc_local.model.lexical import FIELD_BASE, PARAGRAPH_FIELD, PENDING, SENTENCE_FIELD
 
 HYBRID, SPARC, BM25 = "hybrid", "sparc", "bm25"
 MODES = (HYBRID, SPARC, BM25)
@@ -35,33 +35,48 @@ _INT_MAX = (1 << 31) - 1
 
 
 def keys(tokens: Sequence[int], mode: str) -> list[int]:
-    """The posting keys a question reads in ``mode``."""
-    parts = ([] if mode == BM25 else [0]) + ([] if mode == SPARC else list(WEIGHTS))
-    return [t + field * FIELD_BASE for field in parts for t in tokens]
+    """The posting keys a question reads in ``mode``: SPARC's tokens, then each BM25 field's,
+    then the same fields of sentences not encoded yet."""
+    lexical = [] if mode == SPARC else list(WEIGHTS) + [PENDING[f] for f in WEIGHTS]
+    fields = ([] if mode == BM25 else [0]) + lexical
+    return [t + field * FIELD_BASE for field in fields for t in tokens]
 
 
 def multipliers(key_ids: Sequence[int], df: np.ndarray, max_q: np.ndarray, n_sentences: int,
-                qmax: int) -> tuple[np.ndarray, float]:
+                qmax: int, mode: str = HYBRID) -> tuple[np.ndarray, float]:
     """Integer multipliers of each key's stored (quantized) weights, and the factor that turns
     their weighted sum into the fused score.
 
     ``df``: postings per key; ``max_q``: the largest stored weight per key (0: the key has no
-    postings). Rounding the real weights to integers keeps the sum exact in integers, so the
-    pruned top k equals an exhaustive ranking of the same sum.
+    postings). A token's key in a field and in its pending field share one df and one maximum.
+    A sentence not encoded yet has no SPARC part: in hybrid mode its BM25 parts are weighed up
+    to the whole fused scale, so it competes with the encoded ones; once encoded it scores as
+    if the index had been built at once. Rounding the real weights to integers keeps the sum
+    exact in integers, so the pruned top k equals an exhaustive ranking of the same sum.
     """
-    key_ids = np.asarray(key_ids, np.int64)
-    field = key_ids // FIELD_BASE
+    base_of = {p: f for f, p in PENDING.items()}
+    groups: dict[tuple[int, int], list[int]] = {}  # (field, token) -> positions in key_ids
+    for i, k in enumerate(int(k) for k in key_ids):
+        field, token = divmod(k, FIELD_BASE)
+        groups.setdefault((base_of.get(field, field), token), []).append(i)
+    total_w = sum(WEIGHTS.values())
+    boost = (1 + total_w) / total_w if mode == HYBRID else 1.0
     real = np.zeros(len(key_ids))
-    for f in np.unique(field).tolist():
-        on = field == f
-        if f == 0:
-            w = np.ones(int(on.sum()))
-        else:
-            d = df[on].astype(np.float64)
-            w = np.log1p((n_sentences - d + 0.5) / (d + 0.5)) * (d > 0)
-        top = float((w * max_q[on]).sum())
-        if top > 0:
-            real[on] = (1.0 if f == 0 else WEIGHTS[f]) * w / top
+    by_field: dict[int, list[tuple[float, float, list[int]]]] = {}  # field -> (weight, max, positions)
+    for (field, _), pos in groups.items():
+        d = float(sum(int(df[i]) for i in pos))
+        mq = float(max(int(max_q[i]) for i in pos))
+        w = 1.0 if field == 0 else (np.log1p((n_sentences - d + 0.5) / (d + 0.5)) if d > 0 else 0.0)
+        by_field.setdefault(field, []).append((w, mq, pos))
+    for field, items in by_field.items():
+        top = sum(w * mq for w, mq, _ in items)
+        if top <= 0:
+            continue
+        part = 1.0 if field == 0 else WEIGHTS[field]
+        for w, _, pos in items:
+            for i in pos:
+                pending = int(key_ids[i]) // FIELD_BASE != field
+                real[i] = part * w / top * (boost if pending else 1.0)
     total = float(real.sum()) * qmax
     res = min(_RESOLUTION, _INT_MAX / total) if total > 0 else _RESOLUTION
     return np.rint(real * res).astype(np.int64), 1.0 / res

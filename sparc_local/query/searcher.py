@@ -116,7 +116,7 @@ class Searcher:
             by_token.setdefault(tok, []).append(blob)
         blobs, scale, mult = list(by_token.values()), self.index.weight_scale, None
         if mode != fusion.SPARC:
-            mult, scale = self._multipliers(list(by_token), blobs, snap)
+            mult, scale = self._multipliers(list(by_token), blobs, snap, mode)
         # kept between questions: no page faults on a fresh accumulator (zero again on return)
         self._work = maxscore.work_buffer(snap.size, len(by_token), self._work,
                                           capacity=None if mult is None else codec.QMAX * int(mult.sum()))
@@ -124,10 +124,10 @@ class Searcher:
                                     allow=allow, multipliers=mult)
 
     @staticmethod
-    def _multipliers(keys: list[int], blobs: list[list[bytes]], snap: _Snapshot) -> tuple[np.ndarray, float]:
+    def _multipliers(keys: list[int], blobs: list[list[bytes]], snap: _Snapshot, mode: str) -> tuple[np.ndarray, float]:
         df = np.array([sum(codec.header(b)[1] for b in bl) for bl in blobs], np.int64)
         max_q = np.array([max(codec.bound(b) for b in bl) for bl in blobs], np.int64)
-        return fusion.multipliers(keys, df, max_q, snap.written, codec.QMAX)
+        return fusion.multipliers(keys, df, max_q, snap.written, codec.QMAX, mode)
 
     def explain(self, token_ids: np.ndarray | Sequence[int], ids: Sequence[int],
                 mode: str = fusion.SPARC) -> list[dict[int, float]]:
@@ -143,7 +143,7 @@ class Searcher:
             by_key: dict[int, list[bytes]] = {}
             for tok, blob in rows:
                 by_key.setdefault(tok, []).append(blob)
-            mult, scale = self._multipliers(list(by_key), list(by_key.values()), snap)
+            mult, scale = self._multipliers(list(by_key), list(by_key.values()), snap, mode)
             m = dict(zip(by_key, mult.tolist()))
             plist = [(tok, sids, q.astype(np.int64) * m[tok]) for tok, sids, q in plist]
         return scoring.explain(plist, np.asarray(ids, dtype=np.int64), scale=scale)
