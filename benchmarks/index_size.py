@@ -56,7 +56,8 @@ def main() -> None:
             (docs / f"{name}.txt").write_text(" ".join(passages[name]) + "\n")
 
         from sparc_local.model.encoder import Encoder
-        from sparc_local.pipeline import forget, run_index
+        from sparc_local.forget import forget
+        from sparc_local.pipeline import run_index
         from sparc_local.model.info import ModelInfo, active_model
         from sparc_local.paths import db_path
         from sparc_local.index.store import Index

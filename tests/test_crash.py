@@ -137,7 +137,7 @@ def test_kill_during_index_and_merge(tmp_path: Path, tiny_model_dir: Path, seed:
 # n-th SQL statement (n = 0: never), and prints each statement's first words as it runs it
 FORGET_SCRIPT = """
 import os, signal, sys
-from sparc_local.pipeline import forget
+from sparc_local.forget import forget
 from sparc_local.index.store import Index
 
 class KillBefore:
@@ -181,7 +181,8 @@ def test_kill_during_forget(tmp_path: Path, tiny_model_dir: Path):
     import shutil
 
     from sparc_local.model.encoder import Encoder
-    from sparc_local.pipeline import forget, run_index
+    from sparc_local.forget import forget
+    from sparc_local.pipeline import run_index
     from sparc_local.model.info import ModelInfo
     from sparc_local.query.pathfilter import is_under
 

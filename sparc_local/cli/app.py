@@ -202,7 +202,7 @@ def status(as_json: AsJson = False) -> None:
 def forget(path: Path = typer.Argument(..., metavar="PATH", help="A file or folder to remove from the index.")) -> None:
     """Remove a file or folder and all its sentences, and scrub their text from the database file."""
     from sparc_local.watch import handoff
-    from sparc_local.pipeline import forget as forget_path
+    from sparc_local.forget import forget as forget_path
 
     target = str(path.expanduser().absolute())
 

@@ -8,10 +8,12 @@ Encoded corpora are cached by content hash, so a rerun with the same model skips
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -61,23 +63,32 @@ def _metrics(ranked: list[list[str]], answers: list[set[str]], depth: int) -> di
     return {f"mrr@{depth}": float(np.mean(rr)), "r@1": float(np.mean(r1)), f"r@{depth}": float(np.mean(rk))}
 
 
-def evaluate(ds_dir: Path, info: ModelInfo, *, depth: int = 10, top_k: int | None = None,
-             threads: int | None = None, progress: Callable[[int], None] | None = None) -> dict:
-    from sparc_local.query.bm25 import BM25
-    from sparc_local.query.tokens import query_token_ids
+@dataclass
+class EvalIndex:
+    """A ReQA set written into a throw-away index through the product's write path, with its
+    questions as query tokens and the index's sentence ids mapped back to the set's."""
+
+    ds: reqa.ReqaSet
+    vectors: SparseVectors
+    searcher: object  # query.searcher.Searcher
+    questions: list[np.ndarray]
+    answers: list[set[str]]
+    to_sid: dict[int, str]
+
+
+@contextlib.contextmanager
+def eval_index(ds_dir: Path, info: ModelInfo, *, top_k: int | None = None, threads: int | None = None,
+               progress: Callable[[int], None] | None = None) -> Iterator[EvalIndex]:
     from sparc_local.batch_writer import BatchWriter
     from sparc_local.index.store import FileUpdate, Index, SentenceRow
-    from sparc_local.query.fusion import MODES, SPARC
     from sparc_local.query.searcher import Searcher
+    from sparc_local.query.tokens import query_token_ids
 
     ds_dir = Path(ds_dir)
     ds = reqa.load(ds_dir)
-    k = top_k or info.top_k
-    vectors = encode_corpus(ds, ds_dir, info, threads, progress).head(k)
+    vectors = encode_corpus(ds, ds_dir, info, threads, progress).head(top_k or info.top_k)
     tokenizer = load_tokenizer(info.tokenizer_path)
     skip = info.skip_array()
-    answers = [set(a) for _, _, a in ds.queries]
-
     with tempfile.TemporaryDirectory(dir=paths.user_dir()) as tmp:
         index = Index(Path(tmp) / "eval.db")
         index.set_meta(INDEX_MODEL_KEY, info.id)
@@ -99,24 +110,37 @@ def evaluate(ds_dir: Path, info: ModelInfo, *, depth: int = 10, top_k: int | Non
         db_ids = [r[0] for r in index.conn.execute(
             "SELECT s.id FROM sentences s JOIN files f ON f.id = s.file_id ORDER BY f.path, s.id")]
         order = [i for p in sorted(by_passage) for i in by_passage[p]]
-        to_sid = {db: ds.ids[i] for db, i in zip(db_ids, order)}
-        searcher = Searcher(index)
-        questions = [query_token_ids(tokenizer, q, skip) for _, q, _ in ds.queries]
-        results = {}
-        for mode in MODES:  # the three ways `ask --mode` ranks, on the same index
-            ranked, latency = [], []
-            for tokens in questions:
-                t0 = time.perf_counter()
-                ids, _scores = searcher.search(tokens, n=depth, mode=mode)
-                latency.append((time.perf_counter() - t0) * 1000)
-                ranked.append([to_sid[int(i)] for i in ids])
-            results[mode] = _metrics(ranked, answers, depth)
-            results[mode].update(latency_ms_p50=float(np.percentile(latency, 50)),
-                                 latency_ms_p99=float(np.percentile(latency, 99)))
-        index.close()
+        try:
+            yield EvalIndex(ds, vectors, Searcher(index), [query_token_ids(tokenizer, q, skip) for _, q, _ in ds.queries],
+                            [set(a) for _, _, a in ds.queries], {db: ds.ids[i] for db, i in zip(db_ids, order)})
+        finally:
+            index.close()
 
+
+def rank(ev: EvalIndex, mode: str, depth: int = 10) -> dict:
+    """MRR@depth, R@1, R@depth and the query latency of one `ask --mode`."""
+    ranked, latency = [], []
+    for tokens in ev.questions:
+        t0 = time.perf_counter()
+        ids, _scores = ev.searcher.search(tokens, n=depth, mode=mode)
+        latency.append((time.perf_counter() - t0) * 1000)
+        ranked.append([ev.to_sid[int(i)] for i in ids])
+    out = _metrics(ranked, ev.answers, depth)
+    out.update(latency_ms_p50=float(np.percentile(latency, 50)), latency_ms_p99=float(np.percentile(latency, 99)))
+    return out
+
+
+def evaluate(ds_dir: Path, info: ModelInfo, *, depth: int = 10, top_k: int | None = None,
+             threads: int | None = None, progress: Callable[[int], None] | None = None) -> dict:
+    """The three ways `ask --mode` ranks, on the same index, and the classic BM25 baseline."""
+    from sparc_local.query.bm25 import BM25
+    from sparc_local.query.fusion import MODES, SPARC
+
+    with eval_index(ds_dir, info, top_k=top_k, threads=threads, progress=progress) as ev:
+        results = {mode: rank(ev, mode, depth) for mode in MODES}
+    ds = ev.ds
     words = BM25(ds.texts)  # the classic baseline: words, not WordPiece, and the sentence alone
     words_ranked = [[ds.ids[i] for i in words.search(q, depth)[0]] for _, q, _ in ds.queries]
-    results[SPARC]["nnz_median"] = int(np.median(np.diff(vectors.indptr)))
+    results[SPARC]["nnz_median"] = int(np.median(np.diff(ev.vectors.indptr)))
     return {"dataset": ds.name, "queries": len(ds.queries), "sentences": len(ds.ids), "model": info.id,
-            **results, "bm25_words": _metrics(words_ranked, answers, depth)}
+            **results, "bm25_words": _metrics(words_ranked, ev.answers, depth)}

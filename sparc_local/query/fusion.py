@@ -60,7 +60,7 @@ def multipliers(key_ids: Sequence[int], df: np.ndarray, max_q: np.ndarray, n_sen
         field, token = divmod(k, FIELD_BASE)
         groups.setdefault((base_of.get(field, field), token), []).append(i)
     total_w = sum(WEIGHTS.values())
-    boost = (1 + total_w) / total_w if mode == HYBRID else 1.0
+    boost = (1 + total_w) / total_w if mode == HYBRID and total_w > 0 else 1.0
     real = np.zeros(len(key_ids))
     by_field: dict[int, list[tuple[float, float, list[int]]]] = {}  # field -> (weight, max, positions)
     for (field, _), pos in groups.items():

@@ -5,7 +5,7 @@ on it, nor make the user stop it: it hands its request to the watcher. It writes
 ``requests/<id>.json`` in the data dir (0700: only this user can), atomically; the watcher
 notices it (an observer event on that folder, else its periodic root check), claims it by
 renaming it to ``<id>.taken``, applies it in its worker thread with the very library call the
-command would make (``pipeline.forget``, ``pipeline.run_index``), and writes ``<id>.done`` with the
+command would make (``forget.forget``, ``pipeline.run_index``), and writes ``<id>.done`` with the
 outcome (while it indexes, ``<id>.progress`` holds the latest ``pipeline.Progress``). The command
 waits for the answer and prints what it prints when it does the work itself. If the watcher
 exits without answering, the command takes the lock and does the work itself: `index` and
@@ -149,16 +149,17 @@ def apply(index, request: Request, model, encoder_factory: Callable[[], object],
     """The watcher's side of a request: the library call its command makes, with its arguments.
     What it reports on the way is appended to ``events`` for the command to print; an `index`
     ended by ``should_stop`` returns a report marked ``stopped``."""
-    from sparc_local import pipeline as indexer
+    from sparc_local import pipeline
+    from sparc_local.forget import forget as forget_path
 
     a = request.args
     if request.kind == "forget":
-        return indexer.forget(index, a["path"])
+        return forget_path(index, a["path"])
     if request.kind == "index":
-        return indexer.run_index(
+        return pipeline.run_index(
             index, list(a["paths"]), model, encoder_factory, exclude=a.get("exclude", ()),
             include_hidden=bool(a.get("include_hidden")), ignore_files=bool(a.get("ignore_files", True)),
-            max_sentences=int(a.get("max_sentences", indexer.MAX_SENTENCES)),
+            max_sentences=int(a.get("max_sentences", pipeline.MAX_SENTENCES)),
             on_error=lambda p, r: events.append(["error", p, r]),
             on_capped=lambda p, n: events.append(["capped", p, n]), on_progress=on_progress,
             should_stop=should_stop)
@@ -260,7 +261,7 @@ def index(roots: list[str], options: dict, local: Callable[[], T], *, wait: floa
 
 def forget(path: str, local: Callable[[], T], *, wait: float) -> T:
     """`forget` of an absolute ``path``: ``local()`` or the running watcher. Returns a ForgetReport."""
-    from sparc_local.pipeline import ForgetReport
+    from sparc_local.forget import ForgetReport
 
     return as_writer("sparc-local forget", wait, local, Request("forget", dict(path=path)),
                      lambda ok: ForgetReport(**ok))
