@@ -6,9 +6,9 @@ Each part is divided by the question's maximum attainable score, the sum over it
 largest stored value (read from the blob headers, an upper bound), so each lies in [0, 1] and
 the weights mean the same for every question. The dense+sparse hybrid paper standardizes the two
 scores instead; on the training sets the three normalizations (z-score, divide by the top
-score, divide by the attainable maximum) were within 0.003 MRR@10 of each other, and only the
-last keeps the fused score a weighted sum of stored postings with per-question weights, which
-``maxscore.top_k_blobs`` ranks exactly in one pruned pass (``benchmarks/hybrid_tune.py``).
+score, divide by the attainable maximum) were within 0.003 MRR@10 of each other in an
+exhaustive offline comparison, and only the last keeps the fused score a weighted sum of stored
+postings with per-question weights, which ``maxscore.top_k_blobs`` ranks exactly in one pruned pass.
 
 BM25's idf, log(1 + (N − df + 0.5) / (df + 0.5)), comes from the index at question time: N is
 the number of sentences written to its segments and df a key's postings, both counting
@@ -27,8 +27,8 @@ from sparc_local.model.lexical import FIELD_BASE, PARAGRAPH_FIELD, PENDING, SENT
 
 HYBRID, SPARC, BM25 = "hybrid", "sparc", "bm25"
 MODES = (HYBRID, SPARC, BM25)
-# chosen on the training sets (du2017-train, and its held-out articles), never the evaluation
-# sets: MRR@10 0.7793 / 0.7960 against SPARC's 0.7585 / 0.7900 (benchmarks/hybrid_tune.py)
+# chosen on training data (du2017-train, and its held-out articles a42-a43), never the evaluation
+# sets: MRR@10 0.7787 / 0.7960 against SPARC's 0.7583 / 0.7925 (benchmarks/hybrid_tune.py)
 WEIGHTS = {SENTENCE_FIELD: 0.5, PARAGRAPH_FIELD: 0.3}
 _RESOLUTION = 1 << 24  # integer steps per unit of fused score, fewer if the sum would overflow int32
 _INT_MAX = (1 << 31) - 1
