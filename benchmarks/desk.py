@@ -18,7 +18,11 @@ files, split by "|", where the same text ships twice: the shared-mime-info spec 
 and a substring of its answer sentence, located by hand. Prints:
 
 - sentence level: hit@1 and MRR@10, where a hit is a result from the right file whose sentence
-  contains the answer substring (whitespace normalised);
+  contains the answer substring (whitespace normalised); a result is what `ask` shows, one per
+  passage (its best sentence), so the rank counts passages; passage level: the same, where the
+  answer may also be one of the passage's collapsed sentences ("+N more from this passage");
+- the no-answer signal (hybrid mode): how many top answers `ask` calls unlikely, among the hits
+  at 1 and among the rest;
 - file level: MRR@10 of the first result from the right file;
 - the counts behind them, and what the desk's sentences look like (how many, how many with no
   word character, how many occur verbatim in 5 or more files), measured with the same tree's
@@ -149,9 +153,12 @@ def main() -> None:
     ap.add_argument("--tree", type=Path, default=HERE.parent, help="the checkout of sparc-local to measure")
     ap.add_argument("--reuse", action="store_true", help="ask against the index of the last run")
     ap.add_argument("--misses", action="store_true", help="print each question's top result when it misses")
+    ap.add_argument("--mode", default="hybrid", help="ask --mode (hybrid, sparc, bm25)")
+    ap.add_argument("--home", type=Path, default=BENCH / "home",
+                    help="the scratch SPARC_LOCAL_HOME (one per concurrent run)")
     args = ap.parse_args()
     tree = args.tree.resolve()
-    home = BENCH / "home"
+    home = args.home.resolve()
     if not args.reuse:
         versions = build_desk()
         print("packages:", ", ".join(f"{p} {v}" for p, v in versions.items()))
@@ -165,35 +172,39 @@ def main() -> None:
     print("desk:", ", ".join(f"{v} {k}" for k, v in shape.items()))
 
     questions = read_questions()
-    hits1 = 0
-    rr = file_rr = 0.0
-    found = file_found = 0
+    hits = {"sentence": Counter(), "passage": Counter(), "file": Counter()}  # level -> hit@1, found, rr
+    unlikely = Counter()  # (hit at 1, top answer called unlikely)
     for question, name, answer in questions:
-        results = json.loads(cli(tree, home, "ask", "--json", "-k", str(TOP_K), question).stdout)
+        results = json.loads(cli(tree, home, "ask", "--json", "-k", str(TOP_K), "--mode", args.mode,
+                                 question).stdout)
         targets = {str(DESK / n) for n in name.split("|")}
         want = norm(answer)
-        rank = file_rank = None
+        ranks: dict[str, int] = {}
         for i, r in enumerate(results, 1):
             if r["path"] in targets:
-                file_rank = file_rank or i
+                ranks.setdefault("file", i)
                 if want in norm(r["sentence"]):
-                    rank = i
-                    break
-        if rank is not None:
-            found += 1
-            rr += 1 / rank
-            hits1 += rank == 1
-        if file_rank is not None:
-            file_found += 1
-            file_rr += 1 / file_rank
+                    ranks.setdefault("sentence", i)
+                if any(want in norm(s) for s in [r["sentence"], *(c["sentence"] for c in r.get("collapsed", []))]):
+                    ranks.setdefault("passage", i)
+        for level, rank in ranks.items():
+            hits[level].update({"hit@1": rank == 1, "found": 1, "rr": 1 / rank})
+        rank = ranks.get("sentence")
+        if results and results[0].get("likely") is not None:
+            unlikely[rank == 1, not results[0]["likely"]] += 1
         if args.misses and rank != 1:
             top = results[0] if results else {"path": "-", "sentence": ""}
             print(f"  [{rank or '-'}] {question}\n      top: {Path(top['path']).name}: {top['sentence'][:110]!r}")
     n = len(questions)
     print(f"questions: {n}")
-    print(f"sentence: hit@1 {hits1 / n:.3f} ({hits1}/{n}), MRR@{TOP_K} {rr / n:.3f} (found in top {TOP_K}: {found}/{n})")
-    print(f"file: MRR@{TOP_K} {file_rr / n:.3f} (found in top {TOP_K}: {file_found}/{n})")
-
+    for level, note in (("sentence", "the sentence shown"), ("passage", "the sentence shown or one collapsed "
+                                                                        "under it"), ("file", "")):
+        h = hits[level]
+        print(f"{level}: hit@1 {h['hit@1'] / n:.3f} ({h['hit@1']}/{n}), MRR@{TOP_K} {h['rr'] / n:.3f} "
+              f"(found in top {TOP_K}: {h['found']}/{n})" + (f"; {note}" if note else ""))
+    if unlikely:
+        print(f"top answer called unlikely: {unlikely[True, True]} of {unlikely[True, True] + unlikely[True, False]} "
+              f"hits at 1, {unlikely[False, True]} of {unlikely[False, True] + unlikely[False, False]} others")
 
 if __name__ == "__main__":
     main()

@@ -18,11 +18,12 @@ import pytest
 import typer.main
 from typer.testing import CliRunner
 
-from sparc_local.query.ask import Answer
+from sparc_local.query import ask as ask_module
+from sparc_local.query.ask import Answer, collapse
 from sparc_local.cli.app import app
 from sparc_local.cli.common import run_ask
 from sparc_local.cli.entry import ASK_FLAGS, ASK_VALUES, plain_ask
-from sparc_local.cli.render import _Style, format_answers
+from sparc_local.cli.render import NO_LIKELY_ANSWER, _Style, format_answers
 
 pytestmark = pytest.mark.usefixtures("active_tiny")
 
@@ -138,7 +139,8 @@ def test_piped_output_is_plain_text(docs: Path):
     assert result.exit_code == 0
     assert answers[0]["sentence"] == "Green tea should steep for three minutes."
     assert result.output == "".join(f"{a['rank']}. {a['path']}:{a['line']}  score {a['score']:.2f}\n"
-                                    f"   {a['context']}\n" for a in answers)
+                                    f"   {a['context']}\n" + (f"   +{len(a['collapsed'])} more from this passage\n"
+                                                             if a["collapsed"] else "") for a in answers)
     assert "**" not in result.output and "\x1b" not in result.output
 
 
@@ -222,6 +224,68 @@ def test_ask_in_a_terminal_of_40_columns(docs: Path):
         f"\x1b[1m1.\x1b[0m {docs / 'tea.md'}:3  \x1b[2mscore {score:.2f}\x1b[0m\n"
         "   Tea \x1b[1;33mGreen tea should steep for three\x1b[0m\n"  # the heading leads its paragraph
         "   \x1b[1;33mminutes.\x1b[0m Then drink it.\n")
+
+
+# ------------------------------------------------------------------------------------ passages, no answer
+
+
+def test_sentences_of_one_passage_collapse_into_one_result(docs: Path, monkeypatch: pytest.MonkeyPatch):
+    """The tea paragraph's three sentences take one result, its best; the next passage comes
+    second, fetched even when the first fetch holds a single passage."""
+    monkeypatch.setattr(ask_module, "FETCH_FACTOR", 1)  # -k 2 fetches 2 sentences first: both tea's
+    answers = json.loads(runner.invoke(app, ["ask", "green tea steep", "--json", "-k", "2"]).output)
+    first, second = answers
+    assert [a["rank"] for a in answers] == [1, 2]
+    assert (first["path"], first["sentence"]) == (str(docs / "tea.md"), "Green tea should steep for three minutes.")
+    assert second["path"] != first["path"] and second["collapsed"] == []
+    # each collapsed sentence keeps its own score, between the passage's best and the next passage's
+    assert sorted((c["sentence"], c["page"], c["line"]) for c in first["collapsed"]) == [
+        ("Tea", None, 1), ("Then drink it.", None, 3)]
+    scores = [c["score"] for c in first["collapsed"]]
+    assert first["score"] >= scores[0] >= scores[1] >= second["score"]
+    result = runner.invoke(app, ["ask", "green tea steep", "-k", "2"])
+    assert (result.exit_code, result.output) == (0, (
+        f"1. {docs / 'tea.md'}:3  score {first['score']:.2f}\n"
+        "   Tea Green tea should steep for three minutes. Then drink it.\n"
+        "   +2 more from this passage\n"
+        f"2. {second['path']}:{second['line']}  score {second['score']:.2f}\n"
+        f"   {second['context']}\n"))
+    # -k 1: only what ranks above the last passage shown is collapsed (none here)
+    assert json.loads(runner.invoke(app, ["ask", "green tea steep", "--json", "-k", "1"]).output)[0]["collapsed"] \
+        == [c for c in first["collapsed"] if c["score"] >= first["score"]]
+
+
+def test_collapse_keeps_what_ranks_above_the_last_passage_shown():
+    def a(score: float, file_id: int, context: str) -> Answer:
+        return Answer(0, score, f"/d/{file_id}", None, 1, f"s{score}", context, file_id=file_id)
+
+    ranked = [a(9, 1, "p"), a(8, 1, "p"), a(7, 2, "p"), a(6, 1, "q"), a(5, 1, "p"), a(4, 3, "r")]
+    shown = collapse(ranked, 3)
+    assert [(x.rank, x.score, [c.score for c in x.collapsed]) for x in shown] == [(1, 9, [8]), (2, 7, []), (3, 6, [])]
+    # fewer passages than k: every sentence fetched is collapsed under its passage
+    shown = collapse([a(9, 1, "p"), a(8, 1, "p"), a(1, 1, "p")], 3)
+    assert [(x.rank, x.score, [c.score for c in x.collapsed]) for x in shown] == [(1, 9, [8, 1])]
+
+
+def test_a_nonsense_question_has_no_likely_answer(docs: Path):
+    """Hybrid mode says when even the best answer is unlikely (ask.LIKELY_SCORE, calibrated by
+    benchmarks/no_answer.py); the sparc and bm25 modes keep raw scores and say nothing."""
+    answers = json.loads(runner.invoke(app, ["ask", "zzzzqqq", "--json", "-k", "2"]).output)
+    assert [a["likely"] for a in answers] == [False, False]
+    result = runner.invoke(app, ["ask", "zzzzqqq", "-k", "2"])
+    assert (result.exit_code, result.output) == (0, NO_LIKELY_ANSWER + "\n" + "".join(
+        f"{a['rank']}. {a['path']}:{a['line']}  score {a['score']:.2f}\n   {a['context']}\n"
+        + (f"   +{len(a['collapsed'])} more from this passage\n" if a["collapsed"] else "") for a in answers))
+    assert result.output.startswith("No likely answer; the closest:\n1. ")
+    for mode in ("sparc", "bm25"):
+        raw = runner.invoke(app, ["ask", "zzzzqqq", "-k", "2", "--mode", mode])
+        assert raw.exit_code == 0 and not raw.output.startswith(NO_LIKELY_ANSWER), mode
+        raw_answers = json.loads(runner.invoke(app, ["ask", "zzzzqqq", "--json", "--mode", mode]).output)
+        assert all(a["likely"] is None for a in raw_answers), mode
+    assert json.loads(runner.invoke(app, ["ask", "zzzzqqq", "--json", "--mode", "sparc"]).output)  # raw: answers
+    real = json.loads(runner.invoke(app, ["ask", "museum ticket", "--json", "-k", "2"]).output)
+    assert real[0]["sentence"] == "The museum ticket was for the history of music." and real[0]["likely"] is True
+    assert not runner.invoke(app, ["ask", "museum ticket", "-k", "2"]).output.startswith(NO_LIKELY_ANSWER)
 
 
 # ------------------------------------------------------------------------------------ usage lines

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from sparc_local.status import Status
 
 CONTEXT_CHARS = 200  # context shown on each side of the answering sentence
+NO_LIKELY_ANSWER = "No likely answer; the closest:"
 
 
 def _stdout() -> Console:
@@ -194,17 +195,21 @@ def _styled_line(words: list[list[Span]], style: _Style) -> str:
 def format_answers(answers: list[Answer], explain: bool = False, style: _Style | None = None,
                    width: int | None = None) -> str:
     """What `ask` prints.  On a terminal (``width`` columns) the text of an answer wraps between
-    words and hangs under its rank; elsewhere each part is one plain line, for grep and the like."""
+    words and hangs under its rank; elsewhere each part is one plain line, for grep and the like.
+    One answer per passage, with how many of its other sentences ranked as high; a first line
+    says when even the best answer is unlikely (hybrid mode, ``ask.LIKELY_SCORE``)."""
     style = style or _Style(False)
     if not answers:
         return "No answer found.\n"
-    lines = []
+    lines = [NO_LIKELY_ANSWER] if answers[0].likely is False else []
     for a in answers:
         lines.append(f"{style(f'{a.rank}.', _RANK)} {_where(a)}  {style(f'score {a.score:.2f}', _DIM)}")
         if width is None:  # the context as it is: one line, its own whitespace kept
             lines.append(" " * _INDENT + "".join(style(t, c) for t, c in _in_context(a)))
         else:
             lines += _wrap(_words(_in_context(a)), width, style)
+        if a.collapsed:
+            lines.append(" " * _INDENT + style(f"+{len(a.collapsed)} more from this passage", _DIM))
         if explain:
             terms = [f"{t} {v:.2f}" for t, v in a.contributions.items()] or ["no matching token"]
             parts = [[(f"{'=' if i == 0 else '+'} {term}", _DIM)] for i, term in enumerate(terms)]

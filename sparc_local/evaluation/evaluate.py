@@ -14,6 +14,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 from pathlib import Path
 
 import numpy as np
@@ -24,6 +25,9 @@ from sparc_local.evaluation import reqa
 from sparc_local.model.info import INDEX_MODEL_KEY, ModelInfo, load_tokenizer
 from sparc_local.model.lexical import Lexical
 from sparc_local.model.sparse import SparseVectors
+
+if TYPE_CHECKING:
+    from sparc_local.index.store import Index
 
 CACHE_K = 1000  # encode once at the largest K we study; smaller K is a prefix of it
 
@@ -76,11 +80,41 @@ class EvalIndex:
     to_sid: dict[int, str]
 
 
+def fill_index(index: Index, ds: reqa.ReqaSet, vectors: SparseVectors, info: ModelInfo,
+               keep: Callable[[str], bool] | None = None) -> dict[int, str]:
+    """Write the set's passages (those ``keep`` accepts, by passage id) into an empty index, each
+    as a file of one paragraph, with their encoded ``vectors``; returns db sentence id -> the
+    set's sentence id."""
+    from sparc_local.batch_writer import BatchWriter
+    from sparc_local.index.store import FileUpdate, SentenceRow
+
+    index.set_meta(INDEX_MODEL_KEY, info.id)
+    by_passage: dict[str, list[int]] = {}
+    for i, p in enumerate(ds.passages):
+        if keep is None or keep(p):
+            by_passage.setdefault(p, []).append(i)
+    writer = BatchWriter(index, None, merge=False)  # the vectors are the cached ones
+    lexical = Lexical.of(info)
+    for passage, members in by_passage.items():
+        text = " ".join(ds.texts[i] for i in members)
+        rows = [SentenceRow(text=ds.texts[i], context=text, offset_in_context=text.find(ds.texts[i]))
+                for i in members]
+        sub = vectors.slice(members[0], members[-1] + 1)  # a passage's sentences are consecutive
+        writer.add(FileUpdate(path=passage, size=0, mtime=0.0, hash=passage, sentences=rows, vectors=sub,
+                              lexical=lexical.rows(rows)))
+    writer.flush()
+    index.merge_all()
+    # db sentence ids -> dataset sentence ids (rows were inserted in passage order)
+    db_ids = [r[0] for r in index.conn.execute(
+        "SELECT s.id FROM sentences s JOIN files f ON f.id = s.file_id ORDER BY f.path, s.id")]
+    order = [i for p in sorted(by_passage) for i in by_passage[p]]
+    return {db: ds.ids[i] for db, i in zip(db_ids, order)}
+
+
 @contextlib.contextmanager
 def eval_index(ds_dir: Path, info: ModelInfo, *, top_k: int | None = None, threads: int | None = None,
                progress: Callable[[int], None] | None = None) -> Iterator[EvalIndex]:
-    from sparc_local.batch_writer import BatchWriter
-    from sparc_local.index.store import FileUpdate, Index, SentenceRow
+    from sparc_local.index.store import Index
     from sparc_local.query.searcher import Searcher
     from sparc_local.query.tokens import query_token_ids
 
@@ -91,28 +125,10 @@ def eval_index(ds_dir: Path, info: ModelInfo, *, top_k: int | None = None, threa
     skip = info.skip_array()
     with tempfile.TemporaryDirectory(dir=paths.user_dir()) as tmp:
         index = Index(Path(tmp) / "eval.db")
-        index.set_meta(INDEX_MODEL_KEY, info.id)
-        by_passage: dict[str, list[int]] = {}
-        for i, p in enumerate(ds.passages):
-            by_passage.setdefault(p, []).append(i)
-        writer = BatchWriter(index, None, merge=False)  # the vectors are the cached ones
-        lexical = Lexical.of(info)
-        for passage, members in by_passage.items():
-            text = " ".join(ds.texts[i] for i in members)
-            rows = [SentenceRow(text=ds.texts[i], context=text, offset_in_context=text.find(ds.texts[i]))
-                    for i in members]
-            sub = vectors.slice(members[0], members[-1] + 1)  # a passage's sentences are consecutive
-            writer.add(FileUpdate(path=passage, size=0, mtime=0.0, hash=passage, sentences=rows, vectors=sub,
-                                  lexical=lexical.rows(rows)))
-        writer.flush()
-        index.merge_all()
-        # db sentence ids -> dataset sentence ids (rows were inserted in passage order)
-        db_ids = [r[0] for r in index.conn.execute(
-            "SELECT s.id FROM sentences s JOIN files f ON f.id = s.file_id ORDER BY f.path, s.id")]
-        order = [i for p in sorted(by_passage) for i in by_passage[p]]
+        to_sid = fill_index(index, ds, vectors, info)
         try:
             yield EvalIndex(ds, vectors, Searcher(index), [query_token_ids(tokenizer, q, skip) for _, q, _ in ds.queries],
-                            [set(a) for _, _, a in ds.queries], {db: ds.ids[i] for db, i in zip(db_ids, order)})
+                            [set(a) for _, _, a in ds.queries], to_sid)
         finally:
             index.close()
 

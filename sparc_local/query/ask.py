@@ -5,7 +5,8 @@ This module is the whole `ask` path. It must never import onnxruntime or the enc
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+import re
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -22,8 +23,21 @@ from sparc_local.index.store import Index
 _FIELD_LABELS = {SENTENCE_FIELD: " (bm25)", PARAGRAPH_FIELD: " (bm25, context)"}
 
 
+# The fused score (``fusion.HYBRID``, in [0, 1.8]) below which the top answer is rarely right:
+# 95% of right top answers score more, chosen on training data only (du2017-train: questions
+# whose answer is indexed, questions whose article is not, nonsense), see benchmarks/no_answer.py
+# for the figures.  Re-run it when ``fusion.WEIGHTS`` or the model change.  The sparc and bm25
+# modes keep raw scores: no threshold.
+LIKELY_SCORE = 0.58
+_WORD = re.compile(r"\w{3,}")  # a question's words that count for shares_word
+FETCH_FACTOR = 3  # sentences fetched per passage shown, more while k passages are not filled
+
+
 @dataclass
 class Answer:
+    """One passage's best sentence (its ``rank`` counts passages), with the passage's other
+    sentences that outrank the last passage shown (``collapsed``, each with its own score)."""
+
     rank: int
     score: float
     path: str
@@ -34,12 +48,53 @@ class Answer:
     offset: int = field(repr=False, default=0)  # the sentence's offset inside context
     sentence_id: int = field(repr=False, default=0)
     contributions: dict[str, float] = field(repr=False, default_factory=dict)
+    likely: bool | None = None  # hybrid mode: a likely answer (Asker.ask); None: raw scores, no threshold
+    collapsed: list[Answer] = field(default_factory=list)
+    file_id: int | None = field(repr=False, default=None)
+
+    @property
+    def passage(self) -> tuple[int | None, str]:
+        """What sentences of one passage share: their file and their context (a paragraph)."""
+        return self.file_id, self.context
 
     def to_json(self) -> dict:
-        d = asdict(self)
-        for private in ("offset", "contributions", "sentence_id"):
-            d.pop(private)
+        d = {name: getattr(self, name) for name in _JSON_FIELDS}
+        d["collapsed"] = [{name: getattr(c, name) for name in _COLLAPSED_FIELDS} for c in self.collapsed]
         return d
+
+
+_JSON_FIELDS = ("rank", "score", "path", "page", "line", "sentence", "context", "likely")
+_COLLAPSED_FIELDS = ("score", "page", "line", "sentence")
+
+
+def shares_word(question: str, context: str) -> bool:
+    """Whether a word of the question (3 characters or more, any case) occurs in the passage.
+    A nonsense question matches only through subword pieces ("zzzzqqq" through the "zzzz" of
+    some option's text), with a score as high as a real question's; a right answer's passage
+    nearly always holds a word of its question (benchmarks/no_answer.py: 99.8% of them, none of
+    the random strings').  A substring test, so a script written without spaces counts too."""
+    text = context.casefold()
+    return any(w in text for w in _WORD.findall(question.casefold()))
+
+
+def collapse(answers: list[Answer], k: int) -> list[Answer]:
+    """The best sentence of each of the top ``k`` passages (same file, same context: a
+    paragraph), ranked; ``answers`` are ranked by score, and hold every sentence scoring at
+    least the k-th passage's best.  A passage keeps in ``collapsed`` its other sentences that
+    score that much: the slots they would have taken (all of them when fewer than k passages
+    match)."""
+    best: dict[tuple[int | None, str], Answer] = {}
+    for a in answers:
+        if a.passage in best:
+            best[a.passage].collapsed.append(a)
+        else:
+            best[a.passage] = a
+    shown = list(best.values())[:k]
+    floor = shown[-1].score if len(shown) == k else float("-inf")
+    for rank, a in enumerate(shown, 1):
+        a.rank = rank
+        a.collapsed = [c for c in a.collapsed if c.score >= floor]
+    return shown
 
 
 class Asker:
@@ -59,9 +114,11 @@ class Asker:
     def ask(self, question: str, k: int = 10, path_glob: str | None = None, ext: str | None = None,
             explain: bool = False, since: float | None = None, before: float | None = None,
             mode: str = fusion.HYBRID) -> list[Answer]:
-        """The top ``k`` answers among the files the filters keep (``pathfilter.PathFilter``:
+        """The top ``k`` passages among the files the filters keep (``pathfilter.PathFilter``:
         ``since``/``before`` bound the modification time, in seconds since the epoch), ranked by
-        ``mode`` (``fusion.MODES``)."""
+        ``mode`` (``fusion.MODES``), each as its best sentence (``collapse``).  In hybrid mode
+        each says whether it is a likely answer: a score of LIKELY_SCORE or more, and a word of
+        the question in its passage (``shares_word``)."""
         tokens = self.tokens(question)
         if len(tokens) == 0:
             raise NoQueryTokens(f'the question "{question}" has no word to search for',
@@ -69,20 +126,34 @@ class Asker:
                                 "are ignored.")
         bounded = since is not None or before is not None
         file_filter = PathFilter(path_glob, ext, since, before) if path_glob or ext or bounded else None
-        ids, scores = self.searcher.search(tokens, n=k, file_filter=file_filter, mode=mode)
+        want = k * FETCH_FACTOR
+        while True:
+            ids, scores = self.searcher.search(tokens, n=want, file_filter=file_filter, mode=mode)
+            found = self._answers(ids, scores)
+            if len(ids) < want or len({a.passage for a in found}) >= k:
+                break
+            want *= 4
+        answers = collapse(found, k)
+        if mode == fusion.HYBRID:
+            for a in answers:
+                a.likely = a.score >= LIKELY_SCORE and shares_word(question, a.context)
+        if explain and answers:
+            per = self.searcher.explain(tokens, [a.sentence_id for a in answers], mode=mode)
+            for answer, contrib in zip(answers, per):
+                answer.contributions = {self._label(int(key)): round(float(v), 3)
+                                        for key, v in sorted(contrib.items(), key=lambda kv: -kv[1]) if v > 0}
+        return answers
+
+    def _answers(self, ids: np.ndarray, scores: np.ndarray) -> list[Answer]:
+        """The sentences of a ranking, one Answer each (rank 0 until collapsed)."""
         rows = {row["id"]: row for row in self.index.sentences(ids)}
         answers: list[Answer] = []
         for i, score in zip(ids.tolist(), scores.tolist()):
             row = rows.get(i)
             if row is None or row["path"] is None:  # removed since the search (a writer committed)
                 continue
-            answers.append(Answer(len(answers) + 1, round(score, 4), row["path"], row["page"], row["line"],
-                                  row["text"], row["context"], row["offset_in_context"], row["id"]))
-        if explain and answers:
-            per = self.searcher.explain(tokens, [a.sentence_id for a in answers], mode=mode)
-            for answer, contrib in zip(answers, per):
-                answer.contributions = {self._label(int(key)): round(float(v), 3)
-                                        for key, v in sorted(contrib.items(), key=lambda kv: -kv[1]) if v > 0}
+            answers.append(Answer(0, round(score, 4), row["path"], row["page"], row["line"], row["text"],
+                                  row["context"], row["offset_in_context"], row["id"], file_id=row["file_id"]))
         return answers
 
     def _label(self, key: int) -> str:

@@ -1,0 +1,141 @@
+"""When is `ask`'s best answer no answer?  The hybrid score's threshold (issue 17), from training data.
+
+    SPARC_LOCAL_HOME=~/.cache/sparc-local-train/evalhome python benchmarks/no_answer.py
+
+Training data only: du2017-train calibrates, squad-train-head checks (never squad-dev or
+newsqa-dev, the evaluation sets).  The calibration index holds the passages of du2017-train's
+even-numbered articles (a00, a02, ...), written by ``evaluate.fill_index`` with the `eval`
+encoding cache (SPARC_LOCAL_HOME above holds it for the shipped model), and every question is
+asked through ``query.ask.Asker``, the `ask` path, in hybrid mode.  Three kinds of question:
+
+- answerable: its answer sentence is indexed (the even articles' questions);
+- absent: a real question whose article is not indexed (the odd articles' questions);
+- nonsense: random letter strings such as "zzzzqqq" (seeded).
+
+A top answer is right when it is one of its question's answer sentences.  The threshold is the
+highest score that keeps RECALL of the right top answers at or above it: below it the top answer
+is rarely right, and the signal rarely hides a right one.  Printed for it (and other recalls):
+that recall, the precision (right answers among all top answers called likely, over the three
+kinds), and the share of each kind called unlikely; the F1-best threshold for comparison; the
+same for `ask`'s own rule (``ask.LIKELY_SCORE`` and a question word in the passage, read from
+the answers); then the same figures on squad-train-head (its own index, every question
+answerable, with nonsense).
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import string
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from sparc_local import paths
+from sparc_local.errors import NoQueryTokens
+from sparc_local.evaluation import reqa
+from sparc_local.evaluation.evaluate import encode_corpus, fill_index
+from sparc_local.index.store import Index
+from sparc_local.model.info import active_model
+from sparc_local.query import fusion
+from sparc_local.query.ask import LIKELY_SCORE, Asker
+
+DATA = Path("/work/shared/data/reqa")
+RECALL = 0.95  # right top answers kept "likely"
+NONSENSE = 500  # random letter strings asked
+SEED = 17
+
+
+def nonsense(n: int, seed: int = SEED) -> list[str]:
+    rng = random.Random(seed)
+    return ["zzzzqqq"] + ["".join(rng.choices(string.ascii_lowercase, k=rng.randint(4, 12))) for _ in range(n - 1)]
+
+
+def top_answers(ds: reqa.ReqaSet, ds_dir: Path, keep,
+                questions: list[tuple[str, set[str]]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(top hybrid score, top answer right, `ask` calls it likely) per question, on an index of
+    the passages ``keep`` accepts."""
+    info = active_model()
+    vectors = encode_corpus(ds, ds_dir, info, threads=None).head(info.top_k)
+    scores, right, likely = [], [], []
+    with tempfile.TemporaryDirectory(dir=paths.user_dir()) as tmp:
+        with Index(Path(tmp) / "calibrate.db") as index:
+            to_sid = fill_index(index, ds, vectors, info, keep=keep)
+            asker = Asker(index, info)
+            for question, gold in questions:
+                try:
+                    top = asker.ask(question, k=1, mode=fusion.HYBRID)
+                except NoQueryTokens:  # no searchable token: no answer at all
+                    top = []
+                scores.append(top[0].score if top else 0.0)
+                right.append(bool(top) and to_sid[top[0].sentence_id] in gold)
+                likely.append(bool(top) and bool(top[0].likely))
+    return np.array(scores), np.array(right), np.array(likely)
+
+
+def article(passage: str) -> int:
+    return int(passage.split("_")[0][1:])  # "a07_003": article 7
+
+
+def figures(above: np.ndarray, right: np.ndarray, kinds: dict[str, np.ndarray]) -> str:
+    """Recall and precision of the right top answers among those called likely (``above``), and
+    the share of each kind of question called unlikely."""
+    recall = (above & right).sum() / max(right.sum(), 1)
+    precision = (above & right).sum() / max(above.sum(), 1)
+    flagged = ", ".join(f"{name} {np.mean(~above[m]):.3f}" for name, m in kinds.items())
+    return f"recall {recall:.3f}, precision {precision:.3f}; flagged: {flagged}"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--calibrate", type=Path, default=DATA / "du2017-train")
+    ap.add_argument("--check", type=Path, default=DATA / "squad-train-head")
+    args = ap.parse_args()
+
+    ds = reqa.load(args.calibrate)
+    passage_of = dict(zip(ds.ids, ds.passages))
+    indexed = lambda p: article(p) % 2 == 0  # noqa: E731
+    asked = [(q, set(a)) for _, q, a in ds.queries] + [(q, set()) for q in nonsense(NONSENSE)]
+    s, right, likely = top_answers(ds, args.calibrate, indexed, asked)
+    n_real = len(ds.queries)
+    answerable = np.zeros(len(asked), bool)
+    answerable[:n_real] = [any(indexed(passage_of[a]) for a in gold) for _, gold in asked[:n_real]]
+    absent = np.zeros(len(asked), bool)
+    absent[:n_real] = ~answerable[:n_real]
+    junk = np.zeros(len(asked), bool)
+    junk[n_real:] = True
+    kinds = {"answerable wrong": answerable & ~right, "answerable right": right, "absent": absent,
+             "nonsense": junk}
+    print(f"{ds.name}: {answerable.sum()} answerable, {absent.sum()} absent, {junk.sum()} nonsense questions; "
+          f"top answer right for {right.sum()} ({right.sum() / answerable.sum():.3f} of answerable)")
+    for name, m in kinds.items():
+        q = np.quantile(s[m], [0.05, 0.25, 0.5, 0.75, 0.95])
+        print(f"  {name:17} top score p5/25/50/75/95: " + " / ".join(f"{v:.3f}" for v in q))
+    for level in (0.99, RECALL, 0.9, 0.8):
+        t = float(np.quantile(s[right], 1 - level, method="lower"))
+        print(f"{'threshold' if level == RECALL else 'at'} {t:.3f} (right top answers kept: {level:.0%}): "
+              f"{figures(s >= t, right, kinds)}")
+    t = float(np.quantile(s[right], 1 - RECALL, method="lower"))
+    grid = np.unique(s)
+    f1 = [2 * (s[right] >= g).sum() / ((s >= g).sum() + right.sum()) for g in grid]
+    best = float(grid[int(np.argmax(f1))])
+    print(f"F1-best threshold {best:.3f} (F1 {max(f1):.3f}): {figures(s >= best, right, kinds)}")
+    print(f"ask.LIKELY_SCORE {LIKELY_SCORE:.3f} alone: {figures(s >= LIKELY_SCORE, right, kinds)}")
+    print(f"`ask` (LIKELY_SCORE and a question word in the passage): {figures(likely, right, kinds)}")
+
+    if args.check:
+        check = reqa.load(args.check)
+        asked = [(q, set(a)) for _, q, a in check.queries] + [(q, set()) for q in nonsense(NONSENSE, SEED + 1)]
+        s2, right2, likely2 = top_answers(check, args.check, None, asked)
+        junk2 = np.zeros(len(asked), bool)
+        junk2[len(check.queries):] = True
+        kinds2 = {"answerable wrong": ~junk2 & ~right2, "answerable right": right2, "nonsense": junk2}
+        print(f"{check.name}: {len(check.queries)} answerable (top answer right for {right2.sum()}), "
+              f"{junk2.sum()} nonsense questions")
+        print(f"  calibrated {t:.3f} alone: {figures(s2 >= t, right2, kinds2)}")
+        print(f"  `ask`: {figures(likely2, right2, kinds2)}")
+
+
+if __name__ == "__main__":
+    main()
