@@ -16,9 +16,13 @@ newsqa-dev, top-1000 per sentence, cut to the shipped model's K), resampled to r
   pair at its real rank, so the per-token document frequencies and weight distributions are
   those of the real model, while co-occurrence is only half kept (no duplicate sentences).
   Texts are the real sentence and paragraph texts, so the database's text share is realistic.
+* Lexical postings (BM25 impacts of the sentence and of its paragraph, ``model/lexical.Lexical``)
+  are computed from those real texts once per real passage; a copy carries its passage's (the
+  same texts, so the same impacts), so df of a lexical key grows with the copies as it would
+  with repeated text.
 
-Indexes are built through the product's write path: ``Index.write_files`` in batches of
-``--batch`` sentences (one file per passage copy), tiered merges after each batch, ``Index.compact`` and a
+Indexes are built through the product's write path: ``Index.write_files`` (vectors and lexical
+postings) in batches of ``--batch`` sentences (one file per passage copy), tiered merges after each batch, ``Index.compact`` and a
 WAL checkpoint at the end (as the indexer does).  They are cached under ``--workdir`` (keyed by the
 schema version and ``postings.LAYOUT_VERSION``) and reused by later runs.
 
@@ -56,8 +60,8 @@ import numpy as np
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "reqa"
 EVAL_HOME = Path(os.environ.get("SPARC_BENCH_EVAL_HOME") or Path.home() / ".cache" / "sparc-local-train" / "evalhome")
-BUILD = 4  # the build procedure (bumped when it changes: 2 = Index.compact at the end, 3 = it reclaims pages,
-#             4 = compact merges a first run into one segment)
+BUILD = 5  # the build procedure (bumped when it changes: 2 = Index.compact at the end, 3 = it reclaims pages,
+#             4 = compact merges a first run into one segment, 5 = lexical postings beside the vectors)
 PARAGRAPH = 5  # sentences per stored paragraph (a NewsQA passage is a whole story)
 # ask --path filters timed against unfiltered search: (label, glob)
 FILTERS = [
@@ -76,10 +80,17 @@ def _parse_size(s: str) -> int:
 # --------------------------------------------------------------------------- data
 
 
+def _paragraph(texts: list[str]) -> tuple[str, list[int]]:
+    """A stored paragraph of consecutive sentences: its text and each sentence's offset in it."""
+    return " ".join(texts), np.cumsum([0] + [len(t) + 1 for t in texts[:-1]]).tolist()
+
+
 def load_real(info, eval_home: Path) -> list[dict]:
-    """Real passages (paragraphs): [{name, texts, T (n, K) token ids, W (n, K) weights}] for both sets."""
+    """Real passages (paragraphs): [{name, texts, T (n, K) token ids, W (n, K) weights,
+    L lexical postings (SparseVectors, a row per sentence)}] for both sets."""
     from sparc_local.evaluation import evaluate
     from sparc_local.evaluation import reqa
+    from sparc_local.model.lexical import Lexical
 
     K = info.top_k
 
@@ -103,6 +114,13 @@ def load_real(info, eval_home: Path) -> list[dict]:
                 group = members[a:a + PARAGRAPH]
                 out.append(dict(name=f"{name}/{p}/{a}", texts=[ds.texts[i] for i in group],
                                 T=T[group], W=W[group]))
+    lexical = Lexical.of(info)
+    texts = [t for p in out for t in p["texts"]]
+    lex = lexical.vectors(texts, [_paragraph(p["texts"])[0] for p in out for _ in p["texts"]])
+    at = 0
+    for p in out:
+        p["L"] = lex.slice(at, at + len(p["texts"]))
+        at += len(p["texts"])
     return out
 
 
@@ -124,8 +142,9 @@ def crossover(rng, TA, WA, TB, WB):
     return indptr, T[order], W[order]
 
 
-def batches(passages: list[dict], size: int, batch: int, seed: int = 0):
-    """Yield lists of FileUpdate holding ``size`` sentences in all, ~``batch`` sentences each."""
+def batches(passages: list[dict], size: int, batch: int, lexical, seed: int = 0):
+    """Yield lists of FileUpdate holding ``size`` sentences in all, ~``batch`` sentences each.
+    ``lexical`` (``Lexical``) computes the postings of a passage cut short (its paragraph is shorter)."""
     from sparc_local.model.sparse import SparseVectors
     from sparc_local.index.store import FileUpdate, SentenceRow
 
@@ -145,11 +164,11 @@ def batches(passages: list[dict], size: int, batch: int, seed: int = 0):
             else:
                 b = rng.integers(0, len(allT), n)
                 vec = SparseVectors(*crossover(rng, p["T"][:n], p["W"][:n], allT[b], allW[b]))
-            para = " ".join(p["texts"][:n])
-            offsets = np.cumsum([0] + [len(t) + 1 for t in p["texts"][:n]]).tolist()
+            para, offsets = _paragraph(p["texts"][:n])
             rows = [SentenceRow(text=t, context=para, offset_in_context=o) for t, o in zip(p["texts"][:n], offsets)]
+            lex = p["L"] if n == len(p["texts"]) else lexical.rows(rows)
             pending.append(FileUpdate(path=f"/bench/{p['name']}#{copy}", size=1, mtime=0.0, hash=str(copy),
-                                      sentences=rows, vectors=vec))
+                                      sentences=rows, vectors=vec, lexical=lex))
             n_pending += n
             done += n
             if n_pending >= batch:
@@ -162,6 +181,7 @@ def batches(passages: list[dict], size: int, batch: int, seed: int = 0):
 
 def build(db: Path, passages: list[dict], size: int, batch: int, info) -> float:
     from sparc_local.index.store import Index
+    from sparc_local.model.lexical import Lexical
 
     tmp = db.with_suffix(".building")
     for suffix in ("", "-wal", "-shm"):
@@ -170,7 +190,7 @@ def build(db: Path, passages: list[dict], size: int, batch: int, info) -> float:
     done = 0
     with Index(tmp) as ix:
         ix.set_meta("model", info.id)
-        for updates in batches(passages, size, batch):
+        for updates in batches(passages, size, batch, Lexical.of(info)):
             ix.write_files(updates)  # tiered merges after each batch, as the indexer
             done += sum(len(u.sentences) for u in updates)
             print(f"\r  build {done:,}/{size:,} {time.perf_counter() - t0:.0f}s", end="", file=sys.stderr)
