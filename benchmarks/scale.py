@@ -30,14 +30,16 @@ Questions are squad-dev questions, tokenized with the product's ``query_token_id
 shipped tokenizer.  Per size, the table reports: build time; bytes per sentence for the
 posting blobs alone, for the whole database file, and what the rest is (per table, from
 SQLite's dbstat); the open time and max RSS of a fresh ``ask`` process (``Asker`` answering
-questions); ``Searcher.search`` latency (top 10, p50/p99, pinned to one core, over ``--rounds`` passes:
-the pass with the best p50 is reported and every pass's p50 printed, with the time of a
-fixed reference kernel before it, a gauge of the VM's drifting speed); postings touched;
-and the number of questions whose top 10 differs from exhaustive scoring (must be 0).
+questions); then per mode (``fusion.MODES``: hybrid, sparc, bm25): ``Searcher.search``
+latency (top 10, p50/p99, pinned to one core, over ``--rounds`` passes: the pass with the best
+p50 is reported and every pass's p50 printed, with the time of a fixed reference kernel before
+each pass, a gauge of the VM's drifting speed); postings touched; and the number of questions
+whose top 10 differs from exhaustive scoring in that mode (must be 0): every posting of every
+key summed, times the integer multipliers ``fusion.multipliers`` gives (``exhaustive``).
 
 Filters (``ask --path``): every question is also timed with each glob of ``FILTERS`` (paths
-are ``/bench/<set>/<passage>/<paragraph>#<copy>``), back to back with its unfiltered search
-(which mode goes first turns from one question to the next).  A filter's mask is resolved once
+are ``/bench/<set>/<passage>/<paragraph>#<copy>``) in ``FILTER_MODE``, back to back with its
+unfiltered search in each mode (which search goes first turns from one question to the next).  A filter's mask is resolved once
 per process (the first filtered question on a fresh ``Index`` is timed).  The table gives each
 filter's p50 against the unfiltered p50 of the same round, and the questions whose top 10
 differs from exhaustive scoring restricted to the files it keeps (must be 0).
@@ -58,6 +60,8 @@ from pathlib import Path
 
 import numpy as np
 
+from sparc_local.query.fusion import HYBRID
+
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "reqa"
 EVAL_HOME = Path(os.environ.get("SPARC_BENCH_EVAL_HOME") or Path.home() / ".cache" / "sparc-local-train" / "evalhome")
 BUILD = 5  # the build procedure (bumped when it changes: 2 = Index.compact at the end, 3 = it reclaims pages,
@@ -69,6 +73,7 @@ FILTERS = [
     ("passages *[37] (scattered)", "/bench/*/p*[37]/*"),
     ("passages *42 (scattered)", "/bench/*/p*42/*"),
 ]
+FILTER_MODE = HYBRID  # filters are timed in ask's default mode
 
 
 def _parse_size(s: str) -> int:
@@ -208,24 +213,44 @@ def build(db: Path, passages: list[dict], size: int, batch: int, info) -> float:
 # --------------------------------------------------------------------------- measurements
 
 
-def exhaustive(ix, tokens: np.ndarray, k: int = 10, allowed: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Reference top k: every posting of every question token summed, no pruning (SPARC Eq. 2);
-    only sentences whose ``allowed[id]`` is True, if given."""
+def exhaustive(ix, tokens: np.ndarray, mode: str, k: int = 10,
+               allowed: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Reference top k in ``mode``: every posting of every key the question reads, times the key's
+    integer multiplier (``fusion.multipliers`` from the keys' posting counts and largest stored
+    weights; 1 in SPARC mode), summed with no pruning (SPARC Eq. 2; the fused score of
+    ``query/fusion.py``); only sentences whose ``allowed[id]`` is True, if given.
+
+    Sums are exact integers (float64 bincount, exact below 2^53): a fused sum reaches ~2^25,
+    past float32's exact range, so ``scoring.score``'s float32 accumulator could reorder ties."""
+    from sparc_local.index import postings as codec
+    from sparc_local.query import fusion
+
     with ix.read_transaction():
-        plist = ix.postings(tokens)
+        rows = ix.token_blobs(fusion.keys(sorted(set(np.asarray(tokens).tolist())), mode))
         dead = ix.tombstones()
-    if not plist:
+        written = ix.sentences_written()
+    by: dict[int, list[bytes]] = {}
+    for key, blob in rows:
+        by.setdefault(key, []).append(blob)
+    if not by:
         return np.zeros(0, np.int64), np.zeros(0, np.float32)
-    ids = np.concatenate([p[1] for p in plist])
-    w = np.concatenate([p[2] for p in plist]).astype(np.int64)
+    if mode == fusion.SPARC:
+        mult, scale = np.ones(len(by), np.int64), ix.weight_scale
+    else:
+        df = np.array([sum(codec.header(b)[1] for b in bl) for bl in by.values()], np.int64)
+        max_q = np.array([max(codec.bound(b) for b in bl) for bl in by.values()], np.int64)
+        mult, scale = fusion.multipliers(list(by), df, max_q, written, codec.QMAX)
+    plist = [(i, q.astype(np.int64) * m) for bl, m in zip(by.values(), mult.tolist()) for i, q in codec.decode_lists(bl)]
+    ids = np.concatenate([i for i, _ in plist])
+    w = np.concatenate([q for _, q in plist])
     uniq, inv = np.unique(ids, return_inverse=True)
-    sums = np.bincount(inv, weights=w).astype(np.int64)
+    sums = np.rint(np.bincount(inv, weights=w)).astype(np.int64)
     sums[np.isin(uniq, dead)] = 0
     if allowed is not None:
         sums[~allowed[uniq]] = 0
     order = np.lexsort((uniq, -sums))[:k]
     order = order[sums[order] > 0]
-    return uniq[order], (sums[order] * np.float32(ix.weight_scale)).astype(np.float32)
+    return uniq[order], (sums[order] * np.float64(np.float32(scale))).astype(np.float32)
 
 
 def db_breakdown(ix) -> dict[str, int]:
@@ -297,7 +322,15 @@ def kept_sentences(ix, glob: str) -> np.ndarray:
     return keep
 
 
+def _percentiles(runs: list[np.ndarray]) -> dict:
+    """p50/p99/mean of the round with the best p50, and every round's p50."""
+    best = min(runs, key=lambda r: float(np.percentile(r, 50)))
+    return dict(p50=float(np.percentile(best, 50)), p99=float(np.percentile(best, 99)), mean=float(best.mean()),
+                p50_rounds=[float(np.percentile(r, 50)) for r in runs])
+
+
 def measure(db: Path, questions: list[str], tokens: list[np.ndarray], check: int, rounds: int, k: int = 10) -> dict:
+    from sparc_local.query.fusion import MODES
     from sparc_local.query.pathfilter import PathFilter
     from sparc_local.index.store import Index
     from sparc_local.query.searcher import Searcher
@@ -308,72 +341,70 @@ def measure(db: Path, questions: list[str], tokens: list[np.ndarray], check: int
     for f in filters:  # the first filtered question of a process resolves the filter's mask
         with Index(db) as ix:
             searcher = Searcher(ix)
-            searcher.search(tokens[0], k)
+            searcher.search(tokens[0], k, mode=FILTER_MODE)
             t0 = time.perf_counter()
-            searcher.search(tokens[0], k, file_filter=f)
+            searcher.search(tokens[0], k, file_filter=f, mode=FILTER_MODE)
             first = time.perf_counter() - t0
             t0 = time.perf_counter()
-            searcher.search(tokens[0], k, file_filter=f)
+            searcher.search(tokens[0], k, file_filter=f, mode=FILTER_MODE)
             resolve.append((first, time.perf_counter() - t0))
+    # what is timed for each question: every mode unfiltered, then each filter in FILTER_MODE
+    jobs = [(m, None) for m in MODES] + [(FILTER_MODE, f) for f in filters]
     with Index(db) as ix:
         searcher = Searcher(ix)
         st = ix.stats()
         n = st["sentences"]
         parts = db_breakdown(ix)
         for t in tokens[:20]:  # warm up
-            searcher.search(t, k)
-            for f in filters:
-                searcher.search(t, k, file_filter=f)
-        runs, refs = [], []  # every question timed once per round; rounds expose this VM's drifting speed
-        fruns: list[list[np.ndarray]] = [[] for _ in filters]  # the same, per filter, paired with runs
+            for mode, f in jobs:
+                searcher.search(t, k, file_filter=f, mode=mode)
+        runs: list[list[np.ndarray]] = [[] for _ in jobs]  # per job, every question timed once per round
+        touched: list[list[int]] = [[] for _ in MODES]
+        refs = []  # rounds expose this VM's drifting speed
         for _ in range(rounds):
             refs.append(reference_us())
-            lat, touched = [], []
-            flat: list[list[float]] = [[] for _ in filters]
+            lat: list[list[float]] = [[] for _ in jobs]
             for i, t in enumerate(tokens):
-                # the question in every mode back to back; the first mode changes from one question
+                # the question in every job back to back; the first job changes from one question
                 # to the next (the second search of a question finds its blobs in the CPU caches)
-                for mode in np.roll(np.arange(len(filters) + 1), -i).tolist():
-                    if mode == 0:
-                        stats: dict = {}
-                        t0 = time.perf_counter()
-                        searcher.search(t, k, stats=stats)
-                        lat.append(time.perf_counter() - t0)
-                        touched.append(stats.get("postings_scored", 0))
-                    else:
-                        t0 = time.perf_counter()
-                        searcher.search(t, k, file_filter=filters[mode - 1])
-                        flat[mode - 1].append(time.perf_counter() - t0)
-            runs.append(np.array(lat) * 1e3)
-            for fr, fl in zip(fruns, flat):
-                fr.append(np.array(fl) * 1e3)
-        mism = 0
-        for t in tokens[:check]:
-            ids, sc = searcher.search(t, k)
-            eids, esc = exhaustive(ix, t, k)
-            if not (np.array_equal(ids, eids) and np.array_equal(sc, esc)):
-                mism += 1
+                for j in np.roll(np.arange(len(jobs)), -i).tolist():
+                    mode, f = jobs[j]
+                    stats: dict = {}
+                    t0 = time.perf_counter()
+                    searcher.search(t, k, stats=stats, file_filter=f, mode=mode)
+                    lat[j].append(time.perf_counter() - t0)
+                    if f is None:
+                        touched[j].append(stats.get("postings_scored", 0))
+            for r, la in zip(runs, lat):
+                r.append(np.array(la) * 1e3)
+        modes = {}
+        for j, mode in enumerate(MODES):
+            mism = 0
+            for t in tokens[:check]:
+                ids, sc = searcher.search(t, k, mode=mode)
+                eids, esc = exhaustive(ix, t, mode, k)
+                if not (np.array_equal(ids, eids) and np.array_equal(sc, esc)):
+                    mism += 1
+            modes[mode] = dict(**_percentiles(runs[j]), touched_max=int(max(touched[j])),
+                               touched_mean=float(np.mean(touched[j])), mismatches=mism)
+        unfiltered = runs[MODES.index(FILTER_MODE)]
         fres = []
-        for (label, glob), f, fr, (first, again) in zip(FILTERS, filters, fruns, resolve):
+        for (label, glob), f, fr, (first, again) in zip(FILTERS, filters, runs[len(MODES):], resolve):
             allowed = kept_sentences(ix, glob)
             fmism = 0
             for t in tokens[:check]:
-                ids, sc = searcher.search(t, k, file_filter=f)
-                eids, esc = exhaustive(ix, t, k, allowed)
+                ids, sc = searcher.search(t, k, file_filter=f, mode=FILTER_MODE)
+                eids, esc = exhaustive(ix, t, FILTER_MODE, k, allowed)
                 if not (np.array_equal(ids, eids) and np.array_equal(sc, esc)):
                     fmism += 1
             p50s = [float(np.percentile(r, 50)) for r in fr]
             fres.append(dict(label=label, glob=glob, kept=int(allowed.sum()) / n, p50_rounds=p50s,
                              p99_rounds=[float(np.percentile(r, 99)) for r in fr],
-                             ratio_rounds=[a / float(np.percentile(u, 50)) for a, u in zip(p50s, runs)],
+                             ratio_rounds=[a / float(np.percentile(u, 50)) for a, u in zip(p50s, unfiltered)],
                              first_ms=first * 1e3, again_ms=again * 1e3, mismatches=fmism))
-    lat_ms = min(runs, key=lambda r: float(np.percentile(r, 50)))  # the round with the best p50
     return dict(sentences=n, segments=st["segments"], postings=st["postings"],
-                posting_bytes=st["posting_bytes"], db_bytes=st["db_bytes"], parts=parts,
-                p50=float(np.percentile(lat_ms, 50)), p99=float(np.percentile(lat_ms, 99)),
-                mean=float(lat_ms.mean()), p50_rounds=[float(np.percentile(r, 50)) for r in runs], reference_us=refs,
-                touched_max=int(max(touched)), touched_mean=float(np.mean(touched)),
-                checked=min(check, len(tokens)), mismatches=mism, ask=ask, filters=fres)
+                posting_bytes=st["posting_bytes"], db_bytes=st["db_bytes"], parts=parts, modes=modes,
+                reference_us=refs, checked=min(check, len(tokens)), ask=ask, filters=fres)
 
 
 def report(size: int, build_s: float, m: dict) -> str:
@@ -393,13 +424,16 @@ def report(size: int, build_s: float, m: dict) -> str:
         f"ask process: imports {a['imports'] * 1e3:.0f} ms, tokenizer {a['tokenizer'] * 1e3:.0f} ms,"
         f" first ask {a['first_ask'] * 1e3:.1f} ms, wall (20 questions) {a['wall']:.2f} s",
         f"ask process max RSS                   {a['maxrss_kb'] / 1024:9.1f} MiB",
-        f"search top-10 p50 / p99 / mean        {m['p50']:6.3f} / {m['p99']:6.3f} / {m['mean']:6.3f} ms"
-        f"  (best of {len(m['p50_rounds'])} rounds; p50 per round {' '.join(f'{x:.3f}' for x in m['p50_rounds'])})",
         f"reference kernel per round (machine speed; lower is faster) {' '.join(f'{x:.0f}' for x in m['reference_us'])} us",
-        f"postings scored per question max/mean {m['touched_max']:,} / {m['touched_mean']:,.0f}",
-        f"top-10 != exhaustive                  {m['mismatches']} of {m['checked']} questions",
-        "filtered (ask --path), paired with the unfiltered search of each question; per round:",
+        f"search top 10, best of {len(m['reference_us'])} rounds (ms)  p50     p99     mean  | p50 per round"
+        f"            | postings scored max / mean | top 10 != exhaustive",
     ]
+    for mode, r in m["modes"].items():
+        lines.append(f"  {mode:<30} {r['p50']:7.3f} {r['p99']:7.3f} {r['mean']:7.3f}  | "
+                     f"{' '.join(f'{x:.3f}' for x in r['p50_rounds']):<24} | {r['touched_max']:>9,} / {r['touched_mean']:>9,.0f}"
+                     f" | {r['mismatches']} of {m['checked']}")
+    lines.append(f"filtered (ask --path, {FILTER_MODE}), paired with the unfiltered {FILTER_MODE} search of each question;"
+                 " per round:")
     for f in m["filters"]:
         lines += [
             f"  {f['label']} {f['glob']!r}: keeps {100 * f['kept']:.1f}% of sentences",
