@@ -43,6 +43,13 @@ unfiltered search in each mode (which search goes first turns from one question 
 per process (the first filtered question on a fresh ``Index`` is timed).  The table gives each
 filter's p50 against the unfiltered p50 of the same round, and the questions whose top 10
 differs from exhaustive scoring restricted to the files it keeps (must be 0).
+Paired run (issue 15: the figures stay within noise of another commit's): ``--paired TREE
+--paired-db DB`` times SPARC-mode search (top 10, every question once) in child processes that
+take turns, one on TREE's code (another worktree) and one on this tree's, both on the same data:
+DB as TREE's code built it, and for this tree a copy that this tree's ``Index`` migrated.  The
+order alternates ABBA so a drift of the VM's speed weighs on both alike; each child's p50/p99 is
+printed with the reference kernel measured just before it.
+
 ``--eval-home`` (default ``$SPARC_BENCH_EVAL_HOME``, else ``EVAL_HOME``) is the
 ``SPARC_LOCAL_HOME`` where `sparc-local eval` cached the encoded corpora.
 """
@@ -445,6 +452,66 @@ def report(size: int, build_s: float, m: dict) -> str:
     return "\n".join(lines)
 
 
+PAIRED_CHILD = r"""
+import json, sys, time
+import numpy as np
+from sparc_local.index.store import Index
+try:
+    from sparc_local.query.searcher import Searcher
+except ImportError:  # a tree from before the Searcher (issue 15) searches with Index.search
+    Searcher = None
+tokens = [np.asarray(t, np.int32) for t in json.load(sys.stdin)]
+with Index(sys.argv[1]) as ix:
+    search = ix.search if Searcher is None else Searcher(ix).search
+    for t in tokens[:20]:  # warm up
+        search(t, 10)
+    lat = []
+    for t in tokens:
+        t0 = time.perf_counter()
+        search(t, 10)
+        lat.append(time.perf_counter() - t0)
+print(json.dumps(lat))
+"""
+
+
+def paired(base_tree: Path, base_db: Path, workdir: Path, tokens: list[np.ndarray], rounds: int) -> str:
+    """SPARC-mode top-10 latency of ``base_tree``'s code against this tree's on the same data, in
+    alternating child processes (see the module docstring) -> the report."""
+    import shutil
+
+    from sparc_local.index.store import Index, SCHEMA_VERSION
+
+    here = Path(__file__).resolve().parents[1]
+    db = workdir / f"{base_db.stem}-migrated-v{SCHEMA_VERSION}.db"
+    if not db.exists():  # this tree's Index migrates the copy in place; base_db stays readable by base_tree
+        shutil.copyfile(base_db, db.with_suffix(".copying"))
+        with Index(db.with_suffix(".copying")):
+            pass
+        db.with_suffix(".copying").rename(db)
+    sides = {"base": (base_tree.resolve(), base_db), "this": (here, db)}
+    payload = json.dumps([t.tolist() for t in tokens])
+    out: dict[str, list[tuple[float, float, float]]] = {name: [] for name in sides}
+    lines = [f"paired SPARC-mode search top 10, {len(tokens)} questions per run: base = {sides['base'][0]} on {base_db},"
+             f" this = {here} on {db}", "run  side  reference us   p50 ms   p99 ms"]
+    for r in range(rounds):
+        for name in (("base", "this"), ("this", "base"))[r % 2]:
+            tree, path = sides[name]
+            ref = reference_us()
+            env = dict(os.environ, PYTHONPATH=str(tree), OMP_NUM_THREADS="1")
+            res = subprocess.run([sys.executable, "-c", PAIRED_CHILD, str(path)], input=payload, capture_output=True,
+                                 text=True, check=True, cwd=tree, env=env)
+            lat = np.array(json.loads(res.stdout)) * 1e3
+            out[name].append((ref, float(np.percentile(lat, 50)), float(np.percentile(lat, 99))))
+            lines.append(f"{r:>3}  {name:<5} {ref:12.0f} {out[name][-1][1]:8.3f} {out[name][-1][2]:8.3f}")
+    for name, rows in out.items():
+        a = np.array(rows)
+        lines.append(f"{name}: median over runs p50 {np.median(a[:, 1]):.3f} ms (min {a[:, 1].min():.3f}, max"
+                     f" {a[:, 1].max():.3f}), p99 {np.median(a[:, 2]):.3f} ms; reference {np.median(a[:, 0]):.0f} us")
+    d50 = np.array(out["this"])[:, 1] / np.array(out["base"])[:, 1]
+    lines.append(f"this / base p50, per round: {' '.join(f'{x:.3f}' for x in d50)} (median {np.median(d50):.3f})")
+    return "\n".join(lines)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sizes", default="10k,100k,1M")
@@ -459,7 +526,12 @@ def main() -> None:
     ap.add_argument("--json", type=Path, default=None, help="also write the figures here")
     ap.add_argument("--eval-home", type=Path, default=EVAL_HOME,
                     help="the SPARC_LOCAL_HOME where `sparc-local eval` cached squad-dev and newsqa-dev")
+    ap.add_argument("--paired", type=Path, default=None, metavar="TREE",
+                    help="time SPARC-mode search of TREE's code against this tree's (needs --paired-db)")
+    ap.add_argument("--paired-db", type=Path, default=None, help="an index TREE's code reads (see --paired)")
     args = ap.parse_args()
+    if (args.paired is None) != (args.paired_db is None):
+        ap.error("--paired and --paired-db go together")
 
     cpu = args.cpu if args.cpu is not None else max(os.sched_getaffinity(0))
     os.sched_setaffinity(0, {cpu})
@@ -477,6 +549,9 @@ def main() -> None:
     questions = [q for _, q, _ in ds.queries[: args.queries]]
     tokens = [query_token_ids(tok, q, info.skip_array()) for q in questions]
     args.workdir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    if args.paired is not None:
+        print(paired(args.paired, args.paired_db, args.workdir, tokens, args.rounds), flush=True)
+        return
     passages = None
     results = {}
     for size in map(_parse_size, args.sizes.split(",")):
