@@ -250,14 +250,14 @@ def exhaustive(ix, tokens: np.ndarray, mode: str, k: int = 10,
     plist = [(i, q.astype(np.int64) * m) for bl, m in zip(by.values(), mult.tolist()) for i, q in codec.decode_lists(bl)]
     ids = np.concatenate([i for i, _ in plist])
     w = np.concatenate([q for _, q in plist])
-    uniq, inv = np.unique(ids, return_inverse=True)
-    sums = np.rint(np.bincount(inv, weights=w)).astype(np.int64)
-    sums[np.isin(uniq, dead)] = 0
+    sums = np.rint(np.bincount(ids, weights=w)).astype(np.int64)  # dense: ids are below the id bound
+    sums[dead[dead < len(sums)]] = 0
     if allowed is not None:
-        sums[~allowed[uniq]] = 0
-    order = np.lexsort((uniq, -sums))[:k]
-    order = order[sums[order] > 0]
-    return uniq[order], (sums[order] * np.float64(np.float32(scale))).astype(np.float32)
+        sums[len(allowed):] = 0
+        sums[: len(allowed)][~allowed[: len(sums)]] = 0
+    order = np.flatnonzero(sums > 0)
+    order = order[np.lexsort((order, -sums[order]))][:k]
+    return order.astype(np.int64), (sums[order] * np.float64(np.float32(scale))).astype(np.float32)
 
 
 def db_breakdown(ix) -> dict[str, int]:
