@@ -1,6 +1,7 @@
 """The query engine at scale (issue #6): indexes of 10k, 100k and 1M sentences.
 
     OMP_NUM_THREADS=1 nice -n 5 /work/venv/bin/python benchmarks/scale.py [--sizes 10k,100k,1M]
+    ... benchmarks/scale.py --paired OTHER_WORKTREE --paired-db INDEX_IT_READS --rounds 8
 
 Postings are real encoder output of the shipped model (the eval cache of squad-dev and
 newsqa-dev, top-1000 per sentence, cut to the shipped model's K), resampled to reach a size:
