@@ -1,6 +1,7 @@
 """The query engine at scale (issue #6): indexes of 10k, 100k and 1M sentences.
 
     OMP_NUM_THREADS=1 nice -n 5 /work/venv/bin/python benchmarks/scale.py [--sizes 10k,100k,1M]
+    ... benchmarks/scale.py --paired OTHER_WORKTREE --paired-db INDEX_IT_READS --rounds 8
 
 Postings are real encoder output of the shipped model (the eval cache of squad-dev and
 newsqa-dev, top-1000 per sentence, cut to the shipped model's K), resampled to reach a size:
@@ -16,9 +17,13 @@ newsqa-dev, top-1000 per sentence, cut to the shipped model's K), resampled to r
   pair at its real rank, so the per-token document frequencies and weight distributions are
   those of the real model, while co-occurrence is only half kept (no duplicate sentences).
   Texts are the real sentence and paragraph texts, so the database's text share is realistic.
+* Lexical postings (BM25 impacts of the sentence and of its paragraph, ``model/lexical.Lexical``)
+  are computed from those real texts once per real passage; a copy carries its passage's (the
+  same texts, so the same impacts), so df of a lexical key grows with the copies as it would
+  with repeated text.
 
-Indexes are built through the product's write path: ``Index.write_files`` in batches of
-``--batch`` sentences (one file per passage copy), tiered merges after each batch, ``Index.compact`` and a
+Indexes are built through the product's write path: ``Index.write_files`` (vectors and lexical
+postings) in batches of ``--batch`` sentences (one file per passage copy), tiered merges after each batch, ``Index.compact`` and a
 WAL checkpoint at the end (as the indexer does).  They are cached under ``--workdir`` (keyed by the
 schema version and ``postings.LAYOUT_VERSION``) and reused by later runs.
 
@@ -26,17 +31,26 @@ Questions are squad-dev questions, tokenized with the product's ``query_token_id
 shipped tokenizer.  Per size, the table reports: build time; bytes per sentence for the
 posting blobs alone, for the whole database file, and what the rest is (per table, from
 SQLite's dbstat); the open time and max RSS of a fresh ``ask`` process (``Asker`` answering
-questions); ``Searcher.search`` latency (top 10, p50/p99, pinned to one core, over ``--rounds`` passes:
-the pass with the best p50 is reported and every pass's p50 printed, with the time of a
-fixed reference kernel before it, a gauge of the VM's drifting speed); postings touched;
-and the number of questions whose top 10 differs from exhaustive scoring (must be 0).
+questions); then per mode (``fusion.MODES``: hybrid, sparc, bm25): ``Searcher.search``
+latency (top 10, p50/p99, pinned to one core, over ``--rounds`` passes: the pass with the best
+p50 is reported and every pass's p50 printed, with the time of a fixed reference kernel before
+each pass, a gauge of the VM's drifting speed); postings touched; and the number of questions
+whose top 10 differs from exhaustive scoring in that mode (must be 0): every posting of every
+key summed, times the integer multipliers ``fusion.multipliers`` gives (``exhaustive``).
 
 Filters (``ask --path``): every question is also timed with each glob of ``FILTERS`` (paths
-are ``/bench/<set>/<passage>/<paragraph>#<copy>``), back to back with its unfiltered search
-(which mode goes first turns from one question to the next).  A filter's mask is resolved once
+are ``/bench/<set>/<passage>/<paragraph>#<copy>``) in ``FILTER_MODE``, back to back with its
+unfiltered search in each mode (which search goes first turns from one question to the next).  A filter's mask is resolved once
 per process (the first filtered question on a fresh ``Index`` is timed).  The table gives each
 filter's p50 against the unfiltered p50 of the same round, and the questions whose top 10
 differs from exhaustive scoring restricted to the files it keeps (must be 0).
+Paired run (issue 15: the figures stay within noise of another commit's): ``--paired TREE
+--paired-db DB`` times SPARC-mode search (top 10, every question once) in child processes that
+take turns, one on TREE's code (another worktree) and one on this tree's, both on the same data:
+DB as TREE's code built it, and for this tree a copy that this tree's ``Index`` migrated.  The
+order alternates ABBA so a drift of the VM's speed weighs on both alike; each child's p50/p99 is
+printed with the reference kernel measured just before it.
+
 ``--eval-home`` (default ``$SPARC_BENCH_EVAL_HOME``, else ``EVAL_HOME``) is the
 ``SPARC_LOCAL_HOME`` where `sparc-local eval` cached the encoded corpora.
 """
@@ -54,10 +68,12 @@ from pathlib import Path
 
 import numpy as np
 
+from sparc_local.query.fusion import HYBRID
+
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "reqa"
 EVAL_HOME = Path(os.environ.get("SPARC_BENCH_EVAL_HOME") or Path.home() / ".cache" / "sparc-local-train" / "evalhome")
-BUILD = 4  # the build procedure (bumped when it changes: 2 = Index.compact at the end, 3 = it reclaims pages,
-#             4 = compact merges a first run into one segment)
+BUILD = 5  # the build procedure (bumped when it changes: 2 = Index.compact at the end, 3 = it reclaims pages,
+#             4 = compact merges a first run into one segment, 5 = lexical postings beside the vectors)
 PARAGRAPH = 5  # sentences per stored paragraph (a NewsQA passage is a whole story)
 # ask --path filters timed against unfiltered search: (label, glob)
 FILTERS = [
@@ -65,6 +81,7 @@ FILTERS = [
     ("passages *[37] (scattered)", "/bench/*/p*[37]/*"),
     ("passages *42 (scattered)", "/bench/*/p*42/*"),
 ]
+FILTER_MODE = HYBRID  # filters are timed in ask's default mode
 
 
 def _parse_size(s: str) -> int:
@@ -76,10 +93,17 @@ def _parse_size(s: str) -> int:
 # --------------------------------------------------------------------------- data
 
 
+def _paragraph(texts: list[str]) -> tuple[str, list[int]]:
+    """A stored paragraph of consecutive sentences: its text and each sentence's offset in it."""
+    return " ".join(texts), np.cumsum([0] + [len(t) + 1 for t in texts[:-1]]).tolist()
+
+
 def load_real(info, eval_home: Path) -> list[dict]:
-    """Real passages (paragraphs): [{name, texts, T (n, K) token ids, W (n, K) weights}] for both sets."""
+    """Real passages (paragraphs): [{name, texts, T (n, K) token ids, W (n, K) weights,
+    L lexical postings (SparseVectors, a row per sentence)}] for both sets."""
     from sparc_local.evaluation import evaluate
     from sparc_local.evaluation import reqa
+    from sparc_local.model.lexical import Lexical
 
     K = info.top_k
 
@@ -103,6 +127,13 @@ def load_real(info, eval_home: Path) -> list[dict]:
                 group = members[a:a + PARAGRAPH]
                 out.append(dict(name=f"{name}/{p}/{a}", texts=[ds.texts[i] for i in group],
                                 T=T[group], W=W[group]))
+    lexical = Lexical.of(info)
+    texts = [t for p in out for t in p["texts"]]
+    lex = lexical.vectors(texts, [_paragraph(p["texts"])[0] for p in out for _ in p["texts"]])
+    at = 0
+    for p in out:
+        p["L"] = lex.slice(at, at + len(p["texts"]))
+        at += len(p["texts"])
     return out
 
 
@@ -124,8 +155,9 @@ def crossover(rng, TA, WA, TB, WB):
     return indptr, T[order], W[order]
 
 
-def batches(passages: list[dict], size: int, batch: int, seed: int = 0):
-    """Yield lists of FileUpdate holding ``size`` sentences in all, ~``batch`` sentences each."""
+def batches(passages: list[dict], size: int, batch: int, lexical, seed: int = 0):
+    """Yield lists of FileUpdate holding ``size`` sentences in all, ~``batch`` sentences each.
+    ``lexical`` (``Lexical``) computes the postings of a passage cut short (its paragraph is shorter)."""
     from sparc_local.model.sparse import SparseVectors
     from sparc_local.index.store import FileUpdate, SentenceRow
 
@@ -145,11 +177,11 @@ def batches(passages: list[dict], size: int, batch: int, seed: int = 0):
             else:
                 b = rng.integers(0, len(allT), n)
                 vec = SparseVectors(*crossover(rng, p["T"][:n], p["W"][:n], allT[b], allW[b]))
-            para = " ".join(p["texts"][:n])
-            offsets = np.cumsum([0] + [len(t) + 1 for t in p["texts"][:n]]).tolist()
+            para, offsets = _paragraph(p["texts"][:n])
             rows = [SentenceRow(text=t, context=para, offset_in_context=o) for t, o in zip(p["texts"][:n], offsets)]
+            lex = p["L"] if n == len(p["texts"]) else lexical.rows(rows)
             pending.append(FileUpdate(path=f"/bench/{p['name']}#{copy}", size=1, mtime=0.0, hash=str(copy),
-                                      sentences=rows, vectors=vec))
+                                      sentences=rows, vectors=vec, lexical=lex))
             n_pending += n
             done += n
             if n_pending >= batch:
@@ -162,6 +194,7 @@ def batches(passages: list[dict], size: int, batch: int, seed: int = 0):
 
 def build(db: Path, passages: list[dict], size: int, batch: int, info) -> float:
     from sparc_local.index.store import Index
+    from sparc_local.model.lexical import Lexical
 
     tmp = db.with_suffix(".building")
     for suffix in ("", "-wal", "-shm"):
@@ -170,7 +203,7 @@ def build(db: Path, passages: list[dict], size: int, batch: int, info) -> float:
     done = 0
     with Index(tmp) as ix:
         ix.set_meta("model", info.id)
-        for updates in batches(passages, size, batch):
+        for updates in batches(passages, size, batch, Lexical.of(info)):
             ix.write_files(updates)  # tiered merges after each batch, as the indexer
             done += sum(len(u.sentences) for u in updates)
             print(f"\r  build {done:,}/{size:,} {time.perf_counter() - t0:.0f}s", end="", file=sys.stderr)
@@ -188,24 +221,44 @@ def build(db: Path, passages: list[dict], size: int, batch: int, info) -> float:
 # --------------------------------------------------------------------------- measurements
 
 
-def exhaustive(ix, tokens: np.ndarray, k: int = 10, allowed: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Reference top k: every posting of every question token summed, no pruning (SPARC Eq. 2);
-    only sentences whose ``allowed[id]`` is True, if given."""
+def exhaustive(ix, tokens: np.ndarray, mode: str, k: int = 10,
+               allowed: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Reference top k in ``mode``: every posting of every key the question reads, times the key's
+    integer multiplier (``fusion.multipliers`` from the keys' posting counts and largest stored
+    weights; 1 in SPARC mode), summed with no pruning (SPARC Eq. 2; the fused score of
+    ``query/fusion.py``); only sentences whose ``allowed[id]`` is True, if given.
+
+    Sums are exact integers (float64 bincount, exact below 2^53): a fused sum reaches ~2^25,
+    past float32's exact range, so ``scoring.score``'s float32 accumulator could reorder ties."""
+    from sparc_local.index import postings as codec
+    from sparc_local.query import fusion
+
     with ix.read_transaction():
-        plist = ix.postings(tokens)
+        rows = ix.token_blobs(fusion.keys(sorted(set(np.asarray(tokens).tolist())), mode))
         dead = ix.tombstones()
-    if not plist:
+        written = ix.sentences_written()
+    by: dict[int, list[bytes]] = {}
+    for key, blob in rows:
+        by.setdefault(key, []).append(blob)
+    if not by:
         return np.zeros(0, np.int64), np.zeros(0, np.float32)
-    ids = np.concatenate([p[1] for p in plist])
-    w = np.concatenate([p[2] for p in plist]).astype(np.int64)
-    uniq, inv = np.unique(ids, return_inverse=True)
-    sums = np.bincount(inv, weights=w).astype(np.int64)
-    sums[np.isin(uniq, dead)] = 0
+    if mode == fusion.SPARC:
+        mult, scale = np.ones(len(by), np.int64), ix.weight_scale
+    else:
+        df = np.array([sum(codec.header(b)[1] for b in bl) for bl in by.values()], np.int64)
+        max_q = np.array([max(codec.bound(b) for b in bl) for bl in by.values()], np.int64)
+        mult, scale = fusion.multipliers(list(by), df, max_q, written, codec.QMAX)
+    plist = [(i, q.astype(np.int64) * m) for bl, m in zip(by.values(), mult.tolist()) for i, q in codec.decode_lists(bl)]
+    ids = np.concatenate([i for i, _ in plist])
+    w = np.concatenate([q for _, q in plist])
+    sums = np.rint(np.bincount(ids, weights=w)).astype(np.int64)  # dense: ids are below the id bound
+    sums[dead[dead < len(sums)]] = 0
     if allowed is not None:
-        sums[~allowed[uniq]] = 0
-    order = np.lexsort((uniq, -sums))[:k]
-    order = order[sums[order] > 0]
-    return uniq[order], (sums[order] * np.float32(ix.weight_scale)).astype(np.float32)
+        sums[len(allowed):] = 0
+        sums[: len(allowed)][~allowed[: len(sums)]] = 0
+    order = np.flatnonzero(sums > 0)
+    order = order[np.lexsort((order, -sums[order]))][:k]
+    return order.astype(np.int64), (sums[order] * np.float64(np.float32(scale))).astype(np.float32)
 
 
 def db_breakdown(ix) -> dict[str, int]:
@@ -277,7 +330,15 @@ def kept_sentences(ix, glob: str) -> np.ndarray:
     return keep
 
 
+def _percentiles(runs: list[np.ndarray]) -> dict:
+    """p50/p99/mean of the round with the best p50, and every round's p50."""
+    best = min(runs, key=lambda r: float(np.percentile(r, 50)))
+    return dict(p50=float(np.percentile(best, 50)), p99=float(np.percentile(best, 99)), mean=float(best.mean()),
+                p50_rounds=[float(np.percentile(r, 50)) for r in runs])
+
+
 def measure(db: Path, questions: list[str], tokens: list[np.ndarray], check: int, rounds: int, k: int = 10) -> dict:
+    from sparc_local.query.fusion import MODES
     from sparc_local.query.pathfilter import PathFilter
     from sparc_local.index.store import Index
     from sparc_local.query.searcher import Searcher
@@ -288,72 +349,70 @@ def measure(db: Path, questions: list[str], tokens: list[np.ndarray], check: int
     for f in filters:  # the first filtered question of a process resolves the filter's mask
         with Index(db) as ix:
             searcher = Searcher(ix)
-            searcher.search(tokens[0], k)
+            searcher.search(tokens[0], k, mode=FILTER_MODE)
             t0 = time.perf_counter()
-            searcher.search(tokens[0], k, file_filter=f)
+            searcher.search(tokens[0], k, file_filter=f, mode=FILTER_MODE)
             first = time.perf_counter() - t0
             t0 = time.perf_counter()
-            searcher.search(tokens[0], k, file_filter=f)
+            searcher.search(tokens[0], k, file_filter=f, mode=FILTER_MODE)
             resolve.append((first, time.perf_counter() - t0))
+    # what is timed for each question: every mode unfiltered, then each filter in FILTER_MODE
+    jobs = [(m, None) for m in MODES] + [(FILTER_MODE, f) for f in filters]
     with Index(db) as ix:
         searcher = Searcher(ix)
         st = ix.stats()
         n = st["sentences"]
         parts = db_breakdown(ix)
         for t in tokens[:20]:  # warm up
-            searcher.search(t, k)
-            for f in filters:
-                searcher.search(t, k, file_filter=f)
-        runs, refs = [], []  # every question timed once per round; rounds expose this VM's drifting speed
-        fruns: list[list[np.ndarray]] = [[] for _ in filters]  # the same, per filter, paired with runs
+            for mode, f in jobs:
+                searcher.search(t, k, file_filter=f, mode=mode)
+        runs: list[list[np.ndarray]] = [[] for _ in jobs]  # per job, every question timed once per round
+        touched: list[list[int]] = [[] for _ in MODES]
+        refs = []  # rounds expose this VM's drifting speed
         for _ in range(rounds):
             refs.append(reference_us())
-            lat, touched = [], []
-            flat: list[list[float]] = [[] for _ in filters]
+            lat: list[list[float]] = [[] for _ in jobs]
             for i, t in enumerate(tokens):
-                # the question in every mode back to back; the first mode changes from one question
+                # the question in every job back to back; the first job changes from one question
                 # to the next (the second search of a question finds its blobs in the CPU caches)
-                for mode in np.roll(np.arange(len(filters) + 1), -i).tolist():
-                    if mode == 0:
-                        stats: dict = {}
-                        t0 = time.perf_counter()
-                        searcher.search(t, k, stats=stats)
-                        lat.append(time.perf_counter() - t0)
-                        touched.append(stats.get("postings_scored", 0))
-                    else:
-                        t0 = time.perf_counter()
-                        searcher.search(t, k, file_filter=filters[mode - 1])
-                        flat[mode - 1].append(time.perf_counter() - t0)
-            runs.append(np.array(lat) * 1e3)
-            for fr, fl in zip(fruns, flat):
-                fr.append(np.array(fl) * 1e3)
-        mism = 0
-        for t in tokens[:check]:
-            ids, sc = searcher.search(t, k)
-            eids, esc = exhaustive(ix, t, k)
-            if not (np.array_equal(ids, eids) and np.array_equal(sc, esc)):
-                mism += 1
+                for j in np.roll(np.arange(len(jobs)), -i).tolist():
+                    mode, f = jobs[j]
+                    stats: dict = {}
+                    t0 = time.perf_counter()
+                    searcher.search(t, k, stats=stats, file_filter=f, mode=mode)
+                    lat[j].append(time.perf_counter() - t0)
+                    if f is None:
+                        touched[j].append(stats.get("postings_scored", 0))
+            for r, la in zip(runs, lat):
+                r.append(np.array(la) * 1e3)
+        modes = {}
+        for j, mode in enumerate(MODES):
+            mism = 0
+            for t in tokens[:check]:
+                ids, sc = searcher.search(t, k, mode=mode)
+                eids, esc = exhaustive(ix, t, mode, k)
+                if not (np.array_equal(ids, eids) and np.array_equal(sc, esc)):
+                    mism += 1
+            modes[mode] = dict(**_percentiles(runs[j]), touched_max=int(max(touched[j])),
+                               touched_mean=float(np.mean(touched[j])), mismatches=mism)
+        unfiltered = runs[MODES.index(FILTER_MODE)]
         fres = []
-        for (label, glob), f, fr, (first, again) in zip(FILTERS, filters, fruns, resolve):
+        for (label, glob), f, fr, (first, again) in zip(FILTERS, filters, runs[len(MODES):], resolve):
             allowed = kept_sentences(ix, glob)
             fmism = 0
             for t in tokens[:check]:
-                ids, sc = searcher.search(t, k, file_filter=f)
-                eids, esc = exhaustive(ix, t, k, allowed)
+                ids, sc = searcher.search(t, k, file_filter=f, mode=FILTER_MODE)
+                eids, esc = exhaustive(ix, t, FILTER_MODE, k, allowed)
                 if not (np.array_equal(ids, eids) and np.array_equal(sc, esc)):
                     fmism += 1
             p50s = [float(np.percentile(r, 50)) for r in fr]
             fres.append(dict(label=label, glob=glob, kept=int(allowed.sum()) / n, p50_rounds=p50s,
                              p99_rounds=[float(np.percentile(r, 99)) for r in fr],
-                             ratio_rounds=[a / float(np.percentile(u, 50)) for a, u in zip(p50s, runs)],
+                             ratio_rounds=[a / float(np.percentile(u, 50)) for a, u in zip(p50s, unfiltered)],
                              first_ms=first * 1e3, again_ms=again * 1e3, mismatches=fmism))
-    lat_ms = min(runs, key=lambda r: float(np.percentile(r, 50)))  # the round with the best p50
     return dict(sentences=n, segments=st["segments"], postings=st["postings"],
-                posting_bytes=st["posting_bytes"], db_bytes=st["db_bytes"], parts=parts,
-                p50=float(np.percentile(lat_ms, 50)), p99=float(np.percentile(lat_ms, 99)),
-                mean=float(lat_ms.mean()), p50_rounds=[float(np.percentile(r, 50)) for r in runs], reference_us=refs,
-                touched_max=int(max(touched)), touched_mean=float(np.mean(touched)),
-                checked=min(check, len(tokens)), mismatches=mism, ask=ask, filters=fres)
+                posting_bytes=st["posting_bytes"], db_bytes=st["db_bytes"], parts=parts, modes=modes,
+                reference_us=refs, checked=min(check, len(tokens)), ask=ask, filters=fres)
 
 
 def report(size: int, build_s: float, m: dict) -> str:
@@ -373,13 +432,16 @@ def report(size: int, build_s: float, m: dict) -> str:
         f"ask process: imports {a['imports'] * 1e3:.0f} ms, tokenizer {a['tokenizer'] * 1e3:.0f} ms,"
         f" first ask {a['first_ask'] * 1e3:.1f} ms, wall (20 questions) {a['wall']:.2f} s",
         f"ask process max RSS                   {a['maxrss_kb'] / 1024:9.1f} MiB",
-        f"search top-10 p50 / p99 / mean        {m['p50']:6.3f} / {m['p99']:6.3f} / {m['mean']:6.3f} ms"
-        f"  (best of {len(m['p50_rounds'])} rounds; p50 per round {' '.join(f'{x:.3f}' for x in m['p50_rounds'])})",
         f"reference kernel per round (machine speed; lower is faster) {' '.join(f'{x:.0f}' for x in m['reference_us'])} us",
-        f"postings scored per question max/mean {m['touched_max']:,} / {m['touched_mean']:,.0f}",
-        f"top-10 != exhaustive                  {m['mismatches']} of {m['checked']} questions",
-        "filtered (ask --path), paired with the unfiltered search of each question; per round:",
+        f"search top 10, best of {len(m['reference_us'])} rounds (ms)  p50     p99     mean  | p50 per round"
+        f"            | postings scored max / mean | top 10 != exhaustive",
     ]
+    for mode, r in m["modes"].items():
+        lines.append(f"  {mode:<30} {r['p50']:7.3f} {r['p99']:7.3f} {r['mean']:7.3f}  | "
+                     f"{' '.join(f'{x:.3f}' for x in r['p50_rounds']):<24} | {r['touched_max']:>9,} / {r['touched_mean']:>9,.0f}"
+                     f" | {r['mismatches']} of {m['checked']}")
+    lines.append(f"filtered (ask --path, {FILTER_MODE}), paired with the unfiltered {FILTER_MODE} search of each question;"
+                 " per round:")
     for f in m["filters"]:
         lines += [
             f"  {f['label']} {f['glob']!r}: keeps {100 * f['kept']:.1f}% of sentences",
@@ -388,6 +450,66 @@ def report(size: int, build_s: float, m: dict) -> str:
             f"    first filtered question of a process (resolves the mask) {f['first_ms']:.1f} ms, the same again"
             f" {f['again_ms']:.2f} ms; top-10 != exhaustive over its files: {f['mismatches']} of {m['checked']}",
         ]
+    return "\n".join(lines)
+
+
+PAIRED_CHILD = r"""
+import json, sys, time
+import numpy as np
+from sparc_local.index.store import Index
+try:
+    from sparc_local.query.searcher import Searcher
+except ImportError:  # a tree from before the Searcher (issue 15) searches with Index.search
+    Searcher = None
+tokens = [np.asarray(t, np.int32) for t in json.load(sys.stdin)]
+with Index(sys.argv[1]) as ix:
+    search = ix.search if Searcher is None else Searcher(ix).search
+    for t in tokens[:20]:  # warm up
+        search(t, 10)
+    lat = []
+    for t in tokens:
+        t0 = time.perf_counter()
+        search(t, 10)
+        lat.append(time.perf_counter() - t0)
+print(json.dumps(lat))
+"""
+
+
+def paired(base_tree: Path, base_db: Path, workdir: Path, tokens: list[np.ndarray], rounds: int) -> str:
+    """SPARC-mode top-10 latency of ``base_tree``'s code against this tree's on the same data, in
+    alternating child processes (see the module docstring) -> the report."""
+    import shutil
+
+    from sparc_local.index.store import Index, SCHEMA_VERSION
+
+    here = Path(__file__).resolve().parents[1]
+    db = workdir / f"{base_db.stem}-migrated-v{SCHEMA_VERSION}.db"
+    if not db.exists():  # this tree's Index migrates the copy in place; base_db stays readable by base_tree
+        shutil.copyfile(base_db, db.with_suffix(".copying"))
+        with Index(db.with_suffix(".copying")):
+            pass
+        db.with_suffix(".copying").rename(db)
+    sides = {"base": (base_tree.resolve(), base_db), "this": (here, db)}
+    payload = json.dumps([t.tolist() for t in tokens])
+    out: dict[str, list[tuple[float, float, float]]] = {name: [] for name in sides}
+    lines = [f"paired SPARC-mode search top 10, {len(tokens)} questions per run: base = {sides['base'][0]} on {base_db},"
+             f" this = {here} on {db}", "run  side  reference us   p50 ms   p99 ms"]
+    for r in range(rounds):
+        for name in (("base", "this"), ("this", "base"))[r % 2]:
+            tree, path = sides[name]
+            ref = reference_us()
+            env = dict(os.environ, PYTHONPATH=str(tree), OMP_NUM_THREADS="1")
+            res = subprocess.run([sys.executable, "-c", PAIRED_CHILD, str(path)], input=payload, capture_output=True,
+                                 text=True, check=True, cwd=tree, env=env)
+            lat = np.array(json.loads(res.stdout)) * 1e3
+            out[name].append((ref, float(np.percentile(lat, 50)), float(np.percentile(lat, 99))))
+            lines.append(f"{r:>3}  {name:<5} {ref:12.0f} {out[name][-1][1]:8.3f} {out[name][-1][2]:8.3f}")
+    for name, rows in out.items():
+        a = np.array(rows)
+        lines.append(f"{name}: median over runs p50 {np.median(a[:, 1]):.3f} ms (min {a[:, 1].min():.3f}, max"
+                     f" {a[:, 1].max():.3f}), p99 {np.median(a[:, 2]):.3f} ms; reference {np.median(a[:, 0]):.0f} us")
+    d50 = np.array(out["this"])[:, 1] / np.array(out["base"])[:, 1]
+    lines.append(f"this / base p50, per round: {' '.join(f'{x:.3f}' for x in d50)} (median {np.median(d50):.3f})")
     return "\n".join(lines)
 
 
@@ -405,7 +527,12 @@ def main() -> None:
     ap.add_argument("--json", type=Path, default=None, help="also write the figures here")
     ap.add_argument("--eval-home", type=Path, default=EVAL_HOME,
                     help="the SPARC_LOCAL_HOME where `sparc-local eval` cached squad-dev and newsqa-dev")
+    ap.add_argument("--paired", type=Path, default=None, metavar="TREE",
+                    help="time SPARC-mode search of TREE's code against this tree's (needs --paired-db)")
+    ap.add_argument("--paired-db", type=Path, default=None, help="an index TREE's code reads (see --paired)")
     args = ap.parse_args()
+    if (args.paired is None) != (args.paired_db is None):
+        ap.error("--paired and --paired-db go together")
 
     cpu = args.cpu if args.cpu is not None else max(os.sched_getaffinity(0))
     os.sched_setaffinity(0, {cpu})
@@ -423,6 +550,9 @@ def main() -> None:
     questions = [q for _, q, _ in ds.queries[: args.queries]]
     tokens = [query_token_ids(tok, q, info.skip_array()) for q in questions]
     args.workdir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    if args.paired is not None:
+        print(paired(args.paired, args.paired_db, args.workdir, tokens, args.rounds), flush=True)
+        return
     passages = None
     results = {}
     for size in map(_parse_size, args.sizes.split(",")):
