@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import random
-import zlib
 from pathlib import Path
 
 import pytest
@@ -13,13 +11,9 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from sparc_local.training import companion  # noqa: E402
-from sparc_local.training.data import TRAIN_SETS  # noqa: E402
-from sparc_local.training.mlm_head import HELD_OUT  # noqa: E402
-from tests.tiny import WORDS, make_tiny_adapt_model  # noqa: E402
-
-
-def _sentence(rng: random.Random) -> str:
-    return " ".join(rng.choice(WORDS) for _ in range(rng.randint(5, 12))) + "."
+from sparc_local.training.mlm_head import load_sentences  # noqa: E402
+from tests.test_adapt_cli import _fake_reqa, _sentences  # noqa: E402
+from tests.tiny import make_tiny_adapt_model  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -27,23 +21,14 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """(model folder with its MLM head, data folder with the training sets' corpora)."""
     root = tmp_path_factory.mktemp("companion")
     model = make_tiny_adapt_model(root / "model").path
-    rng = random.Random(0)
-    held = 0
-    for name in TRAIN_SETS:
-        (root / "data" / name).mkdir(parents=True)
-        with gzip.open(root / "data" / name / "corpus.jsonl.gz", "wt", encoding="utf-8") as fh:
-            for p in range(60):
-                held += zlib.crc32(f"{name}/p{p}".encode()) % HELD_OUT == 0
-                for pos in range(3):
-                    fh.write(json.dumps({"id": f"p{p}-{pos}", "text": _sentence(rng), "passage": f"p{p}",
-                                         "position": pos}) + "\n")
-    assert held > 0  # the held-out split must not be empty
-    return model, root / "data"
+    data = _fake_reqa(root / "data")
+    _, held_out = load_sentences(data)
+    assert held_out  # the held-out split must not be empty
+    return model, data
 
 
 def _texts() -> dict[str, list[str]]:
-    rng = random.Random(1)
-    return {"test-text": [_sentence(rng) for _ in range(300)]}
+    return {"test-text": _sentences(300, seed=1)}
 
 
 def _train(setup, run: Path, steps: int, **kw) -> dict:
