@@ -6,6 +6,7 @@ import gzip
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -135,3 +136,25 @@ def test_devil_sentences_skip_the_header(tmp_path: Path, monkeypatch: pytest.Mon
         "Peculiarly appropriate in an employee."]
     monkeypatch.setattr(companion, "DEVIL_FILE", tmp_path / "absent.dz")
     assert companion.devil_sentences() == []
+
+
+def test_export_writes_a_model_adapt_runs_through_the_companion(setup, tmp_path: Path) -> None:
+    from sparc_local.adapt.model_folder import ENCODER_FILE, load_adapt_weights
+    from sparc_local.model.info import ModelInfo
+
+    torch.manual_seed(0)
+    _train(setup, tmp_path / "run", steps=6)
+    model, data = setup
+    out = companion.export_companion(model, tmp_path / "run", tmp_path / "exported", data_dir=data, batch=8,
+                                     max_length=32, n_valid=64, log=lambda s: None)
+    assert abs(next(iter(out["numpy"].values())) - out["torch"]["loss"]) < 0.01  # adapt's numpy MLM agrees
+    info = ModelInfo.load(tmp_path / "exported")
+    cfg, w, meta = load_adapt_weights(info)
+    assert meta["encoder"] == "companion:run@6" and (info.path / ENCODER_FILE).is_file()
+    state = torch.load(tmp_path / "run" / companion.CKPT_FILE, weights_only=False)["model"]
+    assert np.allclose(w["l0.q.w"], state["enc.layers.0.q.weight"].numpy(), atol=1e-3)
+    assert np.allclose(w["mlm.dense.w"], state["head.dense.weight"].numpy(), atol=1e-3)
+    assert not np.allclose(w["l0.q.w"], load_adapt_weights(ModelInfo.load(model))[1]["l0.q.w"], atol=1e-3)
+    with pytest.raises(SystemExit, match="exists"):
+        companion.export_companion(model, tmp_path / "run", tmp_path / "exported", data_dir=data, batch=8,
+                                   max_length=32, n_valid=64, log=lambda s: None)

@@ -33,19 +33,20 @@ import subprocess
 import time
 import zlib
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
 from torch import nn
 
-from sparc_local.adapt.model_folder import load_adapt_weights
+from sparc_local.adapt.model_folder import ENCODER_FILE, HEAD_FILE, load_adapt_weights
 from sparc_local.ingest.sentences import split_sentences
 from sparc_local.model.info import ModelInfo, load_tokenizer, shipped_model_dir
 from sparc_local.model.weights import ArchConfig, Weights
 from sparc_local.training.data import TRAIN_SETS
-from sparc_local.training.mlm_head import (HELD_OUT, Head, _masked, _step_loss, encode_sentences, evaluate,
-                                           held_out_batches, load_sentences)
+from sparc_local.training.mlm_head import (HELD_OUT, Head, _masked, _save, _step_loss, encode_sentences,
+                                           evaluate, held_out_batches, load_sentences)
 from sparc_local.training.model import TorchEncoder
 
 DEFAULT_RUN = Path.home() / ".cache" / "sparc-local-train" / "companion"
@@ -126,12 +127,20 @@ def _trained_state(model: Companion) -> dict[str, torch.Tensor]:
     return {k: v for k, v in model.state_dict().items() if k in keep}
 
 
-def train_companion(model_dir: Path, run_dir: Path, *, data_dir: Path, texts: dict[str, list[str]],
-                    steps: int = 20000, batch: int = 32, max_length: int = 64, lr: float = 2e-4,
-                    warmup: int = 300, text_share: float = 0.25, seed: int = 0, log_every: int = 10,
-                    save_every: int = 100, eval_every: int = 200, n_valid: int = 1024,
-                    log: Callable[[str], None] = print) -> dict[str, dict]:
-    """Train to `steps`, resuming from run_dir's checkpoint; returns the last held-out figures."""
+@dataclass
+class _Setup:
+    info: ModelInfo
+    cfg: ArchConfig
+    w: Weights
+    identity: dict
+    mask_id: int
+    pools: list[list[np.ndarray]]  # tokenized training sentences: the corpora, then the texts
+    valid: dict[str, list]  # held-out set name -> masked batches
+
+
+def _setup(model_dir: Path, data_dir: Path, texts: dict[str, list[str]], *, batch: int, max_length: int,
+           seed: int, n_valid: int, log: Callable[[str], None]) -> _Setup:
+    """The model's weights (E, initial encoder and head), the tokenized sentences and held-out batches."""
     info = ModelInfo.load(model_dir)
     cfg, w, head_meta = load_adapt_weights(info)
     tok = load_tokenizer(info.tokenizer_path)
@@ -141,7 +150,6 @@ def train_companion(model_dir: Path, run_dir: Path, *, data_dir: Path, texts: di
     text_train, text_valid = split_held_out([s for v in texts.values() for s in v])
     enc = lambda xs: encode_sentences(tok, xs, info.cls_id, info.sep_id, max_length)  # noqa: E731
     pools = [p for p in (enc(corp_train), enc(text_train)) if p]
-    shares = [1.0] if len(pools) == 1 else [1.0 - text_share, text_share]
     valid = {CORPORA: held_out_batches(tok, info, cfg, corp_valid, n=n_valid, batch=batch, max_length=max_length,
                                        seed=seed, mask_id=mask_id)[0]}
     if text_valid:
@@ -150,8 +158,28 @@ def train_companion(model_dir: Path, run_dir: Path, *, data_dir: Path, texts: di
     log(f"{len(corp_train)} corpus + {len(text_train)} text sentences to train on "
         f"({', '.join(f'{k} {len(v)}' for k, v in texts.items()) or 'no texts'}); held out "
         f"{len(corp_valid)} + {len(text_valid)}; tokenized in {time.perf_counter() - t0:.1f}s")
+    identity = {"model": info.name, "digest": info.extra.get("digest"), "head": head_meta.get("trained"),
+                "batch": batch, "max_length": max_length, "seed": seed}
+    return _Setup(info, cfg, w, identity, mask_id, pools, valid)
 
-    model = Companion(cfg, w)
+
+def _load_checkpoint(ckpt: Path, identity: dict) -> dict:
+    state = torch.load(ckpt, weights_only=False)
+    if state["identity"] != identity:
+        raise SystemExit(f"{ckpt} was trained with {state['identity']}, not {identity}: use another --run")
+    return state
+
+
+def train_companion(model_dir: Path, run_dir: Path, *, data_dir: Path, texts: dict[str, list[str]],
+                    steps: int = 20000, batch: int = 32, max_length: int = 64, lr: float = 2e-4,
+                    warmup: int = 300, text_share: float = 0.25, seed: int = 0, log_every: int = 10,
+                    save_every: int = 100, eval_every: int = 200, n_valid: int = 1024,
+                    log: Callable[[str], None] = print) -> dict[str, dict]:
+    """Train to `steps`, resuming from run_dir's checkpoint; returns the last held-out figures."""
+    su = _setup(model_dir, data_dir, texts, batch=batch, max_length=max_length, seed=seed, n_valid=n_valid, log=log)
+    cfg, mask_id, pools, valid, identity = su.cfg, su.mask_id, su.pools, su.valid, su.identity
+    shares = [1.0] if len(pools) == 1 else [1.0 - text_share, text_share]
+    model = Companion(cfg, su.w)
     params = model.trainable()
     decay = [p for k, p in params.items() if p.ndim >= 2 and k != "head.bias"]
     no_decay = [p for k, p in params.items() if not (p.ndim >= 2 and k != "head.bias")]
@@ -162,13 +190,9 @@ def train_companion(model_dir: Path, run_dir: Path, *, data_dir: Path, texts: di
     rng = np.random.default_rng(seed)
     run_dir.mkdir(parents=True, exist_ok=True)
     ckpt, logf = run_dir / CKPT_FILE, run_dir / LOG_FILE
-    identity = {"model": info.name, "digest": info.extra.get("digest"), "head": head_meta.get("trained"),
-                "batch": batch, "max_length": max_length, "seed": seed}
     step = 0
     if ckpt.is_file():
-        state = torch.load(ckpt, weights_only=False)
-        if state["identity"] != identity:
-            raise SystemExit(f"{ckpt} was trained with {state['identity']}, not {identity}: use another --run")
+        state = _load_checkpoint(ckpt, identity)
         model.load_state_dict(state["model"], strict=False)
         opt.load_state_dict(state["opt"])
         sched.load_state_dict(state["sched"])
@@ -224,6 +248,26 @@ def train_companion(model_dir: Path, run_dir: Path, *, data_dir: Path, texts: di
     return last or held_out()
 
 
+def export_companion(model_dir: Path, run_dir: Path, out_dir: Path, *, data_dir: Path, batch: int = 32,
+                     max_length: int = 64, seed: int = 0, n_valid: int = 1024,
+                     log: Callable[[str], None] = print) -> dict:
+    """A copy of model_dir whose MLM is the companion's last checkpoint: mlm_encoder.npz (the layers,
+    without E) + mlm_head.npz, which adapt's load_adapt_weights runs instead of the model's encoder.
+    Returns the held-out corpus loss through torch and through adapt's numpy MLM (they must agree)."""
+    su = _setup(model_dir, data_dir, {}, batch=batch, max_length=max_length, seed=seed, n_valid=n_valid, log=log)
+    state = _load_checkpoint(run_dir / CKPT_FILE, su.identity)
+    model = Companion(su.cfg, su.w)
+    model.load_state_dict(state["model"], strict=False)
+    model.eval()
+    final = evaluate(model.enc, model.head, su.valid[CORPORA])
+    if out_dir.exists():
+        raise SystemExit(f"{out_dir} exists: export into a new folder")
+    shutil.copytree(su.info.path, out_dir, ignore=shutil.ignore_patterns(HEAD_FILE, ENCODER_FILE))
+    return _save(ModelInfo.load(out_dir), model.head, su.cfg, model.enc.export_weights(),
+                 f"companion:{run_dir.name}@{state['step']}", final, su.valid[CORPORA],
+                 dict(steps=state["step"], batch=batch, max_length=max_length, seed=seed), log)
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description="Train the MLM companion (layers + head, E frozen) adapt will run.")
     p.add_argument("--run", type=Path, default=DEFAULT_RUN, help="checkpoint/log folder")
@@ -242,14 +286,22 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--eval-every", type=int, default=200)
     p.add_argument("--valid", type=int, default=1024, help="held-out corpus sentences scored (half as many texts)")
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--export", type=Path, metavar="DIR",
+                   help="instead of training, write a copy of the model with the last checkpoint as its MLM")
     a = p.parse_args(argv)
     torch.set_num_threads(a.threads)
     torch.manual_seed(a.seed)
+    log = lambda s: print(time.strftime("%H:%M:%S ") + s, flush=True)  # noqa: E731
+    if a.export:
+        out = export_companion(a.model or shipped_model_dir(), a.run, a.export, data_dir=a.data, batch=a.batch,
+                               max_length=a.max_length, seed=a.seed, n_valid=a.valid, log=log)
+        print(json.dumps(out))
+        return
     texts = {} if a.no_texts else public_domain_texts()
     out = train_companion(a.model or shipped_model_dir(), a.run, data_dir=a.data, texts=texts, steps=a.steps,
                           batch=a.batch, max_length=a.max_length, lr=a.lr, warmup=a.warmup, text_share=a.text_share,
                           seed=a.seed, log_every=a.log_every, save_every=a.save_every, eval_every=a.eval_every,
-                          n_valid=a.valid, log=lambda s: print(time.strftime("%H:%M:%S ") + s, flush=True))
+                          n_valid=a.valid, log=log)
     print(json.dumps(out))
 
 
