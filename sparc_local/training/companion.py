@@ -115,11 +115,6 @@ class Companion(nn.Module):
     def trainable(self) -> dict[str, nn.Parameter]:
         return {k: p for k, p in self.named_parameters() if p.requires_grad}
 
-    def export(self) -> Weights:
-        """Canonical numpy weights of the encoder (without E) and the head, as adapt loads them."""
-        w = {k: v for k, v in self.enc.export_weights().items() if k != "emb.word"}
-        return {**w, **self.head.export()}
-
 
 def _trained_state(model: Companion) -> dict[str, torch.Tensor]:
     """The state worth checkpointing: E is frozen and reloaded from the model folder."""
