@@ -149,7 +149,7 @@ def test_export_writes_a_model_adapt_runs_through_the_companion(setup, tmp_path:
                                      max_length=32, n_valid=64, log=lambda s: None)
     assert abs(next(iter(out["numpy"].values())) - out["torch"]["loss"]) < 0.01  # adapt's numpy MLM agrees
     info = ModelInfo.load(tmp_path / "exported")
-    cfg, w, meta = load_adapt_weights(info)
+    _, w, meta = load_adapt_weights(info)
     assert meta["encoder"] == "companion:run@6" and (info.path / ENCODER_FILE).is_file()
     state = torch.load(tmp_path / "run" / companion.CKPT_FILE, weights_only=False)["model"]
     assert np.allclose(w["l0.q.w"], state["enc.layers.0.q.weight"].numpy(), atol=1e-3)

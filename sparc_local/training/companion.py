@@ -44,7 +44,6 @@ from sparc_local.adapt.model_folder import ENCODER_FILE, HEAD_FILE, load_adapt_w
 from sparc_local.ingest.sentences import split_sentences
 from sparc_local.model.info import ModelInfo, load_tokenizer, shipped_model_dir
 from sparc_local.model.weights import ArchConfig, Weights
-from sparc_local.training.data import TRAIN_SETS
 from sparc_local.training.mlm_head import (HELD_OUT, Head, _masked, _save, _step_loss, encode_sentences,
                                            evaluate, held_out_batches, load_sentences)
 from sparc_local.training.model import TorchEncoder
