@@ -116,17 +116,27 @@ def _masked(seqs: list[np.ndarray], rng: np.random.Generator, cfg: ArchConfig, m
     return inputs, attn, labels
 
 
-def _step_loss(enc, head: Head, inputs: np.ndarray, attn: np.ndarray,
-               labels: np.ndarray) -> tuple[torch.Tensor, int, int]:
-    """(mean CE over masked tokens, correct top-1, masked count); the frozen encoder runs without grad."""
+def _step_loss(enc, head: Head, inputs: np.ndarray, attn: np.ndarray, labels: np.ndarray,
+               encoder_grad: bool = False) -> tuple[torch.Tensor, int, int]:
+    """(mean CE over masked tokens, correct top-1, masked count); a frozen encoder runs without grad."""
     ids_t, attn_t = torch.from_numpy(inputs), torch.from_numpy(attn)
-    with torch.no_grad():
+    with torch.set_grad_enabled(encoder_grad and torch.is_grad_enabled()):
         h = enc(ids_t, torch.zeros_like(ids_t), attn_t)
     lab = torch.from_numpy(labels).reshape(-1)
     sel = lab != -100
     logits = head(h.reshape(-1, h.shape[-1])[sel], enc.word)
     y = lab[sel]
     return F.cross_entropy(logits, y), int((logits.argmax(-1) == y).sum()), int(sel.sum())
+
+
+def held_out_batches(tok, model: ModelInfo, cfg: ArchConfig, texts: list[str], *, n: int, batch: int,
+                     max_length: int, seed: int, mask_id: int, key: int = 7) -> tuple[list, int]:
+    """(masked batches, sentences scored): a fixed sample of n held-out sentences with fixed masks,
+    so every evaluation of a run (and of every head trained with the same seed) scores the same tokens."""
+    vrng = np.random.default_rng([seed, key])
+    vsel = vrng.choice(len(texts), size=min(n, len(texts)), replace=False)
+    vseqs = encode_sentences(tok, [texts[i] for i in sorted(vsel)], model.cls_id, model.sep_id, max_length)
+    return [_masked(vseqs[i:i + batch], vrng, cfg, mask_id) for i in range(0, len(vseqs), batch)], len(vseqs)
 
 
 def evaluate(enc, head: Head, valid: list[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> dict:
@@ -172,11 +182,9 @@ def train_head(encoder_path: Path, model_dir: Path, run_dir: Path, *, data_dir: 
     train_txt, valid_txt = load_sentences(data_dir)
     t0 = time.perf_counter()
     train = encode_sentences(tok, train_txt, model.cls_id, model.sep_id, max_length)
-    vrng = np.random.default_rng([seed, 7])
-    vsel = vrng.choice(len(valid_txt), size=min(n_valid, len(valid_txt)), replace=False)
-    vseqs = encode_sentences(tok, [valid_txt[i] for i in sorted(vsel)], model.cls_id, model.sep_id, max_length)
-    valid = [_masked(vseqs[i:i + batch], vrng, cfg, mask_id) for i in range(0, len(vseqs), batch)]
-    log(f"{len(train)} train / {len(valid_txt)} held-out sentences ({len(vseqs)} scored), "
+    valid, n_scored = held_out_batches(tok, model, cfg, valid_txt, n=n_valid, batch=batch, max_length=max_length,
+                                       seed=seed, mask_id=mask_id)
+    log(f"{len(train)} train / {len(valid_txt)} held-out sentences ({n_scored} scored), "
         f"tokenized in {time.perf_counter() - t0:.1f}s; encoder {kind}")
 
     counts = np.bincount(np.concatenate(train), minlength=cfg.vocab_size).astype(np.float64)
