@@ -446,11 +446,13 @@ def test_no_answers_without_an_index_through_the_entry_point():
 
 
 def test_plain_ask_imports_no_cli_library(docs: Path):
-    """Nor the encoder, the readers (extract imports them all) or, for an ASCII question, tokenizers."""
+    """Nor the encoder, the readers (extract imports them all), scipy (eval's BM25 baseline) or, for an
+    ASCII question, tokenizers."""
     code = ("import sys; from sparc_local.cli.entry import main; assert main(['ask', 'green tea']) == 0; "
             "assert main(['ask', 'tea', '--type', 'htm', '--path', 'library', '--since', '2020-01-01']) == 0; "
             "print([m for m in ('typer', 'click', 'rich', 'shellingham', 'onnxruntime', 'onnx', 'torch', "
-            "'tokenizers', 'sparc_local.cli.app', 'sparc_local.model.encoder', 'sparc_local.ingest.extract') if m in sys.modules])")
+            "'tokenizers', 'scipy', 'sparc_local.cli.app', 'sparc_local.model.encoder', 'sparc_local.ingest.extract') "
+            "if m in sys.modules])")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[-1] == "[]"

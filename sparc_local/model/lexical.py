@@ -25,7 +25,13 @@ from collections.abc import Sequence
 import numpy as np
 
 from sparc_local.model.sparse import SparseVectors
-from sparc_local.query.bm25 import STOPWORDS
+
+# Lucene's English stop set (the classic 33 words): BM25's idf already damps the rest;
+# the index's BM25 and eval's classic baseline (query/bm25.py) both leave them out.
+STOPWORDS = frozenset(
+    "a an and are as at be but by for if in into is it no not of on or such that the their then "
+    "there these they this to was will with".split()
+)
 
 K1 = 1.2
 B = 0.75

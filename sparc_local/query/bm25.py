@@ -11,12 +11,9 @@ import re
 import numpy as np
 import scipy.sparse as sp
 
+from sparc_local.model.lexical import STOPWORDS
+
 _WORD = re.compile(r"\w+", re.UNICODE)
-# Lucene's English stop set (the classic 33 words): BM25's idf already damps the rest.
-STOPWORDS = frozenset(
-    "a an and are as at be but by for if in into is it no not of on or such that the their then "
-    "there these they this to was will with".split()
-)
 
 
 def tokenize(text: str) -> list[str]:
