@@ -161,6 +161,7 @@ class Index(Database):
 
         Per file: tombstone its old sentences, upsert its row, insert its new sentences.  All
         new sentences' postings form one new segment.  If a path occurs twice, the last wins.
+        A file with lexical postings and no vectors is stored not encoded yet (``pending_files``).
         With ``merge=True``, ``maybe_merge()`` runs afterwards (its own transaction).
         """
         latest: dict[str, FileUpdate] = {}
@@ -168,8 +169,8 @@ class Index(Database):
             latest[str(u.path)] = u
         batch = list(latest.values())
         for u in batch:
-            n_vec = len(u.sentences) if u.vectors is None and u.lexical is not None else 0 if u.vectors is None \
-                else len(u.vectors)  # lexical only: stored now, encoded later (``pending``)
+            rows = u.vectors if u.vectors is not None else u.lexical  # lexical only: stored now, encoded later
+            n_vec = 0 if rows is None else len(rows)
             if u.error is None and n_vec != len(u.sentences):
                 raise ValueError(f"{u.path}: {len(u.sentences)} sentences but {n_vec} vectors")
             if u.error is None and u.lexical is not None and len(u.lexical) != len(u.sentences):
