@@ -54,29 +54,36 @@ def multipliers(key_ids: Sequence[int], df: np.ndarray, max_q: np.ndarray, n_sen
     if the index had been built at once. Rounding the real weights to integers keeps the sum
     exact in integers, so the pruned top k equals an exhaustive ranking of the same sum.
     """
-    base_of = {p: f for f, p in PENDING.items()}
-    groups: dict[tuple[int, int], list[int]] = {}  # (field, token) -> positions in key_ids
-    for i, k in enumerate(int(k) for k in key_ids):
-        field, token = divmod(k, FIELD_BASE)
-        groups.setdefault((base_of.get(field, field), token), []).append(i)
+    k = np.asarray(key_ids, np.int64)
+    field = k // FIELD_BASE
+    pending = np.zeros(len(k), bool)
+    base = field.copy()
+    for f, p in PENDING.items():
+        hit = field == p
+        base[hit] = f
+        pending |= hit
+    # group the keys by (field, token): a pending key joins its field's key
+    gid = base * FIELD_BASE + k % FIELD_BASE
+    order = np.argsort(gid, kind="stable")
+    first = np.ones(len(k), bool)
+    first[1:] = gid[order][1:] != gid[order][:-1]
+    group = np.empty(len(k), np.int64)
+    group[order] = np.cumsum(first) - 1
+    n_groups = int(first.sum())
+    d = np.bincount(group, weights=np.asarray(df, np.float64), minlength=n_groups)
+    mq = np.zeros(n_groups)
+    np.maximum.at(mq, group, np.asarray(max_q, np.float64))
+    g_field = base[order][first]
+    with np.errstate(divide="ignore"):
+        idf = np.log1p((n_sentences - d + 0.5) / (d + 0.5))
+    w = np.where(g_field == 0, 1.0, np.where(d > 0, idf, 0.0))
+    n_fields = int(base.max(initial=0)) + 1
+    top = np.bincount(g_field, weights=w * mq, minlength=n_fields)  # each field's attainable maximum
+    part = np.array([1.0 if f == 0 else WEIGHTS.get(f, 0.0) for f in range(n_fields)])
     total_w = sum(WEIGHTS.values())
     boost = (1 + total_w) / total_w if mode == HYBRID and total_w > 0 else 1.0
-    real = np.zeros(len(key_ids))
-    by_field: dict[int, list[tuple[float, float, list[int]]]] = {}  # field -> (weight, max, positions)
-    for (field, _), pos in groups.items():
-        d = float(sum(int(df[i]) for i in pos))
-        mq = float(max(int(max_q[i]) for i in pos))
-        w = 1.0 if field == 0 else (np.log1p((n_sentences - d + 0.5) / (d + 0.5)) if d > 0 else 0.0)
-        by_field.setdefault(field, []).append((w, mq, pos))
-    for field, items in by_field.items():
-        top = sum(w * mq for w, mq, _ in items)
-        if top <= 0:
-            continue
-        part = 1.0 if field == 0 else WEIGHTS[field]
-        for w, _, pos in items:
-            for i in pos:
-                pending = int(key_ids[i]) // FIELD_BASE != field
-                real[i] = part * w / top * (boost if pending else 1.0)
+    safe = np.where(top > 0, top, 1.0)
+    real = np.where(top[base] > 0, part[base] * w[group] / safe[base], 0.0) * np.where(pending, boost, 1.0)
     total = float(real.sum()) * qmax
     res = min(_RESOLUTION, _INT_MAX / total) if total > 0 else _RESOLUTION
     return np.rint(real * res).astype(np.int64), 1.0 / res
