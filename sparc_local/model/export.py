@@ -36,6 +36,9 @@ OPSET = 17
 # - QUANT_FP32: float weights, 4x the size.
 QUANT_WEIGHTS, QUANT_DYNAMIC, QUANT_FP32 = "int8-weights", "int8", "fp32"
 QUANTS = (QUANT_WEIGHTS, QUANT_DYNAMIC, QUANT_FP32)
+# the graph output naming, for each kept token, the input position (a column of input_ids) whose
+# H·e_v is its max: where in the sentence the match is (the answer phrase)
+POSITIONS = "positions"
 
 
 def quantize_rows(emb: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -82,6 +85,17 @@ def _graph(cfg: ArchConfig, w: Weights, sparsity_w: float, int8_embeddings: bool
             wt = const(w[f"{key}.w"].T.copy(), prefix)
         y = op("MatMul", [x, wt])
         return op("Add", [y, const(w[f"{key}.b"], key.replace(".", "_") + "_b")])
+
+    def argmax_of(scores: str, indices: str) -> str:
+        """(rows, K) positions along axis 1 of ``scores`` (rows, positions, V) where each row's K
+        ``indices`` (columns of V) take their max: only the K kept columns are searched, and
+        ArgMax keeps the first of equal values, as ReduceMax's max is the first one's."""
+        cols = op("Unsqueeze", [indices, const(np.array([1], np.int64))])  # (rows, 1, K)
+        size = op("Concat", [const(np.array([1], np.int64)), op("Gather", [op("Shape", [scores]),
+                                                                             const(np.array([1], np.int64))]),
+                             const(np.array([1], np.int64))], axis=0)
+        kept = op("GatherElements", [scores, op("Expand", [cols, size])], axis=2)  # (rows, positions, K)
+        return op("ArgMax", [kept], axis=1, keepdims=0)
 
     def layer_norm(x: str, key: str) -> str:
         return op("LayerNormalization", [x, const(w[f"{key}.w"]), const(w[f"{key}.b"])], axis=-1, epsilon=cfg.eps)
@@ -139,7 +153,8 @@ def _graph(cfg: ArchConfig, w: Weights, sparsity_w: float, int8_embeddings: bool
         flat = op("Reshape", [x, const(np.array([-1, cfg.hidden], np.int64))])
         keep = const(keep_ids, "query_vocab")
         logits = op("Gemm", [op("Gather", [flat, "span_tokens"]), op("Gather", [E, keep])], transB=1)  # (M, V')
-        pooled = op("ReduceMax", [op("Gather", [logits, "spans"])], axes=[1], keepdims=0)  # (N, V')
+        per_span = op("Gather", [logits, "spans"])  # (N, span_length, V')
+        pooled = op("ReduceMax", [per_span], axes=[1], keepdims=0)  # (N, V')
         if window_share:
             # a learned share λ of the window's evidence: (1−λ)·max over the sentence + λ·max over
             # its window's sentences (training.model.TorchEncoder.span_scores)
@@ -150,6 +165,12 @@ def _graph(cfg: ArchConfig, w: Weights, sparsity_w: float, int8_embeddings: bool
         f = op("Log", [op("Add", [op("Mul", [op("Relu", [pooled]), scale]), one])])
         values, indices = op("TopK", [f, "top_k"], n_out=2, axis=-1, largest=1, sorted=1)
         nodes.append(helper.make_node("Gather", [keep, indices], ["token_ids"]))
+        # the phrase (DenSPI-style): which of its own tokens gave each kept token's max, as a
+        # position in the window (span row j -> span_tokens' flat position -> mod the length)
+        j = argmax_of(per_span, indices)  # (N, K) into each span row
+        flat_at = op("Gather", ["span_tokens", op("GatherElements", ["spans", j], axis=1)])
+        nodes.append(helper.make_node("Mod", [flat_at, op("Reshape", [seq_len, const(np.array([1], np.int64))])],
+                                      [POSITIONS]))
         inputs = [int64("input_ids", ["batch", "length"]), int64("attention_mask", ["batch", "length"]),
                   int64("span_tokens", ["tokens"]), int64("spans", ["sentences", "span_length"]),
                   int64("windows", ["batch", "window_sentences"]), int64("window_of", ["sentences"])]
@@ -176,6 +197,8 @@ def _graph(cfg: ArchConfig, w: Weights, sparsity_w: float, int8_embeddings: bool
     f = op("Mul", [f, const(keep, "query_vocab_mask")])
     values, indices = op("TopK", [f, "top_k"], n_out=2, axis=-1, largest=1, sorted=1)
     nodes.append(helper.make_node("Identity", [indices], ["token_ids"]))
+    # the phrase (DenSPI-style): the input position whose H gave each kept token's max
+    nodes.append(helper.make_node("Identity", [argmax_of(logits, indices)], [POSITIONS]))
     return _model(nodes, inits, values, [int64(n, ["batch", "length"]) for n in (ids, types, mask)], "batch")
 
 
@@ -186,12 +209,14 @@ def int64(name: str, shape: list[str]):
 
 
 def _model(nodes: list, inits: list, weights: str, inputs: list, rows: str):
-    """The graph around its nodes: outputs `weights` and `token_ids`, one row per sentence."""
+    """The graph around its nodes: outputs `weights`, `token_ids` and their `positions`, one row
+    per sentence."""
     from onnx import TensorProto, helper
 
     nodes.append(helper.make_node("Identity", [weights], ["weights"]))
     outputs = [helper.make_tensor_value_info("weights", TensorProto.FLOAT, [rows, "k"]),
-               helper.make_tensor_value_info("token_ids", TensorProto.INT64, [rows, "k"])]
+               helper.make_tensor_value_info("token_ids", TensorProto.INT64, [rows, "k"]),
+               helper.make_tensor_value_info(POSITIONS, TensorProto.INT64, [rows, "k"])]
     graph = helper.make_graph(nodes, "sparc_document_encoder", [*inputs, int64("top_k", [1])], outputs, inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="sparc-local")
     model.ir_version = 8
