@@ -271,16 +271,49 @@ def export_model(cfg: ArchConfig, w: Weights, tokenizer_json: Path, out_dir: Pat
     return info
 
 
+def reexport(src: Path, out_dir: Path) -> ModelInfo:
+    """A model folder exported again with this version's graph, from its own weights and settings.
+
+    The int8 weights are read back from model.onnx and quantized again to the same int8 values
+    and scales, so the encoder computes what it did (tests/golden holds it to that); the MLM head
+    beside it is carried over with the new digest, since its encoder is the same.
+    """
+    from sparc_local.adapt.model_folder import HEAD_FILE, load_encoder_weights, load_npz, save_npz
+
+    old = ModelInfo.load(src)
+    cfg, w = load_encoder_weights(old)
+    old_extra = {k: v for k, v in old.extra.items() if k not in ("digest", "arch", "pool", "window_share")}
+    with tempfile.TemporaryDirectory(dir=out_dir.parent) as tmp:
+        info = export_model(cfg, w, old.tokenizer_path, Path(tmp), name=old.name, source=old.source,
+                            sparsity_w=old.sparsity_w, top_k=old.top_k, max_length=old.max_length,
+                            quant=old.quantization, pool=old.extra.get("pool", "all"),
+                            window_share=old.extra.get("window_share", 0.0), extra=old_extra,
+                            inputs={"context_sentences": old.context_sentences, "context_order": old.context_order,
+                                    "scheme": old.scheme})
+        if (src / HEAD_FILE).is_file():
+            head, meta = load_npz(src / HEAD_FILE)
+            if meta.get("encoder_digest") == old.extra.get("digest"):
+                meta["encoder_digest"] = info.extra["digest"]
+            save_npz(Path(tmp) / HEAD_FILE, head, meta)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        for f in Path(tmp).iterdir():
+            shutil.move(str(f), out_dir / f.name)
+    return ModelInfo.load(out_dir)
+
+
 def main(argv: list[str] | None = None) -> None:
-    """python -m sparc_local.model.export WEIGHTS OUT_DIR --name NAME [--fp32] [--top-k K]"""
+    """python -m sparc_local.model.export WEIGHTS OUT_DIR --name NAME [--fp32] [--top-k K]
+
+    WEIGHTS may be a model folder: it is re-exported with its own settings (``reexport``)."""
     import argparse
 
     from sparc_local.model.weights import load_canonical, load_checkpoint
 
     p = argparse.ArgumentParser(description="Export SPARC weights to an ONNX model folder.")
-    p.add_argument("weights", help="HF folder (config.json + model.safetensors) or a canonical .npz from training")
+    p.add_argument("weights", help="HF folder (config.json + model.safetensors), a canonical .npz from training, "
+                                   "or a model folder to re-export with its own settings")
     p.add_argument("out_dir")
-    p.add_argument("--name", required=True)
+    p.add_argument("--name", help="required unless WEIGHTS is a model folder")
     p.add_argument("--tokenizer", help="tokenizer.json (default: inside the weights folder)")
     p.add_argument("--source", default="", help="provenance recorded in sparc.json")
     p.add_argument("--top-k", type=int, default=256)
@@ -296,6 +329,12 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--per-tensor", action="store_true", help="one int8 scale per weight matrix")
     args = p.parse_args(argv)
     src = Path(args.weights)
+    if (src / CONFIG_FILE).is_file():
+        reexport(src, Path(args.out_dir))
+        print(f"re-exported {src} to {args.out_dir}")
+        return
+    if not args.name:
+        p.error("--name is required")
     if src.suffix == ".npz":
         cfg, w = load_canonical(src)
         sparsity = float(w.pop("sparsity.w", np.array(0.0)))
