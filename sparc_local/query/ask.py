@@ -116,12 +116,14 @@ class Asker:
 
     def ask(self, question: str, k: int = 10, path_glob: str | None = None, ext: str | None = None,
             explain: bool = False, since: float | None = None, before: float | None = None,
-            mode: str = fusion.HYBRID) -> list[Answer]:
+            mode: str = fusion.HYBRID, phrases: int | None = None) -> list[Answer]:
         """The top ``k`` passages among the files the filters keep (``pathfilter.PathFilter``:
         ``since``/``before`` bound the modification time, in seconds since the epoch), ranked by
         ``mode`` (``fusion.MODES``), each as its best sentence (``collapse``).  In hybrid mode
         each says whether it is a likely answer: a score of LIKELY_SCORE or more, and a word of
-        the question in its passage (``shares_word``).  Each gets its phrase (``find_phrase``)."""
+        the question in its passage (``shares_word``).  The first ``phrases`` (None: all) get
+        their phrase (``find_phrase``): a sentence with other than ASCII text loads the
+        tokenizers library (~40 ms of a cold `ask`), so what is not shown is not computed."""
         tokens = self.tokens(question)
         if len(tokens) == 0:
             raise NoQueryTokens(f'the question "{question}" has no word to search for',
@@ -140,13 +142,15 @@ class Asker:
         if mode == fusion.HYBRID:
             for a in answers:
                 a.likely = a.score >= LIKELY_SCORE and shares_word(question, a.context)
-        if answers:
-            ids = [a.sentence_id for a in answers]
+        shown = answers if explain else answers[:phrases]
+        if shown:
+            ids = [a.sentence_id for a in shown]
             per = self.searcher.explain(tokens, ids, mode=mode)
-            blobs = self.index.phrase_positions(ids)
-            for answer, contrib in zip(answers, per):
-                answer.phrase = find_phrase(answer.sentence, self.tokenizer.spans(answer.sentence), contrib,
-                                            blobs.get(answer.sentence_id))
+            blobs = self.index.phrase_positions(ids[:phrases])
+            for i, (answer, contrib) in enumerate(zip(shown, per)):
+                if phrases is None or i < phrases:
+                    answer.phrase = find_phrase(answer.sentence, self.tokenizer.spans(answer.sentence), contrib,
+                                                blobs.get(answer.sentence_id))
                 if explain:
                     answer.contributions = {self._label(int(key)): round(float(v), 3)
                                             for key, v in sorted(contrib.items(), key=lambda kv: -kv[1]) if v > 0}
