@@ -63,25 +63,22 @@ def _timed(cmd: list[str], env: dict, runs: int = 5) -> float:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser()
-    p.add_argument("--data", default=str(REPO.parent / "shared/data/reqa/squad-dev"))
-    p.add_argument("--limit", type=int, default=400, help="passages")
-    p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--model", help="model folder (default: the shipped model)")
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--data", default=str(REPO.parent / "shared/data/reqa/squad-dev"), help="a ReQA set")
+    p.add_argument("--limit", type=int, default=400, help="passages indexed")
+    p.add_argument("--threads", type=int, default=1, help="encoder threads")
+    p.add_argument("--model", help="model folder (default: the active model)")
     args = p.parse_args()
 
     ds = reqa.load(Path(args.data))
-    passages: dict[str, list[str]] = {}
-    for text, passage in zip(ds.texts, ds.passages):
-        passages.setdefault(passage, []).append(text)
-    names = sorted(passages)[: args.limit]
+    names = list(dict.fromkeys(ds.passages))[: args.limit]  # the passages of ds.paragraphs(), in order
     with tempfile.TemporaryDirectory() as tmp:
         home, docs = Path(tmp) / "home", Path(tmp) / "docs"
         docs.mkdir()
         home.mkdir(mode=0o700)
         os.environ["SPARC_LOCAL_HOME"] = str(home)
-        for name in names:
-            (docs / f"{name}.txt").write_text(" ".join(passages[name]) + "\n")
+        for name, sentences in zip(names, ds.paragraphs()):
+            (docs / f"{name}.txt").write_text(" ".join(sentences) + "\n")
 
         from sparc_local.index import positions
         from sparc_local.index.store import Index
