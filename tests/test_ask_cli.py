@@ -138,9 +138,12 @@ def test_piped_output_is_plain_text(docs: Path):
     result = runner.invoke(app, ["ask", "green tea steep", "-k", "2"])
     assert result.exit_code == 0
     assert answers[0]["sentence"] == "Green tea should steep for three minutes."
+    assert answers[0]["phrase"] == {"text": "Green tea", "start": 0, "end": 9}  # every answer has one in JSON
     assert result.output == "".join(f"{a['rank']}. {a['path']}:{a['line']}  score {a['score']:.2f}\n"
-                                    f"   {a['context']}\n" + (f"   +{len(a['collapsed'])} more from this passage\n"
-                                                             if a["collapsed"] else "") for a in answers)
+                                    f"   {a['context']}\n"
+                                    + (f"   phrase: {a['phrase']['text']}\n" if a["phrase"] and a["rank"] == 1 else "")
+                                    + (f"   +{len(a['collapsed'])} more from this passage\n"
+                                       if a["collapsed"] else "") for a in answers)
     assert "**" not in result.output and "\x1b" not in result.output
 
 
@@ -222,7 +225,8 @@ def test_ask_in_a_terminal_of_40_columns(docs: Path):
     assert proc.wait() == 0
     assert out.decode().replace("\r\n", "\n") == (
         f"\x1b[1m1.\x1b[0m {docs / 'tea.md'}:3  \x1b[2mscore {score:.2f}\x1b[0m\n"
-        "   Tea \x1b[1;33mGreen tea should steep for three\x1b[0m\n"  # the heading leads its paragraph
+        # the heading leads its paragraph; the phrase is underlined in the sentence
+        "   Tea \x1b[1;4;33mGreen tea\x1b[0m \x1b[1;33mshould steep for three\x1b[0m\n"
         "   \x1b[1;33mminutes.\x1b[0m Then drink it.\n")
 
 
@@ -247,6 +251,7 @@ def test_sentences_of_one_passage_collapse_into_one_result(docs: Path, monkeypat
     assert (result.exit_code, result.output) == (0, (
         f"1. {docs / 'tea.md'}:3  score {first['score']:.2f}\n"
         "   Tea Green tea should steep for three minutes. Then drink it.\n"
+        "   phrase: Green tea\n"
         "   +2 more from this passage\n"
         f"2. {second['path']}:{second['line']}  score {second['score']:.2f}\n"
         f"   {second['context']}\n"))

@@ -64,7 +64,8 @@ def test_index_then_ask_json(docs: Path):
     assert result.exit_code == 0
     answers = json.loads(result.output)
     assert [a["rank"] for a in answers] == [1, 2, 3]
-    assert set(answers[0]) == {"rank", "score", "path", "page", "line", "sentence", "context", "likely", "collapsed"}
+    assert set(answers[0]) == {"rank", "score", "path", "page", "line", "sentence", "context", "likely", "collapsed",
+                               "phrase"}
     assert answers[0]["sentence"] == "Green tea should steep for three minutes."
     assert answers[0]["path"] == str(docs / "tea.md")
     assert answers[0]["line"] == 3 and answers[0]["page"] is None
@@ -93,10 +94,11 @@ def test_ask_filters_and_explain(docs: Path):
         lines = result.output.splitlines()
         assert lines[0].startswith(f"1. {docs / 'tea.md'}:3  score ")
         assert lines[1] == "   Tea Green tea should steep for three minutes. Then drink it."  # piped: plain text
+        assert lines[2] == "   phrase: Green tea"  # piped: the phrase on a line of its own
         # the explanation is the score itself, split by question token (SPARC Eq. 2) and, in the
         # hybrid, by BM25 field (fusion.py)
         score = float(lines[0].rsplit("score ", 1)[1])
-        parts = dict(p.rsplit(" ", 1) for p in lines[2].removeprefix("   = ").split(" + "))
+        parts = dict(p.rsplit(" ", 1) for p in lines[3].removeprefix("   = ").split(" + "))
         assert "tea" in parts and set(parts) <= names, mode
         assert abs(sum(float(v) for v in parts.values()) - score) < 0.02
     assert "tea (bm25)" in parts  # the sentence says "tea"

@@ -34,10 +34,31 @@ def _assert_top_k_of(vectors, f: np.ndarray, info: ModelInfo, k: int = 20) -> No
         assert not set(tok.tolist()) & set(info.skip_ids)
 
 
+def _assert_positions(vectors, dots: list[np.ndarray], spans: list[tuple[int, int]], tol: float = 1e-4) -> None:
+    """Each kept token's position is where its H·e_v is the max (the answer phrase): ``dots[i]``
+    (positions x vocabulary) of sentence i, whose tokens are rows spans[i] of it; a token with
+    NO_POSITION has its max outside the sentence."""
+    from sparc_local.model.sparse import NO_POSITION
+
+    assert vectors.positions is not None and vectors.positions.dtype == np.uint8
+    inside = 0
+    for i, (a, b) in enumerate(spans):
+        tok, _ = vectors.row(i)
+        for v, p in zip(tok.tolist(), vectors.row_positions(i).tolist()):
+            best = dots[i][:, v].max()
+            if p == NO_POSITION:
+                assert dots[i][a:b, v].max() <= best + tol and (b - a == len(dots[i]) or
+                                                                 np.delete(dots[i][:, v], np.s_[a:b]).max() >= best - tol)
+            else:
+                inside += 1
+                assert 0 <= p < b - a and dots[i][a + p, v] >= best - tol, (i, v, p)
+    assert inside > 0
+
+
 @pytest.mark.parametrize("layout", ["bert", "distilbert"])
 def test_onnx_graph_matches_torch_reference(tmp_path, layout):
     """The exported graph computes SPARC Eq. 4 + TopK exactly as the training model does."""
-    from sparc_local.model.inputs import pad_batch, paragraph_inputs
+    from sparc_local.model.inputs import pad_batch, paragraph_inputs, sentence_span
     from sparc_local.training.model import TorchEncoder
     info = make_tiny_model(tmp_path / "m", layout=layout, top_k=20)
     enc = Encoder(info, threads=1, token_budget=64)  # small budget: several length buckets
@@ -50,8 +71,12 @@ def test_onnx_graph_matches_torch_reference(tmp_path, layout):
         ref.sparsity.fill_(0.5)
         items = paragraph_inputs(enc.tokenizer, PARAGRAPHS, info.inputs)
         ids, types, mask = (torch.from_numpy(a) for a in pad_batch(items))
-        f = ref.token_scores(ref(ids, types, mask), mask, torch.arange(info.vocab_size)).numpy()
+        hidden = ref(ids, types, mask)
+        f = ref.token_scores(hidden, mask, torch.arange(info.vocab_size)).numpy()
+        dots = torch.einsum("bld,vd->blv", hidden * mask.unsqueeze(-1), ref.word).numpy()
     _assert_top_k_of(vectors, f, info)
+    # positions over the whole padded input (padding rows are zeros, as in the graph)
+    _assert_positions(vectors, list(dots), [sentence_span(item) for item in items])
 
 
 @pytest.mark.parametrize("layout,share", [("bert", 0.0), ("distilbert", 0.0), ("bert", 0.3)])
@@ -76,8 +101,13 @@ def test_window_graph_matches_torch_reference(tmp_path, layout, share):
         at = type(index)(*(torch.from_numpy(getattr(index, k)) for k in index.__dataclass_fields__))
         if share:
             ref.share = torch.nn.Parameter(torch.logit(torch.tensor(share)))
-        f = ref.span_scores(ref(ids, torch.zeros_like(ids), mask), at, torch.arange(info.vocab_size)).numpy()
+        hidden = ref(ids, torch.zeros_like(ids), mask)
+        f = ref.span_scores(hidden, at, torch.arange(info.vocab_size)).numpy()
+        per_span = (hidden.reshape(-1, hidden.shape[-1])[at.tokens] @ ref.word.T)[at.spans].numpy()
     _assert_top_k_of(vectors, f, info)
+    # each sentence's own tokens only: a row of per_span is its span (padded with its first token)
+    lengths = [b - a for w in windows for a, b in w.spans]
+    _assert_positions(vectors, list(per_span), [(0, n) for n in lengths])
 
 
 def test_segment_ids_matter_for_bert_only(tmp_path):

@@ -60,6 +60,15 @@ def test_ascii_questions_get_the_library_ids(tokenizer_file: Path):
     assert ours.id_to_token(library.token_to_id("tea")) == "tea"
 
 
+def test_token_spans_are_the_library_offsets(tokenizer_file: Path):
+    """The answer phrase maps stored token positions to characters with these spans."""
+    library = Tokenizer.from_file(str(tokenizer_file))
+    ours = QueryTokenizer(tokenizer_file)
+    for text in _texts(1, 3000) + ["Green tea should steep for two to three minutes.", "naïve café", "a\x01b c"]:
+        enc = library.encode(text, add_special_tokens=False)
+        assert ours.spans(text) == [(i, a, b) for i, (a, b) in zip(enc.ids, enc.offsets)], repr(text)
+
+
 def test_an_ascii_question_does_not_load_the_library(tokenizer_file: Path):
     ours = QueryTokenizer(tokenizer_file)
     ours.encode("How long should green tea steep?")

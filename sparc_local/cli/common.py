@@ -51,8 +51,9 @@ def run_ask(question: str, top_k: int = DEFAULT_TOP_K, as_json: bool = False, pa
 
     info = active_model()
     with open_index() as idx:
+        # the terminal shows the top answer's phrase; --json gives every answer's
         answers = Asker(idx, info).ask(question, k=top_k, path_glob=path, ext=type_, explain=explain,
-                                       since=since, before=before, mode=mode)
+                                       since=since, before=before, mode=mode, phrases=None if as_json else 1)
         stale = index_is_stale(idx, info)
     if as_json:
         import json

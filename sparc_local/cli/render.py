@@ -75,8 +75,10 @@ class _Style:
         return f"\x1b[{code}m{text}\x1b[0m" if code else text
 
 
-_NO_COLOUR_CODES = ("1", "2")  # bold, dim
+_NO_COLOUR_CODES = ("1", "2", "4")  # bold, dim, underline
 _SENTENCE, _RANK, _DIM = "1;33", "1", "2"  # the answering sentence: bold yellow
+_PHRASE = "1;4;33"  # the top sentence's answer phrase: underlined in it
+PHRASE_LABEL = "phrase: "  # where the phrase cannot be underlined (plain text), a line of its own says it
 _INDENT = 3  # an answer's text hangs under its rank: "1. " is 3 columns
 _WORD = re.compile(r"(\s+)")
 
@@ -96,16 +98,25 @@ def _where(a: Answer) -> str:
     return a.path
 
 
-def _in_context(a: Answer) -> list[Span]:
-    """The context with the sentence styled, trimmed to CONTEXT_CHARS on each side."""
+def _sentence(a: Answer, phrase: bool) -> list[Span]:
+    """The sentence styled, its phrase (if ``phrase`` and it has one) underlined within it."""
+    p = a.phrase if phrase else None
+    if p is None:
+        return [(a.sentence, _SENTENCE)]
+    parts = [(a.sentence[:p.start], _SENTENCE), (a.sentence[p.start:p.end], _PHRASE), (a.sentence[p.end:], _SENTENCE)]
+    return [part for part in parts if part[0]]
+
+
+def _in_context(a: Answer, phrase: bool = False) -> list[Span]:
+    """The context with the sentence styled (``_sentence``), trimmed to CONTEXT_CHARS on each side."""
     ctx, start = a.context, a.offset
     end = start + len(a.sentence)
     if not ctx or ctx[start:end] != a.sentence:
-        return [(a.sentence, _SENTENCE)]
+        return _sentence(a, phrase)
     lo, hi = max(0, start - CONTEXT_CHARS), min(len(ctx), end + CONTEXT_CHARS)
     before = ("…" if lo > 0 else "") + ctx[lo:start]
     after = ctx[end:hi] + ("…" if hi < len(ctx) else "")
-    return [(before, None), (a.sentence, _SENTENCE), (after, None)]
+    return [(before, None), *_sentence(a, phrase), (after, None)]
 
 
 def _cells(text: str) -> int:
@@ -197,17 +208,22 @@ def format_answers(answers: list[Answer], explain: bool = False, style: _Style |
     """What `ask` prints.  On a terminal (``width`` columns) the text of an answer wraps between
     words and hangs under its rank; elsewhere each part is one plain line, for grep and the like.
     One answer per passage, with how many of its other sentences ranked as high; a first line
-    says when even the best answer is unlikely (hybrid mode, ``ask.LIKELY_SCORE``)."""
+    says when even the best answer is unlikely (hybrid mode, ``ask.LIKELY_SCORE``).  The top
+    answer's phrase is underlined in its sentence; without styles (plain text, TERM=dumb) a line
+    under the context says it, so the context line stays the file's own text."""
     style = style or _Style(False)
     if not answers:
         return "No answer found.\n"
     lines = [NO_LIKELY_ANSWER] if answers[0].likely is False else []
-    for a in answers:
+    for i, a in enumerate(answers):
         lines.append(f"{style(f'{a.rank}.', _RANK)} {_where(a)}  {style(f'score {a.score:.2f}', _DIM)}")
+        spans = _in_context(a, phrase=i == 0)
         if width is None:  # the context as it is: one line, its own whitespace kept
-            lines.append(" " * _INDENT + "".join(style(t, c) for t, c in _in_context(a)))
+            lines.append(" " * _INDENT + "".join(style(t, c) for t, c in spans))
         else:
-            lines += _wrap(_words(_in_context(a)), width, style)
+            lines += _wrap(_words(spans), width, style)
+        if i == 0 and a.phrase is not None and not style.on:
+            lines.append(" " * _INDENT + PHRASE_LABEL + a.phrase.text)
         if a.collapsed:
             lines.append(" " * _INDENT + style(f"+{len(a.collapsed)} more from this passage", _DIM))
         if explain:

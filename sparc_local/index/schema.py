@@ -149,5 +149,21 @@ CREATE INDEX sentences_paragraph ON sentences(paragraph_id);
     ),
     (3, rewrite_blobs),  # one reader: every blob in a format the writer writes today
     (4, add_encoded),  # progressive indexing: sentences stored with their lexical postings, encoded later
+    (
+        5,
+        # the answer phrase: per encoded sentence, where its K tokens had their max
+        # (index/positions.py). A sentence encoded before this migration has no row and shows
+        # no phrase until it is encoded again. The trigger deletes a row with its sentence,
+        # whoever deletes it (a merge's purge of tombstoned sentences), in the same transaction.
+        """
+CREATE TABLE IF NOT EXISTS positions (
+    sentence_id INTEGER PRIMARY KEY,
+    blob        BLOB NOT NULL
+);
+CREATE TRIGGER IF NOT EXISTS positions_die_with_sentence AFTER DELETE ON sentences BEGIN
+    DELETE FROM positions WHERE sentence_id = OLD.id;
+END;
+""",
+    ),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]

@@ -41,6 +41,7 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
+from . import positions
 from . import postings as codec
 from .db import LAST_UPDATE, Database, chunks, qmarks
 from .records import FILE_COLS, FileRecord, FileUpdate, SentenceRow  # noqa: F401 (the write API's types)
@@ -177,6 +178,10 @@ class Index(Database):
                 raise ValueError(f"{u.path}: {len(u.sentences)} sentences but {len(u.lexical)} lexical rows")
         if not batch:
             return None
+        # built before the transaction: the write lock is not held for this CPU work
+        phrase = {str(u.path): [positions.encode(u.vectors.row(i)[0], u.vectors.row_positions(i))  # type: ignore[arg-type]
+                                for i in range(len(u.vectors))]
+                  for u in batch if u.error is None and u.vectors is not None and u.vectors.positions is not None}
         now = time.time()
         segment_id = None
         with self.write_transaction() as c:
@@ -236,6 +241,8 @@ class Index(Database):
                         for sid, s, cnt in zip(ids.tolist(), u.sentences, counts.tolist())
                     ],
                 )
+                if path in phrase:
+                    c.executemany("INSERT INTO positions(sentence_id, blob) VALUES (?, ?)", zip(ids.tolist(), phrase[path]))
                 for v in (vec, lexical):
                     if v is None:
                         continue
@@ -386,6 +393,15 @@ class Index(Database):
                     page=r[5], line=r[6], char_start=r[7], char_end=r[8], file_id=r[9],
                 )
         return [rows[i] for i in ids if i in rows]
+
+    def phrase_positions(self, ids: Sequence[int]) -> dict[int, bytes]:
+        """{sentence id: its positions blob (``positions.py``)} of the given sentences that have one."""
+        ids = [int(i) for i in ids]
+        out: dict[int, bytes] = {}
+        for chunk in chunks(ids):
+            out.update(self._conn.execute(
+                f"SELECT sentence_id, blob FROM positions WHERE sentence_id IN ({qmarks(len(chunk))})", chunk))
+        return out
 
     def stats(self) -> dict:
         """Counts, sizes, errors and meta for `status`."""

@@ -12,9 +12,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from sparc_local.errors import ModelDamaged, ModelMissing
-from sparc_local.model.inputs import SCHEME_WINDOW, pad_batch, paragraph_inputs, span_index, window_inputs
+from sparc_local.model.export import POSITIONS
+from sparc_local.model.inputs import (SCHEME_WINDOW, pad_batch, paragraph_inputs, sentence_span, span_index,
+                                      window_inputs)
 from sparc_local.model.info import ModelInfo, load_tokenizer, model_remedy
-from sparc_local.model.sparse import SparseVectors
+from sparc_local.model.sparse import MAX_POSITION, NO_POSITION, SparseVectors
 
 TOKEN_BUDGET = 512  # input tokens per onnxruntime run: the vocab projection holds batch·length·|V| floats
 
@@ -44,6 +46,9 @@ class Encoder:
             raise ModelDamaged(f"{info.onnx_path} is damaged: onnxruntime cannot load it ({type(err).__name__})",
                                model_remedy(info.path)) from err
         self.token_budget = token_budget
+        # a model exported before the phrase has no positions output: its vectors carry none
+        self.outputs = ["weights", "token_ids"] + [POSITIONS] * any(o.name == POSITIONS
+                                                                    for o in self.session.get_outputs())
 
     def encode(self, paragraphs: Sequence[Sequence[str]], top_k: int | None = None,
                progress: Callable[[int], None] | None = None) -> SparseVectors:
@@ -56,13 +61,14 @@ class Encoder:
         if info.scheme == SCHEME_WINDOW:
             return self._encode_windows(paragraphs, k, progress)
         items = paragraph_inputs(self.tokenizer, paragraphs, info.inputs)
-        rows: list[tuple[np.ndarray, np.ndarray] | None] = [None] * len(items)
+        rows: list[tuple[np.ndarray, ...] | None] = [None] * len(items)
         for batch in self._batches([len(ids) for ids, _ in items]):
             ids, types, mask = pad_batch([items[i] for i in batch])
             feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types, "top_k": k}
-            weights, token_ids = self.session.run(["weights", "token_ids"], feeds)
+            weights, token_ids, *positions = self.session.run(self.outputs, feeds)
             for row, i in enumerate(batch):
-                rows[i] = _kept(weights[row], token_ids[row])
+                at = _in_sentence(positions[0][row], *sentence_span(items[i])) if positions else None
+                rows[i] = _kept(weights[row], token_ids[row], at)
             if progress:
                 progress(len(batch))
         return SparseVectors.from_rows(rows)  # type: ignore[arg-type]
@@ -72,19 +78,20 @@ class Encoder:
         """Model v2: one forward pass per paragraph window, a vector per sentence span."""
         windows = window_inputs(self.tokenizer, paragraphs, self.info.inputs)
         first = np.concatenate([[0], np.cumsum([len(w.spans) for w in windows])]).astype(np.int64)
-        rows: list[tuple[np.ndarray, np.ndarray] | None] = [None] * int(first[-1])
+        rows: list[tuple[np.ndarray, ...] | None] = [None] * int(first[-1])
         for batch in self._batches([len(w.ids) for w in windows]):
             group = [windows[i] for i in batch]
             ids, _, mask = pad_batch([(w.ids, w.ids) for w in group])
             at = span_index(group, ids.shape[1])
             feeds = {"input_ids": ids, "attention_mask": mask, "span_tokens": at.tokens, "spans": at.spans,
                      "windows": at.windows, "window_of": at.window_of, "top_k": k}
-            weights, token_ids = self.session.run(["weights", "token_ids"], feeds)
+            weights, token_ids, *positions = self.session.run(self.outputs, feeds)
             n = 0
             for i, w in zip(batch, group):
                 for j, (a, b) in enumerate(w.spans):
                     empty = a == b  # nothing to pool (see span_index)
-                    rows[first[i] + j] = _kept(weights[n] * (not empty), token_ids[n])
+                    where = _in_sentence(positions[0][n], a, b) if positions else None
+                    rows[first[i] + j] = _kept(weights[n] * (not empty), token_ids[n], where)
                     n += 1
             if progress:
                 progress(n)
@@ -149,7 +156,17 @@ class LazyEncoder:
         self._encoder = None
 
 
-def _kept(weights: np.ndarray, token_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """One row's (token ids, weights) with the zero weights dropped."""
+def _in_sentence(positions: np.ndarray, start: int, end: int) -> np.ndarray:
+    """Input positions as token indices in the sentence at [start, end) of the input; NO_POSITION
+    for a max found in the context (the pair scheme max-pools over the whole input: that token's
+    evidence is not in the sentence, so the phrase shows none for it)."""
+    rel = positions - start
+    return np.where((positions >= start) & (positions < end) & (rel <= MAX_POSITION), rel, NO_POSITION)
+
+
+def _kept(weights: np.ndarray, token_ids: np.ndarray,
+          positions: np.ndarray | None = None) -> tuple[np.ndarray, ...]:
+    """One row's (token ids, weights[, positions]) with the zero weights dropped."""
     keep = weights > 0
-    return token_ids[keep].astype(np.int32), weights[keep].astype(np.float32)
+    row = token_ids[keep].astype(np.int32), weights[keep].astype(np.float32)
+    return row if positions is None else (*row, positions[keep].astype(np.uint8))

@@ -36,6 +36,9 @@ OPSET = 17
 # - QUANT_FP32: float weights, 4x the size.
 QUANT_WEIGHTS, QUANT_DYNAMIC, QUANT_FP32 = "int8-weights", "int8", "fp32"
 QUANTS = (QUANT_WEIGHTS, QUANT_DYNAMIC, QUANT_FP32)
+# the graph output naming, for each kept token, the input position (a column of input_ids) whose
+# H·e_v is its max: where in the sentence the match is (the answer phrase)
+POSITIONS = "positions"
 
 
 def quantize_rows(emb: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -82,6 +85,17 @@ def _graph(cfg: ArchConfig, w: Weights, sparsity_w: float, int8_embeddings: bool
             wt = const(w[f"{key}.w"].T.copy(), prefix)
         y = op("MatMul", [x, wt])
         return op("Add", [y, const(w[f"{key}.b"], key.replace(".", "_") + "_b")])
+
+    def argmax_of(scores: str, indices: str) -> str:
+        """(rows, K) positions along axis 1 of ``scores`` (rows, positions, V) where each row's K
+        ``indices`` (columns of V) take their max: only the K kept columns are searched, and
+        ArgMax keeps the first of equal values, as ReduceMax's max is the first one's."""
+        cols = op("Unsqueeze", [indices, const(np.array([1], np.int64))])  # (rows, 1, K)
+        size = op("Concat", [const(np.array([1], np.int64)), op("Gather", [op("Shape", [scores]),
+                                                                             const(np.array([1], np.int64))]),
+                             const(np.array([1], np.int64))], axis=0)
+        kept = op("GatherElements", [scores, op("Expand", [cols, size])], axis=2)  # (rows, positions, K)
+        return op("ArgMax", [kept], axis=1, keepdims=0)
 
     def layer_norm(x: str, key: str) -> str:
         return op("LayerNormalization", [x, const(w[f"{key}.w"]), const(w[f"{key}.b"])], axis=-1, epsilon=cfg.eps)
@@ -139,7 +153,8 @@ def _graph(cfg: ArchConfig, w: Weights, sparsity_w: float, int8_embeddings: bool
         flat = op("Reshape", [x, const(np.array([-1, cfg.hidden], np.int64))])
         keep = const(keep_ids, "query_vocab")
         logits = op("Gemm", [op("Gather", [flat, "span_tokens"]), op("Gather", [E, keep])], transB=1)  # (M, V')
-        pooled = op("ReduceMax", [op("Gather", [logits, "spans"])], axes=[1], keepdims=0)  # (N, V')
+        per_span = op("Gather", [logits, "spans"])  # (N, span_length, V')
+        pooled = op("ReduceMax", [per_span], axes=[1], keepdims=0)  # (N, V')
         if window_share:
             # a learned share λ of the window's evidence: (1−λ)·max over the sentence + λ·max over
             # its window's sentences (training.model.TorchEncoder.span_scores)
@@ -150,6 +165,12 @@ def _graph(cfg: ArchConfig, w: Weights, sparsity_w: float, int8_embeddings: bool
         f = op("Log", [op("Add", [op("Mul", [op("Relu", [pooled]), scale]), one])])
         values, indices = op("TopK", [f, "top_k"], n_out=2, axis=-1, largest=1, sorted=1)
         nodes.append(helper.make_node("Gather", [keep, indices], ["token_ids"]))
+        # the phrase (DenSPI-style): which of its own tokens gave each kept token's max, as a
+        # position in the window (span row j -> span_tokens' flat position -> mod the length)
+        j = argmax_of(per_span, indices)  # (N, K) into each span row
+        flat_at = op("Gather", ["span_tokens", op("GatherElements", ["spans", j], axis=1)])
+        nodes.append(helper.make_node("Mod", [flat_at, op("Reshape", [seq_len, const(np.array([1], np.int64))])],
+                                      [POSITIONS]))
         inputs = [int64("input_ids", ["batch", "length"]), int64("attention_mask", ["batch", "length"]),
                   int64("span_tokens", ["tokens"]), int64("spans", ["sentences", "span_length"]),
                   int64("windows", ["batch", "window_sentences"]), int64("window_of", ["sentences"])]
@@ -176,6 +197,8 @@ def _graph(cfg: ArchConfig, w: Weights, sparsity_w: float, int8_embeddings: bool
     f = op("Mul", [f, const(keep, "query_vocab_mask")])
     values, indices = op("TopK", [f, "top_k"], n_out=2, axis=-1, largest=1, sorted=1)
     nodes.append(helper.make_node("Identity", [indices], ["token_ids"]))
+    # the phrase (DenSPI-style): the input position whose H gave each kept token's max
+    nodes.append(helper.make_node("Identity", [argmax_of(logits, indices)], [POSITIONS]))
     return _model(nodes, inits, values, [int64(n, ["batch", "length"]) for n in (ids, types, mask)], "batch")
 
 
@@ -186,12 +209,14 @@ def int64(name: str, shape: list[str]):
 
 
 def _model(nodes: list, inits: list, weights: str, inputs: list, rows: str):
-    """The graph around its nodes: outputs `weights` and `token_ids`, one row per sentence."""
+    """The graph around its nodes: outputs `weights`, `token_ids` and their `positions`, one row
+    per sentence."""
     from onnx import TensorProto, helper
 
     nodes.append(helper.make_node("Identity", [weights], ["weights"]))
     outputs = [helper.make_tensor_value_info("weights", TensorProto.FLOAT, [rows, "k"]),
-               helper.make_tensor_value_info("token_ids", TensorProto.INT64, [rows, "k"])]
+               helper.make_tensor_value_info("token_ids", TensorProto.INT64, [rows, "k"]),
+               helper.make_tensor_value_info(POSITIONS, TensorProto.INT64, [rows, "k"])]
     graph = helper.make_graph(nodes, "sparc_document_encoder", [*inputs, int64("top_k", [1])], outputs, inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="sparc-local")
     model.ir_version = 8
@@ -246,16 +271,49 @@ def export_model(cfg: ArchConfig, w: Weights, tokenizer_json: Path, out_dir: Pat
     return info
 
 
+def reexport(src: Path, out_dir: Path) -> ModelInfo:
+    """A model folder exported again with this version's graph, from its own weights and settings.
+
+    The int8 weights are read back from model.onnx and quantized again to the same int8 values
+    and scales, so the encoder computes what it did (tests/golden holds it to that); the MLM head
+    beside it is carried over with the new digest, since its encoder is the same.
+    """
+    from sparc_local.adapt.model_folder import HEAD_FILE, load_encoder_weights, load_npz, save_npz
+
+    old = ModelInfo.load(src)
+    cfg, w = load_encoder_weights(old)
+    old_extra = {k: v for k, v in old.extra.items() if k not in ("digest", "arch", "pool", "window_share")}
+    with tempfile.TemporaryDirectory(dir=out_dir.parent) as tmp:
+        info = export_model(cfg, w, old.tokenizer_path, Path(tmp), name=old.name, source=old.source,
+                            sparsity_w=old.sparsity_w, top_k=old.top_k, max_length=old.max_length,
+                            quant=old.quantization, pool=old.extra.get("pool", "all"),
+                            window_share=old.extra.get("window_share", 0.0), extra=old_extra,
+                            inputs={"context_sentences": old.context_sentences, "context_order": old.context_order,
+                                    "scheme": old.scheme})
+        if (src / HEAD_FILE).is_file():
+            head, meta = load_npz(src / HEAD_FILE)
+            if meta.get("encoder_digest") == old.extra.get("digest"):
+                meta["encoder_digest"] = info.extra["digest"]
+            save_npz(Path(tmp) / HEAD_FILE, head, meta)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        for f in Path(tmp).iterdir():
+            shutil.move(str(f), out_dir / f.name)
+    return ModelInfo.load(out_dir)
+
+
 def main(argv: list[str] | None = None) -> None:
-    """python -m sparc_local.model.export WEIGHTS OUT_DIR --name NAME [--fp32] [--top-k K]"""
+    """python -m sparc_local.model.export WEIGHTS OUT_DIR --name NAME [--fp32] [--top-k K]
+
+    WEIGHTS may be a model folder: it is re-exported with its own settings (``reexport``)."""
     import argparse
 
     from sparc_local.model.weights import load_canonical, load_checkpoint
 
     p = argparse.ArgumentParser(description="Export SPARC weights to an ONNX model folder.")
-    p.add_argument("weights", help="HF folder (config.json + model.safetensors) or a canonical .npz from training")
+    p.add_argument("weights", help="HF folder (config.json + model.safetensors), a canonical .npz from training, "
+                                   "or a model folder to re-export with its own settings")
     p.add_argument("out_dir")
-    p.add_argument("--name", required=True)
+    p.add_argument("--name", help="required unless WEIGHTS is a model folder")
     p.add_argument("--tokenizer", help="tokenizer.json (default: inside the weights folder)")
     p.add_argument("--source", default="", help="provenance recorded in sparc.json")
     p.add_argument("--top-k", type=int, default=256)
@@ -271,6 +329,12 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--per-tensor", action="store_true", help="one int8 scale per weight matrix")
     args = p.parse_args(argv)
     src = Path(args.weights)
+    if (src / CONFIG_FILE).is_file():
+        reexport(src, Path(args.out_dir))
+        print(f"re-exported {src} to {args.out_dir}")
+        return
+    if not args.name:
+        p.error("--name is required")
     if src.suffix == ".npz":
         cfg, w = load_canonical(src)
         sparsity = float(w.pop("sparsity.w", np.array(0.0)))

@@ -81,6 +81,12 @@ def _one(tokens: list[list[int]], i: int, spec: InputSpec) -> EncoderInput:
     return np.asarray(ids, np.int64), np.asarray(types, np.int64)
 
 
+def sentence_span(item: EncoderInput) -> tuple[int, int]:
+    """Where an input of ``_one`` holds its sentence's tokens: [start, end) after [CLS], up to the
+    first [SEP] (the segment-0 tokens between them)."""
+    return 1, int((item[1] == 0).sum()) - 1
+
+
 def paragraph_inputs(tokenizer, paragraphs: Sequence[Sequence[str]], spec: InputSpec) -> list[EncoderInput]:
     """One encoder input per sentence, paragraph after paragraph, in order.
 

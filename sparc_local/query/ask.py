@@ -15,6 +15,7 @@ from sparc_local.model.info import ModelInfo
 from sparc_local.model.lexical import FIELD_BASE, PARAGRAPH_FIELD, SENTENCE_FIELD
 from sparc_local.query import fusion
 from sparc_local.query.pathfilter import PathFilter
+from sparc_local.query.phrase import Phrase, find_phrase
 from sparc_local.query.searcher import Searcher
 from sparc_local.query.tokens import QueryTokenizer, query_token_ids
 from sparc_local.index.store import Index
@@ -51,6 +52,7 @@ class Answer:
     likely: bool | None = None  # hybrid mode: a likely answer (Asker.ask); None: raw scores, no threshold
     collapsed: list[Answer] = field(default_factory=list)
     file_id: int | None = field(repr=False, default=None)
+    phrase: Phrase | None = None  # the words of the sentence that carry the match (query/phrase.py)
 
     @property
     def passage(self) -> tuple[int | None, str]:
@@ -59,6 +61,7 @@ class Answer:
 
     def to_json(self) -> dict:
         d = {name: getattr(self, name) for name in _JSON_FIELDS}
+        d["phrase"] = self.phrase.to_json() if self.phrase else None
         d["collapsed"] = [{name: getattr(c, name) for name in _COLLAPSED_FIELDS} for c in self.collapsed]
         return d
 
@@ -113,12 +116,14 @@ class Asker:
 
     def ask(self, question: str, k: int = 10, path_glob: str | None = None, ext: str | None = None,
             explain: bool = False, since: float | None = None, before: float | None = None,
-            mode: str = fusion.HYBRID) -> list[Answer]:
+            mode: str = fusion.HYBRID, phrases: int | None = None) -> list[Answer]:
         """The top ``k`` passages among the files the filters keep (``pathfilter.PathFilter``:
         ``since``/``before`` bound the modification time, in seconds since the epoch), ranked by
         ``mode`` (``fusion.MODES``), each as its best sentence (``collapse``).  In hybrid mode
         each says whether it is a likely answer: a score of LIKELY_SCORE or more, and a word of
-        the question in its passage (``shares_word``)."""
+        the question in its passage (``shares_word``).  The first ``phrases`` (None: all) get
+        their phrase (``find_phrase``): a sentence with other than ASCII text loads the
+        tokenizers library (~40 ms of a cold `ask`), so what is not shown is not computed."""
         tokens = self.tokens(question)
         if len(tokens) == 0:
             raise NoQueryTokens(f'the question "{question}" has no word to search for',
@@ -137,11 +142,18 @@ class Asker:
         if mode == fusion.HYBRID:
             for a in answers:
                 a.likely = a.score >= LIKELY_SCORE and shares_word(question, a.context)
-        if explain and answers:
-            per = self.searcher.explain(tokens, [a.sentence_id for a in answers], mode=mode)
-            for answer, contrib in zip(answers, per):
-                answer.contributions = {self._label(int(key)): round(float(v), 3)
-                                        for key, v in sorted(contrib.items(), key=lambda kv: -kv[1]) if v > 0}
+        shown = answers if explain else answers[:phrases]
+        if shown:
+            ids = [a.sentence_id for a in shown]
+            per = self.searcher.explain(tokens, ids, mode=mode)
+            blobs = self.index.phrase_positions(ids[:phrases])
+            for i, (answer, contrib) in enumerate(zip(shown, per)):
+                if phrases is None or i < phrases:
+                    answer.phrase = find_phrase(answer.sentence, self.tokenizer.spans(answer.sentence), contrib,
+                                                blobs.get(answer.sentence_id))
+                if explain:
+                    answer.contributions = {self._label(int(key)): round(float(v), 3)
+                                            for key, v in sorted(contrib.items(), key=lambda kv: -kv[1]) if v > 0}
         return answers
 
     def _answers(self, ids: np.ndarray, scores: np.ndarray) -> list[Answer]:

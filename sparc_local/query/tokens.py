@@ -44,6 +44,9 @@ class _Encoding(NamedTuple):
     ids: list[int]
 
 
+Span = tuple[int, int, int]  # a token id and its [start, end) characters in the text
+
+
 # ASCII punctuation, which BERT's pre-tokenizer isolates (Rust's is_ascii_punctuation)
 _PUNCT = r"!-/:-@\[-`{-~"
 _PRE_TOKENS = re.compile(rf"[^ {_PUNCT}]+|[{_PUNCT}]")
@@ -84,31 +87,38 @@ class _AsciiBert:
             return None
 
     def ids(self, text: str) -> list[int]:
+        return [i for i, _, _ in self.spans(text)]
+
+    def spans(self, text: str) -> list[Span]:
+        """(token id, start, end) of each token, [start, end) in ``text``; offsets hold when
+        clean_text deletes nothing (``QueryTokenizer.spans`` checks)."""
         parts = self.split(text) if self.split else [text]
-        out: list[int] = []
+        out: list[Span] = []
+        at = 0
         for i, part in enumerate(parts):
             if i % 2:  # a special token
-                out.append(self.specials[part])
-                continue
-            part = part.translate(_CLEAN)
-            for word in _PRE_TOKENS.findall(part.lower() if self.lowercase else part):
-                out += self._wordpiece(word)
+                out.append((self.specials[part], at, at + len(part)))
+            else:
+                clean = part.translate(_CLEAN)
+                for m in _PRE_TOKENS.finditer(clean.lower() if self.lowercase else clean):
+                    out += self._wordpiece(m.group(), at + m.start())
+            at += len(part)
         return out
 
-    def _wordpiece(self, word: str) -> list[int]:
+    def _wordpiece(self, word: str, at: int) -> list[Span]:
         if len(word) > self.max_chars:
-            return [self.unk]
-        ids, start = [], 0
+            return [(self.unk, at, at + len(word))]
+        pieces, start = [], 0
         while start < len(word):
             for end in range(len(word), start, -1):
                 i = self.vocab.get(word[start:end] if start == 0 else self.prefix + word[start:end])
                 if i is not None:
                     break
             else:
-                return [self.unk]
-            ids.append(i)
+                return [(self.unk, at, at + len(word))]
+            pieces.append((i, at + start, at + end))
             start = end
-        return ids
+        return pieces
 
 
 class QueryTokenizer:
@@ -141,6 +151,14 @@ class QueryTokenizer:
         if self._ascii is not None and text.isascii() and not add_special_tokens:
             return _Encoding(self._ascii.ids(text))
         return _Encoding(self._lib().encode(text, add_special_tokens=add_special_tokens).ids)
+
+    def spans(self, text: str) -> list[Span]:
+        """(token id, start, end) of each token of ``text`` (no special tokens added), the
+        tokens ``encode`` gives, with their characters in ``text``."""
+        if self._ascii is not None and text.isascii() and len(text.translate(_CLEAN)) == len(text):
+            return self._ascii.spans(text)
+        enc = self._lib().encode(text, add_special_tokens=False)
+        return [(i, a, b) for i, (a, b) in zip(enc.ids, enc.offsets)]
 
     def id_to_token(self, token_id: int) -> str | None:
         return self._lib().id_to_token(token_id)
