@@ -272,6 +272,52 @@ def test_collapse_keeps_what_ranks_above_the_last_passage_shown():
     assert [(x.rank, x.score, [c.score for c in x.collapsed]) for x in shown] == [(1, 9, [8, 1])]
 
 
+def test_repeats_fold_into_the_first_passage_that_says_them():
+    """A passage whose best sentence repeats a better one's (the same passage text, or the same
+    long sentence anywhere) is listed under it, not given a slot; short sentences alike in
+    different passages ("Examples.") stay apart."""
+    def a(score: float, file_id: int, sentence: str, context: str) -> Answer:
+        return Answer(0, score, f"/d/{file_id}", None, 1, sentence, context, file_id=file_id)
+
+    footer = "Report a bug in this manual."
+    long_s = "The daemon rereads its configuration file when it receives a hangup signal."
+    def ranked() -> list[Answer]:
+        return [a(9, 1, footer, "Next " + footer), a(8, 2, footer, "next  " + footer.upper()),  # same passage text
+                a(7, 3, long_s, "A. " + long_s), a(6, 4, long_s, long_s + " B."),  # a long sentence, other contexts
+                a(5, 5, "Examples.", "Examples. x"), a(4, 6, "Examples.", "Examples. y"),  # short: kept apart
+                a(3, 2, "Next", "next  " + footer.upper())]  # another sentence of a folded passage: dropped
+
+    shown = collapse(ranked(), 10)
+    assert [(x.rank, x.score, [e.path for e in x.elsewhere], x.collapsed) for x in shown] == [
+        (1, 9, ["/d/2"], []), (2, 7, ["/d/4"], []), (3, 5, [], []), (4, 4, [], [])]
+    assert ask_module.n_shown(ranked()) == 4
+    assert shown[0].to_json()["elsewhere"] == [{"score": 8, "path": "/d/2", "page": None, "line": 1}]
+    # what ranks below the last passage shown is not listed
+    assert [[e.score for e in x.elsewhere] for x in collapse(ranked(), 2)] == [[8], []]
+    assert [[e.score for e in x.elsewhere] for x in collapse(ranked()[2:4] + [a(5, 8, "z", "z")], 2)] == [[6], []]
+    assert [[e.score for e in x.elsewhere] for x in collapse(ranked()[2:3] + [a(6.5, 8, "z", "z")] + ranked()[3:4], 2)] \
+        == [[], []]
+
+
+def test_a_file_copied_twice_is_one_answer_with_its_other_place(docs: Path):
+    copy = docs / "notes" / "museum copy.html"
+    shutil.copy(docs / "notes" / "museum.html", copy)
+    assert runner.invoke(app, ["index", str(docs), "-q"]).exit_code == 0
+    answers = json.loads(runner.invoke(app, ["ask", "museum ticket", "--json", "-k", "2"]).output)
+    first = answers[0]
+    assert first["sentence"] == "The museum ticket was for the history of music."
+    assert [e["path"] for e in first["elsewhere"]] == [str(copy)] or (
+        first["path"] == str(copy) and [e["path"] for e in first["elsewhere"]] == [str(docs / "notes" / "museum.html")])
+    assert all(a["sentence"] != first["sentence"] for a in answers[1:])
+    result = runner.invoke(app, ["ask", "museum ticket", "-k", "1"])
+    other = first["elsewhere"][0]
+    assert (result.exit_code, result.output) == (0, (
+        f"1. {first['path']}:1  score {first['score']:.2f}\n"
+        "   The museum ticket was for the history of music.\n"
+        f"   phrase: {first['phrase']['text']}\n"
+        f"   also in {other['path']}:1\n"))
+
+
 def test_a_nonsense_question_has_no_likely_answer(docs: Path):
     """Hybrid mode says when even the best answer is unlikely (ask.LIKELY_SCORE, calibrated by
     benchmarks/no_answer.py); the sparc and bm25 modes keep raw scores and say nothing."""

@@ -65,7 +65,7 @@ def test_index_then_ask_json(docs: Path):
     answers = json.loads(result.output)
     assert [a["rank"] for a in answers] == [1, 2, 3]
     assert set(answers[0]) == {"rank", "score", "path", "page", "line", "sentence", "context", "likely", "collapsed",
-                               "phrase"}
+                               "phrase", "elsewhere"}
     assert answers[0]["sentence"] == "Green tea should steep for three minutes."
     assert answers[0]["path"] == str(docs / "tea.md")
     assert answers[0]["line"] == 3 and answers[0]["page"] is None

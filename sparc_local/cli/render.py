@@ -78,6 +78,7 @@ class _Style:
 _NO_COLOUR_CODES = ("1", "2", "4")  # bold, dim, underline
 _SENTENCE, _RANK, _DIM = "1;33", "1", "2"  # the answering sentence: bold yellow
 _PHRASE = "1;4;33"  # the top sentence's answer phrase: underlined in it
+ELSEWHERE_SHOWN = 3  # places listed under an answer whose text repeats elsewhere; the rest are counted
 PHRASE_LABEL = "phrase: "  # where the phrase cannot be underlined (plain text), a line of its own says it
 _INDENT = 3  # an answer's text hangs under its rank: "1. " is 3 columns
 _WORD = re.compile(r"(\s+)")
@@ -203,6 +204,13 @@ def _styled_line(words: list[list[Span]], style: _Style) -> str:
     return "".join(style(text, code) for text, code in merged)
 
 
+def _elsewhere(a: Answer) -> str:
+    """Where else the answer's text is said: the first few places, and how many more."""
+    places = [_where(c) for c in a.elsewhere]
+    more = f" and {len(places) - ELSEWHERE_SHOWN} more" if len(places) > ELSEWHERE_SHOWN else ""
+    return "also in " + ", ".join(places[:ELSEWHERE_SHOWN]) + more
+
+
 def format_answers(answers: list[Answer], explain: bool = False, style: _Style | None = None,
                    width: int | None = None) -> str:
     """What `ask` prints.  On a terminal (``width`` columns) the text of an answer wraps between
@@ -226,6 +234,8 @@ def format_answers(answers: list[Answer], explain: bool = False, style: _Style |
             lines.append(" " * _INDENT + PHRASE_LABEL + a.phrase.text)
         if a.collapsed:
             lines.append(" " * _INDENT + style(f"+{len(a.collapsed)} more from this passage", _DIM))
+        if a.elsewhere:
+            lines.append(" " * _INDENT + style(_elsewhere(a), _DIM))
         if explain:
             terms = [f"{t} {v:.2f}" for t, v in a.contributions.items()] or ["no matching token"]
             parts = [[(f"{'=' if i == 0 else '+'} {term}", _DIM)] for i, term in enumerate(terms)]

@@ -32,6 +32,9 @@ _FIELD_LABELS = {SENTENCE_FIELD: " (bm25)", PARAGRAPH_FIELD: " (bm25, context)"}
 LIKELY_SCORE = 0.58
 _WORD = re.compile(r"\w{3,}")  # a question's words that count for shares_word
 FETCH_FACTOR = 3  # sentences fetched per passage shown, more while k passages are not filled
+# A sentence this long (in words) said verbatim in two passages is one statement shown once; a
+# shorter one ("Examples.", "Return value:") is folded only when its whole passage repeats.
+SAME_STATEMENT_WORDS = 8
 
 
 @dataclass
@@ -52,6 +55,7 @@ class Answer:
     likely: bool | None = None  # hybrid mode: a likely answer (Asker.ask); None: raw scores, no threshold
     collapsed: list[Answer] = field(default_factory=list)
     file_id: int | None = field(repr=False, default=None)
+    elsewhere: list[Answer] = field(default_factory=list)  # the same text in other passages (``collapse``)
     phrase: Phrase | None = None  # the words of the sentence that carry the match (query/phrase.py)
 
     @property
@@ -63,11 +67,48 @@ class Answer:
         d = {name: getattr(self, name) for name in _JSON_FIELDS}
         d["phrase"] = self.phrase.to_json() if self.phrase else None
         d["collapsed"] = [{name: getattr(c, name) for name in _COLLAPSED_FIELDS} for c in self.collapsed]
+        d["elsewhere"] = [{name: getattr(c, name) for name in _ELSEWHERE_FIELDS} for c in self.elsewhere]
         return d
 
 
 _JSON_FIELDS = ("rank", "score", "path", "page", "line", "sentence", "context", "likely")
 _COLLAPSED_FIELDS = ("score", "page", "line", "sentence")
+_ELSEWHERE_FIELDS = ("score", "path", "page", "line")
+
+
+def _norm(text: str) -> str:
+    return " ".join(text.casefold().split())
+
+
+def _repeat_keys(a: Answer) -> list[tuple]:
+    """What makes another passage's best sentence a repeat of ``a``: the same sentence in the same
+    passage text (boilerplate, a copied file), or the same long sentence anywhere."""
+    sentence = _norm(a.sentence)
+    keys: list[tuple] = [(sentence, _norm(a.context))]
+    if len(sentence.split()) >= SAME_STATEMENT_WORDS:
+        keys.append((sentence,))
+    return keys
+
+
+def _passages(answers: list[Answer]) -> dict[tuple[int | None, str], tuple[Answer, Answer]]:
+    """Each passage of ``answers`` (ranked) -> (its best sentence, the shown answer it belongs to:
+    itself, or an earlier passage whose best sentence it repeats, ``_repeat_keys``)."""
+    out: dict[tuple[int | None, str], tuple[Answer, Answer]] = {}
+    seen: dict[tuple, Answer] = {}
+    for a in answers:
+        if a.passage in out:
+            continue
+        keys = _repeat_keys(a)
+        owner = next((seen[key] for key in keys if key in seen), a)
+        out[a.passage] = (a, owner)
+        for key in keys:
+            seen.setdefault(key, owner)
+    return out
+
+
+def n_shown(answers: list[Answer]) -> int:
+    """How many answers ``collapse`` can make of ``answers`` (passages, repeats folded)."""
+    return sum(best is owner for best, owner in _passages(answers).values())
 
 
 def shares_word(question: str, context: str) -> bool:
@@ -85,18 +126,22 @@ def collapse(answers: list[Answer], k: int) -> list[Answer]:
     paragraph), ranked; ``answers`` are ranked by score, and hold every sentence scoring at
     least the k-th passage's best.  A passage keeps in ``collapsed`` its other sentences that
     score that much: the slots they would have taken (all of them when fewer than k passages
-    match)."""
-    best: dict[tuple[int | None, str], Answer] = {}
+    match).  A passage whose best sentence repeats a better passage's (``_repeat_keys``: text
+    said verbatim in several files, such as a page footer or a copied document) is listed in
+    that answer's ``elsewhere`` instead of taking a slot, with its other sentences."""
+    passages = _passages(answers)
     for a in answers:
-        if a.passage in best:
-            best[a.passage].collapsed.append(a)
-        else:
-            best[a.passage] = a
-    shown = list(best.values())[:k]
+        best, owner = passages[a.passage]
+        if a is not best and owner is best:
+            best.collapsed.append(a)
+        elif a is best and owner is not best:
+            owner.elsewhere.append(a)
+    shown = [best for best, owner in passages.values() if best is owner][:k]
     floor = shown[-1].score if len(shown) == k else float("-inf")
     for rank, a in enumerate(shown, 1):
         a.rank = rank
         a.collapsed = [c for c in a.collapsed if c.score >= floor]
+        a.elsewhere = [c for c in a.elsewhere if c.score >= floor]
     return shown
 
 
@@ -135,7 +180,7 @@ class Asker:
         while True:
             ids, scores = self.searcher.search(tokens, n=want, file_filter=file_filter, mode=mode)
             found = self._answers(ids, scores)
-            if len(ids) < want or len({a.passage for a in found}) >= k:
+            if len(ids) < want or n_shown(found) >= k:
                 break
             want *= 4
         answers = collapse(found, k)
