@@ -1,9 +1,7 @@
-"""Model folders as `adapt` sees them: weights read back from model.onnx, the MLM head, and
-writing an adapted copy with a new word-embedding matrix E.
+"""Model folders as `adapt` sees them: the weights its MLM runs (``model/folder.py`` reads them
+back), and writing an adapted copy with a new word-embedding matrix E.
 
-`adapt` needs no second copy of the encoder: model.onnx already holds every encoder weight
-(initializers named by export.py's `const(..., prefix)`; int8 MatMul weights renamed by
-onnxruntime's quantize_dynamic to `<name>_quantized/_scale/_zero_point`). The MLM head, which
+`adapt` needs no second copy of the encoder: model.onnx already holds every encoder weight. The MLM head, which
 all-MiniLM-L6-v2 ships without, is trained once at build time (training/mlm_head.py) and saved next to
 the model as mlm_head.npz; if it was trained on top of another encoder (the original PLM, as in
 SPARC §5.1), that encoder is saved beside it as mlm_encoder.npz and adapt runs it instead.
@@ -13,139 +11,17 @@ Imports `onnx`, so only `adapt` and tests load this module; `ask` never does.
 
 from __future__ import annotations
 
-import hashlib
 import json
-import re
 import shutil
 from pathlib import Path
 
 import numpy as np
 
-from sparc_local.errors import ModelError
+from sparc_local.model.folder import (  # noqa: F401 (adapt's API: the folder's files, read back)
+    ENCODER_FILE, HEAD_FILE, HEAD_NAMES, INITIALIZER_NAME, META_KEY, ModelFolderError, arch_config, file_digest,
+    load_encoder_weights, load_npz, load_onnx, save_npz)
 from sparc_local.model.info import CONFIG_FILE, ModelInfo
 from sparc_local.model.weights import ArchConfig, Weights
-
-HEAD_FILE = "mlm_head.npz"
-ENCODER_FILE = "mlm_encoder.npz"
-META_KEY = "__meta__"
-HEAD_NAMES = ("mlm.dense.w", "mlm.dense.b", "mlm.ln.w", "mlm.ln.b", "mlm.bias")
-_LINEARS = ("q", "k", "v", "o", "ff1", "ff2")
-# export.py names initializers f"{prefix}_{counter}"; quantize_dynamic appends a part suffix
-_INIT = re.compile(r"^(?P<prefix>.+?)_(?P<n>\d+)(?:_(?P<part>quantized|scale|zero_point))?$")
-
-
-class ModelFolderError(ModelError):
-    """A model folder adapt cannot use; `remedy` says what to do."""
-
-
-def arch_config(info: ModelInfo) -> ArchConfig:
-    arch = info.extra.get("arch")
-    if not arch:
-        raise ModelFolderError(f"{info.path}: sparc.json has no extra.arch", "Re-export the model with this version.")
-    return ArchConfig.from_dict(arch)
-
-
-def _dequantize(q: np.ndarray, scale: np.ndarray, zero: np.ndarray | None, axis: int) -> np.ndarray:
-    """x = (q − zero_point)·scale, per tensor (scalar scale) or per channel along `axis`.
-
-    A MatMul weight (in, out) quantized per channel has one scale per output column (axis 1:
-    MatMulInteger's output is rescaled column by column); E has one per row (axis 0).
-    """
-    x = q.astype(np.float32)
-    scale = np.asarray(scale, np.float32)
-    zero = np.zeros_like(scale) if zero is None else np.asarray(zero, np.float32)
-    if scale.size == 1:
-        return (x - zero.reshape(())) * scale.reshape(())
-    if scale.size != q.shape[axis]:
-        raise ModelFolderError(f"cannot apply {scale.size} scales along axis {axis} of a {q.shape} weight",
-                               "Re-export the model.")
-    shape = [1] * q.ndim
-    shape[axis] = -1
-    return (x - zero.reshape(shape)) * scale.reshape(shape)
-
-
-def _load_onnx(path: Path):
-    import onnx
-
-    return onnx.load(str(path))
-
-
-def load_encoder_weights(info: ModelInfo) -> tuple[ArchConfig, Weights]:
-    """The canonical float32 weights (emb.*, l{i}.*) of a model folder, read from model.onnx.
-
-    int8 MatMul weights and the int8 E are dequantized, so they equal the exported weights up to
-    quantization; an fp32 export round-trips exactly.
-    """
-    from onnx import numpy_helper
-
-    cfg = arch_config(info)
-    model = _load_onnx(info.onnx_path)
-    arrays = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
-    parts: dict[str, dict[str, np.ndarray]] = {}
-    for name, arr in arrays.items():
-        m = _INIT.match(name)
-        if m:
-            parts.setdefault(m["prefix"], {})[m["part"] or "value"] = arr
-    w: Weights = {}
-
-    def take(prefix: str) -> np.ndarray:
-        got = parts.get(prefix)
-        if got is None:
-            raise ModelFolderError(f"{info.onnx_path}: no initializer {prefix}_N", "Re-export the model.")
-        if "value" in got:
-            return np.asarray(got["value"], np.float32)
-        return _dequantize(got["quantized"], got["scale"], got.get("zero_point"), axis=1)
-
-    if "emb_word_int8" in parts:
-        w["emb.word"] = _dequantize(parts["emb_word_int8"]["value"], parts["emb_word_scale"]["value"],
-                                    parts.get("emb_word_zero", {}).get("value"), axis=0)
-    else:
-        w["emb.word"] = take("emb_word")
-    w["emb.pos"] = take("emb_pos")
-    if cfg.type_vocab:
-        w["emb.type"] = take("emb_type")
-    for i in range(cfg.layers):
-        for lin in _LINEARS:
-            w[f"l{i}.{lin}.w"] = np.ascontiguousarray(take(f"l{i}_{lin}_w").T)  # exported as (in, out)
-            w[f"l{i}.{lin}.b"] = take(f"l{i}_{lin}_b")
-    # LayerNorm parameters are anonymous constants: name them by graph order (emb, then ln1/ln2 per layer)
-    ln_names = ["emb.ln"] + [f"l{i}.{n}" for i in range(cfg.layers) for n in ("ln1", "ln2")]
-    lns = [n for n in model.graph.node if n.op_type == "LayerNormalization"]
-    if len(lns) != len(ln_names):
-        raise ModelFolderError(f"{info.onnx_path}: {len(lns)} LayerNormalization nodes, expected {len(ln_names)}",
-                               "Re-export the model.")
-    for key, node in zip(ln_names, lns):
-        w[f"{key}.w"] = np.asarray(arrays[node.input[1]], np.float32)
-        w[f"{key}.b"] = np.asarray(arrays[node.input[2]], np.float32)
-    if w["emb.word"].shape != (cfg.vocab_size, cfg.hidden):
-        raise ModelFolderError(f"{info.onnx_path}: E has shape {w['emb.word'].shape}", "Re-export the model.")
-    return cfg, w
-
-
-# ---------------------------------------------------------------- MLM head (+ optional encoder)
-
-def file_digest(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while chunk := fh.read(1 << 20):
-            h.update(chunk)
-    return h.hexdigest()
-
-
-def save_npz(path: Path, arrays: Weights, meta: dict) -> None:
-    """Write arrays + a JSON meta record atomically (tmp + replace)."""
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as fh:
-        np.savez(fh, **{META_KEY: np.frombuffer(json.dumps(meta, sort_keys=True).encode(), np.uint8)}, **arrays)
-    tmp.replace(path)
-
-
-def load_npz(path: Path) -> tuple[Weights, dict]:
-    with np.load(path) as z:
-        meta = json.loads(bytes(z[META_KEY]).decode()) if META_KEY in z.files else {}
-        return {k: z[k] for k in z.files if k != META_KEY}, meta
-
 
 def has_mlm_head(info: ModelInfo) -> bool:
     return (info.path / HEAD_FILE).is_file()
@@ -198,10 +74,10 @@ def replace_embeddings(src: Path, dst: Path, E: np.ndarray) -> str:
 
     from sparc_local.model.export import quantize_rows
 
-    model = _load_onnx(src)
+    model = load_onnx(src)
     by_prefix = {}
     for t in model.graph.initializer:
-        m = _INIT.match(t.name)
+        m = INITIALIZER_NAME.match(t.name)
         if m and m["part"] is None and m["prefix"] in ("emb_word", "emb_word_int8", "emb_word_scale", "emb_word_zero"):
             by_prefix[m["prefix"]] = t
     E = np.asarray(E, np.float32)

@@ -278,7 +278,7 @@ def reexport(src: Path, out_dir: Path) -> ModelInfo:
     and scales, so the encoder computes what it did (tests/golden holds it to that); the MLM head
     beside it is carried over with the new digest, since its encoder is the same.
     """
-    from sparc_local.adapt.model_folder import HEAD_FILE, load_encoder_weights, load_npz, save_npz
+    from sparc_local.model.folder import HEAD_FILE, load_encoder_weights, load_npz, save_npz
 
     old = ModelInfo.load(src)
     cfg, w = load_encoder_weights(old)
