@@ -153,7 +153,7 @@ def main() -> None:
     ap.add_argument("--tree", type=Path, default=HERE.parent, help="the checkout of sparc-local to measure")
     ap.add_argument("--reuse", action="store_true", help="ask against the index of the last run")
     ap.add_argument("--misses", action="store_true", help="print each question's top result when it misses")
-    ap.add_argument("--mode", default="hybrid", help="ask --mode (hybrid, sparc, bm25)")
+    ap.add_argument("--mode", default="hybrid", help="ask --mode (hybrid, sparc, bm25; '' for a tree from before --mode)")
     ap.add_argument("--home", type=Path, default=BENCH / "home",
                     help="the scratch SPARC_LOCAL_HOME (one per concurrent run)")
     args = ap.parse_args()
@@ -175,8 +175,8 @@ def main() -> None:
     hits = {"sentence": Counter(), "passage": Counter(), "file": Counter()}  # level -> hit@1, found, rr
     unlikely = Counter()  # (hit at 1, top answer called unlikely)
     for question, name, answer in questions:
-        results = json.loads(cli(tree, home, "ask", "--json", "-k", str(TOP_K), "--mode", args.mode,
-                                 question).stdout)
+        mode = ["--mode", args.mode] if args.mode else []  # "": the tree's only way (before --mode existed)
+        results = json.loads(cli(tree, home, "ask", "--json", "-k", str(TOP_K), *mode, question).stdout)
         targets = {str(DESK / n) for n in name.split("|")}
         want = norm(answer)
         ranks: dict[str, int] = {}
