@@ -103,7 +103,7 @@ def test_teacher_scores_are_sums_of_its_stored_weights(setup: dict[str, Path], t
     trainer = train.Trainer(train.parse_args(_args(setup, tmp_path / "run") + _distill(setup, 1.0)))
     questions, cand, _ = _batch(trainer)
     qmask, union = trainer._question_tokens(questions)
-    got = trainer.teacher.scores(qmask, union, cand)
+    got = qmask @ trainer.teacher.f(cand, union).T
     assert got.shape == (len(questions), len(cand)) and (got > 0).any()
     for i, q in enumerate(questions):
         tokens = set(union[qmask[i].numpy() > 0].tolist())

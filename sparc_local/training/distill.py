@@ -45,16 +45,22 @@ class Teacher:
                 parts.append(encode_corpus(reqa.load(folder), folder, info, threads))
         return cls(SparseVectors.concat(parts))
 
-    def scores(self, qmask: torch.Tensor, union: np.ndarray, sents: list[int]) -> torch.Tensor:
-        """g_t(q, s) for the questions of ``qmask`` (questions × ``union``, 0/1) and the
-        candidate sentences ``sents``, shape (questions, candidates)."""
-        f = np.zeros((len(sents), len(union)), dtype=np.float32)
-        for row, s in enumerate(sents):
-            tok, w = self.vectors.row(s)
-            at = np.minimum(np.searchsorted(union, tok), len(union) - 1)
-            hit = union[at] == tok
-            f[row, at[hit]] = w[hit]
-        return qmask @ torch.from_numpy(f).T
+    def f(self, sents: list[int], union: np.ndarray) -> torch.Tensor:
+        """The teacher's f(v, s) of the sentences ``sents`` at the tokens ``union`` (0 where it
+        stored none), shape (sentences, tokens); g_t = qmask @ f.T."""
+        return torch.from_numpy(dense_rows(self.vectors, sents, union))
+
+
+def dense_rows(vectors: SparseVectors, rows: list[int], columns: np.ndarray) -> np.ndarray:
+    """``vectors``' weights of ``rows`` at the sorted keys ``columns`` (0 where a row has none),
+    shape (rows, columns)."""
+    out = np.zeros((len(rows), len(columns)), dtype=np.float32)
+    for i, r in enumerate(rows):
+        keys, w = vectors.row(r)
+        at = np.minimum(np.searchsorted(columns, keys), len(columns) - 1)
+        hit = columns[at] == keys
+        out[i, at[hit]] = w[hit]
+    return out
 
 
 def kl_term(student: torch.Tensor, teacher: torch.Tensor, temp: float) -> torch.Tensor:

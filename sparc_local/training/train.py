@@ -32,6 +32,7 @@ from sparc_local.model.info import load_tokenizer, shipped_model_dir
 from sparc_local.query.tokens import query_token_ids, skip_token_ids
 from sparc_local.training.data import TRAIN_SETS, Pool, build_pool, sample_batch
 from sparc_local.training.distill import Teacher, kl_term
+from sparc_local.training.hybrid import LexicalFeatures
 from sparc_local.training.model import TorchEncoder
 from sparc_local.model.weights import ArchConfig, load_checkpoint, load_canonical, save_canonical
 
@@ -69,6 +70,7 @@ class Trainer:
             self.model.share = torch.nn.Parameter(torch.tensor(math.log(args.window_share / (1 - args.window_share))))
         self.pool = self._pool()
         self.teacher = self._teacher()
+        self.lexical = LexicalFeatures(self.pool, self.tokenizer, self.skip) if args.hybrid else None
         self.spec = InputSpec(args.max_length, self.cls_id, self.sep_id, args.context_sentences, args.context_order,
                               args.scheme)
         if args.scheme == SCHEME_WINDOW:
@@ -188,7 +190,7 @@ class Trainer:
         """
         qmask, union = self._question_tokens(questions)
         f, sents = self._sentence_scores(cand, union)
-        g = qmask @ f.T
+        g = self._score(qmask, union, sents, f)
         is_answer = torch.tensor([[s in answer_sets[i] for s in sents] for i in range(len(questions))])
         if self.args.scheme != SCHEME_WINDOW:
             # the pair scheme's candidate i is question i's positive; other answers are masked out
@@ -200,8 +202,16 @@ class Trainer:
         ce = (g.logsumexp(1) - pos).mean()
         if self.teacher is None:
             return ce, {}
-        kl = kl_term(g, self.teacher.scores(qmask, union, sents), self.args.distill_temp)
+        kl = kl_term(g, self._score(qmask, union, sents, self.teacher.f(sents, union)), self.args.distill_temp)
         return ce + self.args.distill_weight * kl, {"ce": round(ce.item(), 4), "kl": round(kl.item(), 4)}
+
+    def _score(self, qmask: torch.Tensor, union: np.ndarray, sents: list[int], f: torch.Tensor) -> torch.Tensor:
+        """g(q, s) from f (candidates × union), plus with --hybrid the fused BM25 parts in g's units
+        (training/hybrid.py), G(q) estimated from these candidates."""
+        g = qmask @ f.T
+        if self.lexical is None:
+            return g
+        return g + self.lexical.scores(qmask, union, sents, f.detach().max(0).values)
 
     def _keep(self, f: torch.Tensor, hard: bool, threshold) -> torch.Tensor:
         """Which of f's weights survive the index's top-K cut: a sigmoid around each sentence's
@@ -317,6 +327,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--distill-model", help="the teacher's model folder (default: the shipped model)")
     p.add_argument("--distill-weight", type=float, default=1.0, help="α of the distillation term")
     p.add_argument("--distill-temp", type=float, default=1.0, help="softmax temperature T of the distillation term")
+    p.add_argument("--hybrid", action="store_true",
+                   help="train the score `ask` ranks by in hybrid mode: g plus the fused BM25 parts as fixed features")
     p.add_argument("--ckpt-every", type=int, default=50)
     p.add_argument("--valid-every", type=int, default=500)
     return p.parse_args(argv)
