@@ -57,3 +57,12 @@ def test_hybrid_distillation_trains(setup: dict[str, Path], tmp_path: Path) -> N
     assert all(math.isfinite(r["loss"]) and r["kl"] >= 0 for r in logs[1])
     # the same first batch and weights: only the BM25 features differ
     assert logs[1][0]["ce"] != logs[0][0]["ce"]
+
+
+def test_validation_reports_the_hybrid_score_beside_sparc_alone(setup: dict[str, Path], tmp_path: Path) -> None:
+    t = train.Trainer(train.parse_args(_args(setup, tmp_path / "run", "--hybrid")))
+    res = t.validate()
+    assert res["questions"] == 24 and res["sentences"] == 24  # the held-out articles' 2 × 3 × 4 sentences
+    # each question is three of its answer's words: BM25's fields rank every answer first, the
+    # random tiny encoder alone does not
+    assert res["hybrid_mrr@10"] == 1.0 > res["mrr@10"]

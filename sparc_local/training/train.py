@@ -260,12 +260,12 @@ class Trainer:
 
     @torch.no_grad()
     def validate(self) -> dict:
-        """MRR@10 on the held-out du2017 articles, ranking among their own sentences."""
+        """MRR@10 on the held-out du2017 articles, ranking among their own sentences; with --hybrid
+        also the hybrid score's, G(q) taken over those sentences."""
         self.model.eval()
         valid = self.pool.valid
         sents = sorted({s for ex in valid for s in ex.answers + ex.passage_negs})
-        qtok = [query_token_ids(self.tokenizer, ex.question, self.skip) for ex in valid]
-        union = np.unique(np.concatenate(qtok))
+        qmask, union = self._question_tokens([ex.question for ex in valid])
         fs, got = [], []
         for i in range(0, len(sents), 32):
             f, done = self._sentence_scores(sents[i:i + 32], union, hard=True)
@@ -274,15 +274,10 @@ class Trainer:
         # the window scheme may encode a window twice (its sentences straddle two slices): keep one
         keep = {s: j for j, s in enumerate(got)}
         f = torch.cat(fs)[[keep[s] for s in sents]]
-        mrr = 0.0
-        for ex, t in zip(valid, qtok):
-            cols = np.searchsorted(union, t)
-            g = f[:, cols].sum(1)
-            order = torch.argsort(g, descending=True)[:10].tolist()
-            ranks = [r for r, j in enumerate(order) if sents[j] in set(ex.answers)]
-            mrr += 1.0 / (ranks[0] + 1) if ranks else 0.0
         self.model.train()
-        res = {"mrr@10": round(mrr / len(valid), 4), "questions": len(valid), "sentences": len(sents)}
+        res = {"mrr@10": _mrr(qmask @ f.T, sents, valid), "questions": len(valid), "sentences": len(sents)}
+        if self.lexical is not None:
+            res["hybrid_mrr@10"] = _mrr(self._score(qmask, union, sents, f), sents, valid)
         print(f"valid {res}", flush=True)
         return res
 
@@ -295,6 +290,16 @@ class Trainer:
         out = self.run / "final.npz"
         save_canonical(out, self.cfg, w)
         return out
+
+
+def _mrr(g: torch.Tensor, sents: list[int], examples: list) -> float:
+    """MRR@10 of the scores ``g`` (examples × ``sents``)."""
+    mrr = 0.0
+    for row, ex in zip(g, examples):
+        order = torch.argsort(row, descending=True)[:10].tolist()
+        ranks = [r for r, j in enumerate(order) if sents[j] in set(ex.answers)]
+        mrr += 1.0 / (ranks[0] + 1) if ranks else 0.0
+    return round(mrr / len(examples), 4)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
