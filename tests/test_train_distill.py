@@ -3,72 +3,22 @@ tiny ReQA-format training sets, with real torch."""
 
 from __future__ import annotations
 
-import gzip
 import json
-import random
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
 
-from sparc_local.model.inputs import SCHEME_PAIR, SCHEME_WINDOW  # noqa: E402
-from sparc_local.model.weights import save_canonical  # noqa: E402
-from sparc_local.training import train  # noqa: E402
-from sparc_local.training.data import DU_VALIDATION_ARTICLES, TRAIN_SETS, sample_batch  # noqa: E402
-from sparc_local.training.distill import kl_term  # noqa: E402
-from tests.tiny import WORDS, make_tiny_model, tiny_vocab, tiny_weights, write_tokenizer  # noqa: E402
-
-CONTENT = [w for w in WORDS if len(w) > 3]
-
-
-def _write_set(folder: Path, seed: int, articles: list[str]) -> None:
-    """Passages of 4 sentences; every sentence is an answer, its question three of its words."""
-    rng = random.Random(seed)
-    folder.mkdir(parents=True)
-    corpus, queries = [], []
-    for a in articles:
-        for p in range(3):
-            for pos in range(4):
-                words = rng.sample(CONTENT, 6)
-                sid = f"{a}_{p:03d}-{pos}"
-                corpus.append({"id": sid, "text": " ".join(words).capitalize() + ".", "passage": f"{a}_{p:03d}",
-                               "position": pos})
-                queries.append({"id": f"q{len(queries)}", "question": "what " + " ".join(words[1:4]) + "?",
-                                "answers": [sid]})
-    for name, rows in (("corpus", corpus), ("queries", queries)):
-        with gzip.open(folder / f"{name}.jsonl.gz", "wt") as fh:
-            fh.writelines(json.dumps(r) + "\n" for r in rows)
+from sparc_local.model.inputs import SCHEME_PAIR, SCHEME_WINDOW
+from sparc_local.training import train
+from sparc_local.training.distill import kl_term
+from tests.train_setup import distill_args, first_batch, train_args, write_setup
 
 
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """A student base (.npz), its tokenizer, training sets, a teacher model and its data dir."""
-    root = tmp_path_factory.mktemp("distill")
-    data = root / "reqa"
-    for k, name in enumerate(TRAIN_SETS):
-        articles = ["a12", "a13", *sorted(DU_VALIDATION_ARTICLES)] if name == "du2017-train" else ["a00", "a01"]
-        _write_set(data / name, seed=k, articles=articles)
-    cfg, w = tiny_weights("bert", len(tiny_vocab()), seed=3)
-    save_canonical(root / "base.npz", cfg, w)
-    return {"data": data, "base": root / "base.npz", "tokenizer": write_tokenizer(root / "tokenizer.json"),
-            "teacher": make_tiny_model(root / "teacher", top_k=40, seed=0).path, "home": root / "teacher-home"}
-
-
-def _args(setup: dict[str, Path], run: Path, *extra: str, scheme: str = SCHEME_PAIR) -> list[str]:
-    return ["--base", str(setup["base"]), "--tokenizer", str(setup["tokenizer"]), "--data", str(setup["data"]),
-            "--run", str(run), "--batch", "4", "--max-length", "48", "--threads", "1", "--warmup", "1",
-            "--lr", "1e-3", "--valid-every", "0", "--ckpt-every", "2", "--scheme", scheme, *extra]
-
-
-def _distill(setup: dict[str, Path], weight: float, temp: float = 1.0) -> list[str]:
-    return ["--distill-home", str(setup["home"]), "--distill-model", str(setup["teacher"]),
-            "--distill-weight", str(weight), "--distill-temp", str(temp)]
-
-
-def _batch(trainer: train.Trainer, seed: int = 0):
-    return sample_batch(trainer.pool, trainer.pool.train[:4], random.Random(seed))
+    return write_setup(tmp_path_factory.mktemp("train"))
 
 
 def test_kl_gradient_moves_the_student_toward_the_teacher() -> None:
@@ -100,8 +50,8 @@ def test_kl_leaves_out_what_the_student_masks() -> None:
 
 
 def test_teacher_scores_are_sums_of_its_stored_weights(setup: dict[str, Path], tmp_path: Path) -> None:
-    trainer = train.Trainer(train.parse_args(_args(setup, tmp_path / "run") + _distill(setup, 1.0)))
-    questions, cand, _ = _batch(trainer)
+    trainer = train.Trainer(train.parse_args(train_args(setup, tmp_path / "run") + distill_args(setup, 1.0)))
+    questions, cand, _ = first_batch(trainer)
     qmask, union = trainer._question_tokens(questions)
     got = qmask @ trainer.teacher.f(cand, union).T
     assert got.shape == (len(questions), len(cand)) and (got > 0).any()
@@ -115,13 +65,13 @@ def test_teacher_scores_are_sums_of_its_stored_weights(setup: dict[str, Path], t
 
 @pytest.mark.parametrize("scheme", [SCHEME_PAIR, SCHEME_WINDOW])
 def test_zero_weight_is_the_cross_entropy_exactly(setup: dict[str, Path], tmp_path: Path, scheme: str) -> None:
-    plain = train.Trainer(train.parse_args(_args(setup, tmp_path / "plain", scheme=scheme)))
+    plain = train.Trainer(train.parse_args(train_args(setup, tmp_path / "plain", scheme=scheme)))
     losses = {}
     for weight in (0.0, 0.5):
-        t = train.Trainer(train.parse_args(_args(setup, tmp_path / f"d{weight}", scheme=scheme)
-                                           + _distill(setup, weight, temp=2.0)))
-        losses[weight] = t._loss(*_batch(t))
-    ce, parts = plain._loss(*_batch(plain))
+        t = train.Trainer(train.parse_args(train_args(setup, tmp_path / f"d{weight}", scheme=scheme)
+                                           + distill_args(setup, weight, temp=2.0)))
+        losses[weight] = t._loss(*first_batch(t))
+    ce, parts = plain._loss(*first_batch(plain))
     assert parts == {}
     assert torch.equal(losses[0.0][0], ce)
     assert losses[0.0][1]["ce"] == round(ce.item(), 4) and losses[0.0][1]["kl"] > 0
@@ -131,19 +81,19 @@ def test_zero_weight_is_the_cross_entropy_exactly(setup: dict[str, Path], tmp_pa
 def test_distillation_trains_logs_and_resumes(setup: dict[str, Path], tmp_path: Path,
                                               capsys: pytest.CaptureFixture) -> None:
     run = tmp_path / "run"
-    train.main(_args(setup, run, "--steps", "4") + _distill(setup, 5.0))
+    train.main(train_args(setup, run, "--steps", "4") + distill_args(setup, 5.0))
     log = [json.loads(x) for x in (run / "train.log.jsonl").read_text().splitlines()]
     assert [r["step"] for r in log] == [1, 2, 3, 4]
     assert all(r["loss"] == pytest.approx(r["ce"] + 5.0 * r["kl"], abs=1e-3) for r in log)
-    train.main(_args(setup, run, "--steps", "6") + _distill(setup, 5.0))
+    train.main(train_args(setup, run, "--steps", "6") + distill_args(setup, 5.0))
     assert "resumed from step 4" in capsys.readouterr().out
     log = [json.loads(x) for x in (run / "train.log.jsonl").read_text().splitlines()]
     assert [r["step"] for r in log] == [1, 2, 3, 4, 5, 6]
 
 
 def test_steps_on_a_fixed_batch_bring_the_student_to_the_teacher(setup: dict[str, Path], tmp_path: Path) -> None:
-    t = train.Trainer(train.parse_args(_args(setup, tmp_path / "fixed") + _distill(setup, 50.0)))
-    batch = _batch(t, seed=1)
+    t = train.Trainer(train.parse_args(train_args(setup, tmp_path / "fixed") + distill_args(setup, 50.0)))
+    batch = first_batch(t, seed=1)
     kls = []
     for _ in range(12):
         loss, parts = t._loss(*batch)

@@ -10,15 +10,20 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from sparc_local.model.inputs import SCHEME_WINDOW  # noqa: E402
-from sparc_local.model.lexical import FIELD_BASE, PARAGRAPH_FIELD, SENTENCE_FIELD  # noqa: E402
-from sparc_local.training import train  # noqa: E402
-from tests.test_train_distill import _args, _batch, _distill, setup  # noqa: E402,F401
+from sparc_local.model.inputs import SCHEME_WINDOW
+from sparc_local.model.lexical import FIELD_BASE, PARAGRAPH_FIELD, SENTENCE_FIELD
+from sparc_local.training import train
+from tests.train_setup import distill_args, first_batch, train_args, write_setup
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    return write_setup(tmp_path_factory.mktemp("train"))
 
 
 def test_lexical_features_are_the_fused_bm25_parts_in_g_units(setup: dict[str, Path], tmp_path: Path) -> None:
-    t = train.Trainer(train.parse_args(_args(setup, tmp_path / "run", "--hybrid")))
-    questions, cand, _ = _batch(t)
+    t = train.Trainer(train.parse_args(train_args(setup, tmp_path / "run", "--hybrid")))
+    questions, cand, _ = first_batch(t)
     qmask, union = t._question_tokens(questions)
     f = torch.rand(len(cand), len(union)) * 3
     got = t.lexical.scores(qmask, union, cand, f.max(0).values)
@@ -50,8 +55,8 @@ def test_lexical_features_are_the_fused_bm25_parts_in_g_units(setup: dict[str, P
 def test_hybrid_distillation_trains(setup: dict[str, Path], tmp_path: Path) -> None:
     for hybrid in (False, True):
         run = tmp_path / f"run-{hybrid}"
-        train.main(_args(setup, run, "--steps", "2", *(["--hybrid"] if hybrid else []), scheme=SCHEME_WINDOW)
-                   + _distill(setup, 1.0))
+        train.main(train_args(setup, run, "--steps", "2", *(["--hybrid"] if hybrid else []), scheme=SCHEME_WINDOW)
+                   + distill_args(setup, 1.0))
     logs = [[json.loads(x) for x in (tmp_path / f"run-{h}" / "train.log.jsonl").read_text().splitlines()]
             for h in (False, True)]
     assert all(math.isfinite(r["loss"]) and r["kl"] >= 0 for r in logs[1])
@@ -60,7 +65,7 @@ def test_hybrid_distillation_trains(setup: dict[str, Path], tmp_path: Path) -> N
 
 
 def test_validation_reports_the_hybrid_score_beside_sparc_alone(setup: dict[str, Path], tmp_path: Path) -> None:
-    t = train.Trainer(train.parse_args(_args(setup, tmp_path / "run", "--hybrid")))
+    t = train.Trainer(train.parse_args(train_args(setup, tmp_path / "run", "--hybrid")))
     res = t.validate()
     assert res["questions"] == 24 and res["sentences"] == 24  # the held-out articles' 2 × 3 × 4 sentences
     # each question is three of its answer's words: BM25's fields rank every answer first, the

@@ -34,7 +34,7 @@ class Teacher:
 
     @classmethod
     def load(cls, model: Path, data_dir: Path, sets: tuple[str, ...], home: Path,
-             threads: int | None = 1) -> "Teacher":
+             threads: int | None = 1) -> Teacher:
         """The teacher's vectors of ``sets`` (the pool's order), encoded once and then read from
         ``home``'s eval cache. The first call encodes every sentence, which takes long."""
         info = ModelInfo.load(Path(model))

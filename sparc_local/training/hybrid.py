@@ -60,6 +60,7 @@ class LexicalFeatures:
             mult, factor = multipliers(k, df, mq, self.n_sentences, 1)
             for j, f in enumerate(fields):
                 coef[i, j * len(union) + cols] = mult[field == f] * factor
-        lexical = torch.from_numpy(coef.astype(np.float32)) @ torch.from_numpy(dense_rows(self.vectors, sents, columns)).T
+        impacts = torch.from_numpy(dense_rows(self.vectors, sents, columns))
+        lexical = torch.from_numpy(coef.astype(np.float32)) @ impacts.T
         g_max = qmask @ sparc_max.detach()
         return g_max[:, None] * lexical
