@@ -4,8 +4,9 @@
         --run ~/.cache/sparc-local-train/run1 --steps 4000
 
 Loss: cross-entropy of g(q,s) over in-batch candidates (each question's positive, a passage
-negative and a BM25 negative; SPARC §6.2). f is computed only for the batch's question tokens,
-never for the whole vocabulary. Checkpoints are written atomically every --ckpt-every steps and a
+negative and a BM25 negative; SPARC §6.2), plus, with --distill-home, a teacher's scores distilled
+into them (training/distill.py). f is computed only for the batch's question tokens, never for
+the whole vocabulary. Checkpoints are written atomically every --ckpt-every steps and a
 rerun of the same command resumes from the last one.
 """
 
@@ -26,9 +27,12 @@ import torch
 
 from sparc_local.model.inputs import (CONTEXT_ORDERS, SCHEME_PAIR, SCHEME_WINDOW, InputSpec, pad_batch, paragraph_inputs,
                                 span_index, window_inputs)
-from sparc_local.model.info import load_tokenizer
+from sparc_local.errors import UserError
+from sparc_local.model.info import load_tokenizer, shipped_model_dir
 from sparc_local.query.tokens import query_token_ids, skip_token_ids
-from sparc_local.training.data import Pool, build_pool, sample_batch
+from sparc_local.training.data import TRAIN_SETS, Pool, build_pool, sample_batch
+from sparc_local.training.distill import Teacher, kl_term
+from sparc_local.training.hybrid import LexicalFeatures
 from sparc_local.training.model import TorchEncoder
 from sparc_local.model.weights import ArchConfig, load_checkpoint, load_canonical, save_canonical
 
@@ -65,6 +69,8 @@ class Trainer:
         if args.window_share:
             self.model.share = torch.nn.Parameter(torch.tensor(math.log(args.window_share / (1 - args.window_share))))
         self.pool = self._pool()
+        self.teacher = self._teacher()
+        self.lexical = LexicalFeatures(self.pool, self.tokenizer, self.skip) if args.hybrid else None
         self.spec = InputSpec(args.max_length, self.cls_id, self.sep_id, args.context_sentences, args.context_order,
                               args.scheme)
         if args.scheme == SCHEME_WINDOW:
@@ -94,6 +100,17 @@ class Trainer:
         pool = build_pool(Path(self.args.data), seed=self.args.seed)
         cache.write_bytes(pickle.dumps(pool))
         return pool
+
+    def _teacher(self) -> Teacher | None:
+        a = self.args
+        if not a.distill_home:
+            return None
+        model = Path(a.distill_model) if a.distill_model else shipped_model_dir()
+        teacher = Teacher.load(model, Path(a.data), TRAIN_SETS, Path(a.distill_home), a.threads)
+        if len(teacher.vectors) != len(self.pool.texts):
+            raise UserError(f"the teacher's vectors hold {len(teacher.vectors)} sentences, the pool "
+                            f"{len(self.pool.texts)}", "Give --data the folder the run's pool.pkl was built from.")
+        return teacher
 
     def _resume(self) -> None:
         ckpt = self.run / "ckpt.pt"
@@ -164,14 +181,16 @@ class Trainer:
                 hidden, mask, sample, self.args.topk, len(self.kept_vocab)))
         return f, list(cand)
 
-    def _loss(self, questions: list[str], cand: list[int], answer_sets: list[set[int]]) -> torch.Tensor:
-        """Cross-entropy of g(q, s) = Σ_{v∈q} f(v, s) (SPARC Eq. 2) over the batch's candidates.
+    def _loss(self, questions: list[str], cand: list[int],
+              answer_sets: list[set[int]]) -> tuple[torch.Tensor, dict[str, float]]:
+        """Cross-entropy of g(q, s) = Σ_{v∈q} f(v, s) (SPARC Eq. 2) over the batch's candidates,
+        plus α·T²·KL from the teacher when there is one; (loss, its parts for the log).
 
         With several answers among the candidates, their probabilities are summed.
         """
         qmask, union = self._question_tokens(questions)
         f, sents = self._sentence_scores(cand, union)
-        g = qmask @ f.T
+        g = self._score(qmask, union, sents, f)
         is_answer = torch.tensor([[s in answer_sets[i] for s in sents] for i in range(len(questions))])
         if self.args.scheme != SCHEME_WINDOW:
             # the pair scheme's candidate i is question i's positive; other answers are masked out
@@ -180,7 +199,19 @@ class Trainer:
             g = g.masked_fill(is_answer & ~own, float("-inf"))
             is_answer = own
         pos = g.masked_fill(~is_answer, float("-inf")).logsumexp(1)
-        return (g.logsumexp(1) - pos).mean()
+        ce = (g.logsumexp(1) - pos).mean()
+        if self.teacher is None:
+            return ce, {}
+        kl = kl_term(g, self._score(qmask, union, sents, self.teacher.f(sents, union)), self.args.distill_temp)
+        return ce + self.args.distill_weight * kl, {"ce": round(ce.item(), 4), "kl": round(kl.item(), 4)}
+
+    def _score(self, qmask: torch.Tensor, union: np.ndarray, sents: list[int], f: torch.Tensor) -> torch.Tensor:
+        """g(q, s) from f (candidates × union), plus with --hybrid the fused BM25 parts in g's units
+        (training/hybrid.py), G(q) estimated from these candidates."""
+        g = qmask @ f.T
+        if self.lexical is None:
+            return g
+        return g + self.lexical.scores(qmask, union, sents, f.detach().max(0).values)
 
     def _keep(self, f: torch.Tensor, hard: bool, threshold) -> torch.Tensor:
         """Which of f's weights survive the index's top-K cut: a sigmoid around each sentence's
@@ -200,7 +231,7 @@ class Trainer:
         while self.step < a.steps:
             examples, rng = self._batch_examples()
             questions, cand, answer_sets = sample_batch(self.pool, examples, rng)
-            loss = self._loss(questions, cand, answer_sets)
+            loss, parts = self._loss(questions, cand, answer_sets)
             scale = self._lr_scale()
             for group, lr in zip(self.opt.param_groups, self.base_lrs):
                 group["lr"] = lr * scale
@@ -209,7 +240,7 @@ class Trainer:
             torch.nn.utils.clip_grad_norm_([p for p in self.model.parameters() if p.requires_grad], 1.0)
             self.opt.step()
             self.step += 1
-            rec = {"step": self.step, "loss": round(loss.item(), 4),
+            rec = {"step": self.step, "loss": round(loss.item(), 4), **parts,
                    "exp_w": round(math.exp(self.model.sparsity.item()), 3),
                    **({"share": round(torch.sigmoid(self.model.share).item(), 4)} if self.model.share is not None else {}),
                    "lr": self.opt.param_groups[0]["lr"], "elapsed": round(time.time() - t0, 1)}
@@ -229,12 +260,12 @@ class Trainer:
 
     @torch.no_grad()
     def validate(self) -> dict:
-        """MRR@10 on the held-out du2017 articles, ranking among their own sentences."""
+        """MRR@10 on the held-out du2017 articles, ranking among their own sentences; with --hybrid
+        also the hybrid score's, G(q) taken over those sentences."""
         self.model.eval()
         valid = self.pool.valid
         sents = sorted({s for ex in valid for s in ex.answers + ex.passage_negs})
-        qtok = [query_token_ids(self.tokenizer, ex.question, self.skip) for ex in valid]
-        union = np.unique(np.concatenate(qtok))
+        qmask, union = self._question_tokens([ex.question for ex in valid])
         fs, got = [], []
         for i in range(0, len(sents), 32):
             f, done = self._sentence_scores(sents[i:i + 32], union, hard=True)
@@ -243,15 +274,10 @@ class Trainer:
         # the window scheme may encode a window twice (its sentences straddle two slices): keep one
         keep = {s: j for j, s in enumerate(got)}
         f = torch.cat(fs)[[keep[s] for s in sents]]
-        mrr = 0.0
-        for ex, t in zip(valid, qtok):
-            cols = np.searchsorted(union, t)
-            g = f[:, cols].sum(1)
-            order = torch.argsort(g, descending=True)[:10].tolist()
-            ranks = [r for r, j in enumerate(order) if sents[j] in set(ex.answers)]
-            mrr += 1.0 / (ranks[0] + 1) if ranks else 0.0
         self.model.train()
-        res = {"mrr@10": round(mrr / len(valid), 4), "questions": len(valid), "sentences": len(sents)}
+        res = {"mrr@10": _mrr(qmask @ f.T, sents, valid), "questions": len(valid), "sentences": len(sents)}
+        if self.lexical is not None:
+            res["hybrid_mrr@10"] = _mrr(self._score(qmask, union, sents, f), sents, valid)
         print(f"valid {res}", flush=True)
         return res
 
@@ -266,7 +292,17 @@ class Trainer:
         return out
 
 
-def main(argv: list[str] | None = None) -> None:
+def _mrr(g: torch.Tensor, sents: list[int], examples: list) -> float:
+    """MRR@10 of the scores ``g`` (examples × ``sents``)."""
+    mrr = 0.0
+    for row, ex in zip(g, examples):
+        order = torch.argsort(row, descending=True)[:10].tolist()
+        ranks = [r for r, j in enumerate(order) if sents[j] in set(ex.answers)]
+        mrr += 1.0 / (ranks[0] + 1) if ranks else 0.0
+    return round(mrr / len(examples), 4)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--base", required=True, help="HF folder (config.json + model.safetensors) or canonical .npz")
     p.add_argument("--tokenizer", help="folder or tokenizer.json (default: --base)")
@@ -291,10 +327,20 @@ def main(argv: list[str] | None = None) -> None:
                    help="train against the index's top-K cut (0: score every token, as the paper does)")
     p.add_argument("--topk-sample", type=int, default=4096, help="vocabulary sample for the K-th value estimate")
     p.add_argument("--topk-temp", type=float, default=0.1, help="sigmoid temperature around the cut")
+    p.add_argument("--distill-home", help="data dir whose eval cache holds (or will hold) the teacher's vectors of "
+                   "the training sets; the first run encodes them (long). Off without it")
+    p.add_argument("--distill-model", help="the teacher's model folder (default: the shipped model)")
+    p.add_argument("--distill-weight", type=float, default=1.0, help="α of the distillation term")
+    p.add_argument("--distill-temp", type=float, default=1.0, help="softmax temperature T of the distillation term")
+    p.add_argument("--hybrid", action="store_true",
+                   help="train the score `ask` ranks by in hybrid mode: g plus the fused BM25 parts as fixed features")
     p.add_argument("--ckpt-every", type=int, default=50)
     p.add_argument("--valid-every", type=int, default=500)
-    args = p.parse_args(argv)
-    trainer = Trainer(args)
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> None:
+    trainer = Trainer(parse_args(argv))
     print(f"{len(trainer.pool.train)} training questions, {len(trainer.pool.valid)} validation, "
           f"{len(trainer.pool.texts)} sentences; starting at step {trainer.step}", flush=True)
     trainer.train()
