@@ -16,7 +16,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from sparc_local.adapt.mlm import IGNORE, Mode, forward_backward, prepare
+from sparc_local.adapt.mlm import IGNORE, FrozenWeights, Mode, forward_backward, prepare
 from sparc_local.model.weights import ArchConfig, Weights
 
 _CKPT_VERSION = 1
@@ -145,6 +145,26 @@ def _load_checkpoint(path: Path, E: np.ndarray, opt: Adam, rng: np.random.Genera
         return int(z["step"])
 
 
+def train_step(cfg: ArchConfig, fw: FrozenWeights, E: np.ndarray, opt: Adam, batch: TokenBatch,
+               rng: np.random.Generator, *, mask_id: int, mode: Mode = "exact", mask_prob: float = 0.15,
+               rows: np.ndarray | None = None) -> float:
+    """One MLM step on E in place (only `rows` of it, if given); returns the loss.
+
+    A non-finite loss leaves E untouched, so the caller can stop at the last good step.
+    """
+    inputs, labels = mask_tokens(batch.ids, batch.special_mask, rng, cfg.vocab_size, mask_prob, mask_id=mask_id)
+    loss, grad = forward_backward(cfg, fw, E, inputs, batch.types, batch.attention_mask, labels, mode=mode, rows=rows)
+    if not np.isfinite(loss):
+        return loss
+    if rows is None:
+        opt.step(E, grad)
+    else:
+        trained = E[rows]
+        opt.step(trained, grad)
+        E[rows] = trained
+    return loss
+
+
 def adapt_embeddings(cfg: ArchConfig, w: Weights, batches_iter: Iterable[TokenBatch], steps: int = 500,
                      lr: float = 5e-5, seed: int = 0, checkpoint_path: Path | None = None,
                      checkpoint_every: int = 25, on_step: Callable[[int, float], None] | None = None, *,
@@ -183,18 +203,9 @@ def adapt_embeddings(cfg: ArchConfig, w: Weights, batches_iter: Iterable[TokenBa
         batch = next(it, None)
         if batch is None:
             break
-        ids, types, attention, special = batch
-        inputs, labels = mask_tokens(ids, special, rng, cfg.vocab_size, mask_prob, mask_id=mask_id)
-        loss, grad = forward_backward(cfg, fw, E, inputs, types, attention, labels, mode=mode, rows=rows)
+        loss = train_step(cfg, fw, E, opt, batch, rng, mask_id=mask_id, mode=mode, mask_prob=mask_prob, rows=rows)
         if not np.isfinite(loss):
             raise FloatingPointError(f"MLM loss is {loss} at step {step + 1}; E left at the last good step")
-        if rows is None:
-            opt.step(E, grad)
-        else:
-            trained = E[rows]
-            opt.step(trained, grad)
-            E[rows] = trained
-        del grad
         step += 1
         if ckpt is not None and checkpoint_every > 0 and step % checkpoint_every == 0:
             save_checkpoint(ckpt, step, E, opt, rng, meta)
