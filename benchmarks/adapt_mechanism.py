@@ -135,7 +135,7 @@ def main() -> None:
     ap.add_argument("--rows", default="all", help="adapt's row rule while training (AdaptOptions.rows)")
     ap.add_argument("--out", type=Path, default=Path.home() / ".cache" / "sparc-local-train" / "adapt-mechanism")
     ap.add_argument("--variants", type=Path, help="write model folders of the row rules here")
-    ap.add_argument("--sample", type=int, default=SAMPLE)
+    ap.add_argument("--sample", type=int, default=SAMPLE, help="paragraphs for the sparse-vector comparison (0: none)")
     args = ap.parse_args()
     os.environ["SPARC_LOCAL_HOME"] = str(args.home.resolve())
 
@@ -159,7 +159,7 @@ def main() -> None:
         report["corpus"] = {"sentences": int(idx.stats()["sentences"]), "tokens": int(counts.sum()),
                             "distinct_tokens": int((counts > 0).sum()), "vocab": int(E0.shape[0])}
         rng = np.random.default_rng(0)
-        texts = [r["text"] for r in idx.sentences(np.sort(rng.choice(
+        texts = [] if not args.sample else [r["text"] for r in idx.sentences(np.sort(rng.choice(
             [int(r[0]) for r in idx.conn.execute("SELECT id FROM sentences WHERE file_id IS NOT NULL")],
             size=args.sample, replace=False)))]
         print(json.dumps({k: v for k, v in report.items()}), flush=True)
@@ -184,7 +184,7 @@ def main() -> None:
                         Ev = E0.copy()
                         Ev[allowed] = E[allowed]
                         write_adapted_model(base, Ev, out, name=out.name, extra={"adapted_from": None})
-                    if rule == "all":
+                    if rule == "all" and texts:
                         d["sparse"] = sparse_compare(base, ModelInfo.load(out), texts, counts == 0, base.top_k)
             report[label] = d
             print(json.dumps({label: d}), flush=True)
