@@ -1,13 +1,16 @@
 """`adapt` end to end on a ReQA corpus's sentences: s/step, wall time, peak RSS, and eval before/after.
 
     /work/venv/bin/python benchmarks/adapt_e2e.py --data /work/shared/data/reqa/newsqa-dev \
-        [--steps 500] [--batch-size 32] [--max-length 64] [--mode exact] [--model DIR] [--home DIR] [--eval] [--no-switch]
+        [--steps 500] [--batch-size 32] [--max-length 64] [--mode exact] [--rows corpus] [--model DIR] [--home DIR]
+        [--eval] [--no-switch] [--threads N] [--eval-only DIR ...]
 
 Builds an index from the corpus's sentences only (one "file" per passage, context = its other
 sentences; the questions are never read), then runs the library's adapt in a child process (so
 its peak RSS is its own): training, writing the new model, re-encoding the index, switching.
 With --eval, `sparc-local eval` figures (MRR@10, R@1, R@10) of the base model and the adapted
-one on the same dataset; --no-switch skips the re-encoding (the eval encodes the corpus anyway). The data dir (--home, default ~/.cache/sparc-local-train/adapt-e2e/
+one on the same dataset; --no-switch skips the re-encoding (the eval encodes the corpus anyway).
+--eval-only evaluates the base and the given model folders (e.g. adapt_mechanism.py's variants),
+without adapting. --threads sets the encoder's threads (default: onnxruntime's). The data dir (--home, default ~/.cache/sparc-local-train/adapt-e2e/
 <dataset>) keeps the index and the eval cache between runs; the base encoding is reused.
 """
 
@@ -22,8 +25,10 @@ import sys
 import time
 from pathlib import Path
 
+from sparc_local.adapt.run import ROW_RULES, AdaptOptions
 
-def build_index(data: Path, model_dir: Path | None) -> dict:
+
+def build_index(data: Path, model_dir: Path | None, threads: int | None = None) -> dict:
     """Index the corpus's sentences with the base model (skipped if the index already has them)."""
     from sparc_local.evaluation import reqa
     from sparc_local.evaluation.evaluate import encode_corpus
@@ -38,7 +43,7 @@ def build_index(data: Path, model_dir: Path | None) -> dict:
         if n == len(ds.texts) and idx.get_meta("model") == info.id:
             return {"sentences": n, "seconds": 0.0, "model": info.id}
         t0 = time.perf_counter()
-        vectors = encode_corpus(ds, data, info, threads=None).head(info.top_k)  # eval's cache
+        vectors = encode_corpus(ds, data, info, threads=threads).head(info.top_k)  # eval's cache
         members: dict[str, list[int]] = {}
         for i, p in enumerate(ds.passages):
             members.setdefault(p, []).append(i)
@@ -77,7 +82,7 @@ def child(args: argparse.Namespace) -> dict:
             marks[phase].append(time.perf_counter())
 
     opts = AdaptOptions(steps=args.steps, batch_size=args.batch_size, max_length=args.max_length, seed=args.seed,
-                        lr=args.lr, mode=args.mode)
+                        lr=args.lr, mode=args.mode, rows=args.rows, threads=args.threads)
     t0 = time.perf_counter()
     with Index(db_path()) as idx:
         revert(idx)  # start from the base model's index
@@ -108,6 +113,10 @@ def main() -> None:
     ap.add_argument("--lr", type=float, default=5e-5)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--mode", default="exact", choices=["exact", "output_only"])
+    ap.add_argument("--rows", default=AdaptOptions.rows, choices=ROW_RULES, help="which rows of E train")
+    ap.add_argument("--threads", type=int, help="encoder threads (default: onnxruntime's)")
+    ap.add_argument("--eval-only", type=Path, nargs="*", metavar="DIR",
+                    help="no adapt: eval the base model and these model folders on --data")
     ap.add_argument("--model", type=Path, help="base model folder (default: the shipped model)")
     ap.add_argument("--home", type=Path, help="data dir for the index and caches")
     ap.add_argument("--eval", action="store_true", help="eval the base and the adapted model on --data")
@@ -126,11 +135,16 @@ def main() -> None:
     else:
         (home / "active-model").unlink(missing_ok=True)
     print(f"data dir {home}; load avg {os.getloadavg()[0]:.2f}; {os.cpu_count()} cores", flush=True)
-    built = build_index(args.data, args.model)
+    if args.eval_only is not None:
+        _eval_models(args, [("base", None)] + [(d.name, d) for d in args.eval_only], {})
+        return
+    built = build_index(args.data, args.model, args.threads)
     print(f"index: {built['sentences']} sentences with {built['model']} ({built['seconds']:.0f}s)", flush=True)
     cmd = [sys.executable, __file__, "--child", "--data", str(args.data), "--steps", str(args.steps),
            "--batch-size", str(args.batch_size), "--max-length", str(args.max_length), "--lr", str(args.lr),
-           "--seed", str(args.seed), "--mode", args.mode] + (["--model", str(args.model)] if args.model else []) \
+           "--seed", str(args.seed), "--mode", args.mode, "--rows", args.rows] \
+        + (["--threads", str(args.threads)] if args.threads else []) \
+        + (["--model", str(args.model)] if args.model else []) \
         + (["--no-switch"] if args.no_switch else [])
     out = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ})
     if out.returncode:
@@ -143,20 +157,23 @@ def main() -> None:
           f"peak RSS {r['peak_rss_mb']:.0f} MB; load avg {os.getloadavg()[0]:.2f}")
     result = {"adapt": r, "index": built}
     if args.eval:
-        from sparc_local.evaluation.evaluate import evaluate
-        from sparc_local.model.info import ModelInfo
+        _eval_models(args, [("base", None), ("adapted", Path(r["model_dir"]))], result)
+    else:
+        print(json.dumps(result))
 
-        for which, folder in (("base", None), ("adapted", Path(r["model_dir"]))):
-            info = ModelInfo.load(folder) if folder else ModelInfo.load(args.model) if args.model else None
-            if info is None:
-                from sparc_local.model.info import shipped_model_dir
 
-                info = ModelInfo.load(shipped_model_dir())
-            m = evaluate(args.data, info)
-            result[which] = m
-            s = m["sparc"]
-            print(f"eval {which:8} {info.id}: MRR@10 {s['mrr@10']:.4f}  R@1 {s['r@1']:.4f}  R@10 {s['r@10']:.4f}",
-                  flush=True)
+def _eval_models(args: argparse.Namespace, models: list[tuple[str, Path | None]], result: dict) -> None:
+    """`sparc-local eval` figures of each model folder (None: the base) on --data; prints them and the JSON."""
+    from sparc_local.evaluation.evaluate import evaluate
+    from sparc_local.model.info import ModelInfo, shipped_model_dir
+
+    for which, folder in models:
+        info = ModelInfo.load(folder or args.model or shipped_model_dir())
+        m = evaluate(args.data, info, threads=args.threads)
+        result[which] = m
+        s = m["sparc"]
+        print(f"eval {which:8} {info.id}: MRR@10 {s['mrr@10']:.4f}  R@1 {s['r@1']:.4f}  R@10 {s['r@10']:.4f}",
+              flush=True)
     print(json.dumps(result))
 
 

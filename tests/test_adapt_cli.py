@@ -175,6 +175,28 @@ def test_adapt_end_to_end_then_revert(docs: Path, sparc_home: Path, tiny_adapt_d
     assert r.exit_code == 0 and "nothing to revert" in r.output
 
 
+def test_adapt_trains_only_the_rows_of_the_corpus_tokens(docs: Path, sparc_home: Path, tiny_adapt_dir: Path) -> None:
+    """The default row rule: rows of E of tokens the indexed sentences never use, and of the special
+    tokens, keep their values; `rows="all"` (SPARC §5.1 as published) moves them too."""
+    assert run("index", str(docs), "-q").exit_code == 0
+    r = run("adapt", "--steps", "3", "--seed", "1", "--lr", "0.01", "-q")
+    assert r.exit_code == 0, r.output
+    vocab = tiny_vocab()
+    E_old = load_encoder_weights(ModelInfo.load(tiny_adapt_dir))[1]["emb.word"]
+    corpus_rule = ModelInfo.load(Path((sparc_home / "active-model").read_text().strip()))
+    assert corpus_rule.extra["adapt"]["rows"] == "corpus"
+    moved = np.any(load_encoder_weights(corpus_rule)[1]["emb.word"] != E_old, axis=1)
+    in_docs = ["tea", "steep", "the", "piano", "."]
+    never = ["[CLS]", "[SEP]", "[MASK]", "[UNK]", "?", "!", "##q", "7"]  # no doc has these
+    assert all(moved[vocab.index(t)] for t in in_docs)
+    assert not any(moved[vocab.index(t)] for t in never)
+    assert run("adapt", "--revert", "-q").exit_code == 0
+    with Index(sparc_home / "index.db") as idx:
+        every_row = adapt(idx, AdaptOptions(steps=3, seed=1, lr=0.01, rows="all")).model
+    moved = np.any(load_encoder_weights(every_row)[1]["emb.word"] != E_old, axis=1)
+    assert all(moved[vocab.index(t)] for t in in_docs + never)
+
+
 def test_forgotten_file_stays_forgotten_after_adapt(docs: Path, sparc_home: Path) -> None:
     """adapt's re-encode builds a new database: the forgotten paths go with it, so a later
     `index` still keeps the file out."""

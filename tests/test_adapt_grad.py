@@ -87,6 +87,31 @@ def test_grad_float32_close_to_torch(layout: str) -> None:
     assert _rel(g, ref_g) <= 1e-4
 
 
+@pytest.mark.parametrize("mode", ["exact", "output_only"])
+def test_grad_of_some_rows_is_those_rows_of_the_full_grad(mode: str) -> None:
+    """adapt's row rule: the gradient of a subset of E's rows, input positions of other tokens included."""
+    cfg, w = _tiny("bert")
+    ids, types, mask, labels = _batch(seed=2)
+    w64 = {k: v.astype(np.float64) for k, v in w.items()}
+    E = w64["emb.word"].copy()
+    _, full = forward_backward(cfg, w64, E, ids, types, mask, labels, mode=mode)
+    rows = np.unique(np.concatenate([ids[0, :4], [1, 2, 119]]))  # some input tokens, some never in the batch
+    assert np.setdiff1d(ids[mask > 0], rows).size  # other input tokens exist, so the filter is exercised
+    loss, part = forward_backward(cfg, w64, E, ids, types, mask, labels, mode=mode, rows=rows)
+    assert part.shape == (len(rows), cfg.hidden)
+    np.testing.assert_allclose(part, full[rows], rtol=1e-12, atol=1e-15)
+
+
+def test_adapt_with_rows_changes_only_those_rows() -> None:
+    cfg, w = _tiny("bert")
+    rows = np.arange(5, 60)
+    E = adapt_embeddings(cfg, w, _batches(cfg, 3), steps=3, lr=1e-2, seed=0, mask_id=MASK_ID, rows=rows)
+    moved = np.flatnonzero(np.any(E != w["emb.word"], axis=1))
+    assert moved.size > 0 and set(moved) <= set(rows.tolist())
+    with pytest.raises(ValueError, match="sorted"):
+        adapt_embeddings(cfg, w, _batches(cfg, 1), steps=1, mask_id=MASK_ID, rows=rows[::-1])
+
+
 def test_no_labels_gives_zero_gradient() -> None:
     cfg, w = _tiny("bert")
     ids, types, mask, _ = _batch()

@@ -287,13 +287,15 @@ def _layer_backward(fw: FrozenWeights, lw: dict[str, np.ndarray], c: _LayerCache
 
 def forward_backward(cfg: ArchConfig, w: Weights | FrozenWeights, E: np.ndarray, ids: np.ndarray,
                      types: np.ndarray | None, mask: np.ndarray, labels: np.ndarray,
-                     mode: Mode = "exact") -> tuple[float, np.ndarray]:
+                     mode: Mode = "exact", rows: np.ndarray | None = None) -> tuple[float, np.ndarray]:
     """MLM loss and dL/dE for one batch (B, L); computed in E's dtype.
 
     mode "exact": both paths of the tied E (decoder + input embedding through every layer).
     mode "output_only": decoder-side gradient only, the encoder is run forward without caches
     (the input-side term is dropped; it is the part that needs the full backward pass).
     A "truncated" mode (input-side gradient through a subset of layers) is reserved, not built.
+    `rows` (sorted token ids): the gradient of those rows of E only, shape (len(rows), d); the
+    decoder-side product then costs len(rows)/|V| of the full one.
     """
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
@@ -308,7 +310,7 @@ def forward_backward(cfg: ArchConfig, w: Weights | FrozenWeights, E: np.ndarray,
     flat_ids = ids.reshape(n)
     sel = np.flatnonzero(np.asarray(labels).reshape(n) != IGNORE)
     if sel.size == 0:
-        return 0.0, np.zeros_like(E)
+        return 0.0, np.zeros_like(E if rows is None else E[rows])
     exact = mode == "exact"
 
     # embeddings (BERT: word + position + segment; DistilBERT: no segment)
@@ -336,18 +338,18 @@ def forward_backward(cfg: ArchConfig, w: Weights | FrozenWeights, E: np.ndarray,
     del gz
     logits = t @ E.T
     logits += fw.out_bias
-    rows = np.arange(sel.size)
+    masked = np.arange(sel.size)
     y = np.asarray(labels).reshape(n)[sel]
     # stable log-sum-exp; logits turns into softmax in place
     logits -= logits.max(-1, keepdims=True)
-    picked = logits[rows, y].copy()
+    picked = logits[masked, y].copy()
     _exp_no_subnormals(logits)
     sums = logits.sum(-1)
     loss = float(np.mean(np.log(sums.astype(np.float64)) - picked))
     logits /= sums[:, None]
-    logits[rows, y] -= 1.0
+    logits[masked, y] -= 1.0
     logits *= 1.0 / sel.size  # dL/dlogits
-    grad = logits.T @ t  # decoder side
+    grad = (logits.T if rows is None else logits[:, rows].T) @ t  # decoder side
     if not exact:
         return loss, grad
 
@@ -363,7 +365,12 @@ def forward_backward(cfg: ArchConfig, w: Weights | FrozenWeights, E: np.ndarray,
     for lw in reversed(fw.layers):
         dx = _layer_backward(fw, lw, caches.pop(), dx, b, l)  # pop: each cache is freed once used
     dx = layer_norm_backward(dx, fw.emb_ln[0], emb_ln)
-    _scatter_add_rows(grad, flat_ids, dx)
+    if rows is None:
+        _scatter_add_rows(grad, flat_ids, dx)
+    else:  # input positions of other tokens feed no trained row
+        at = np.searchsorted(rows, flat_ids).clip(max=len(rows) - 1)
+        keep = np.flatnonzero(rows[at] == flat_ids)
+        _scatter_add_rows(grad, at[keep], dx[keep])
     return loss, grad
 
 

@@ -37,6 +37,9 @@ from sparc_local.model.info import ModelInfo, active_model, index_is_stale, ship
 from sparc_local.index.store import Index
 
 NEW_DB_SUFFIX = ".adapting"
+ROWS_CORPUS = "corpus"  # train the rows of E of tokens in the indexed sentences (the default)
+ROWS_ALL = "all"  # train every row, as SPARC §5.1 does
+ROW_RULES = (ROWS_CORPUS, ROWS_ALL)
 POOL_BATCHES = 16  # batches drawn together and grouped by length: little padding, still random
 _CKPT_FORMAT = 1
 
@@ -55,6 +58,7 @@ class AdaptOptions:
     seed: int = 0
     max_length: int = 64  # tokens per training sentence, [CLS] and [SEP] included
     mode: str = "exact"  # see adapt.mlm: "exact" or "output_only"
+    rows: str = ROWS_CORPUS  # which rows of E train, one of ROW_RULES (see trainable_rows)
     checkpoint_every: int = 25
     min_sentences: int = 100
     threads: int | None = None  # encoder threads while re-encoding
@@ -167,10 +171,39 @@ def _pad(seqs: list[list[int]], segments: bool) -> TokenBatch:
     return TokenBatch(ids, np.zeros_like(ids) if segments else None, mask, special)
 
 
+def trainable_rows(index: Index, ids: np.ndarray, tokenizer, opts: AdaptOptions) -> np.ndarray | None:
+    """The rows of E adapt may change: None (all) or the sorted ids of the corpus's own tokens.
+
+    With a tied decoder every row of E gets a gradient each step: the softmax pushes down the
+    logit of every token that is not the masked one. For a token the corpus never uses that
+    gradient is tiny but always points the same way, and Adam, which normalises each coordinate's
+    step, moves such a row as far as a frequent token's (benchmarks/adapt_mechanism.py). The
+    retrieval model reads those rows only on its output side, as the expansion terms of every
+    sentence (f(v, s) for question words the sentence lacks), so moving them changes scores the
+    user's sentences give no evidence for. The special tokens stay too: [CLS] and [SEP] are in
+    every retrieval input, and [MASK] is in none.
+    """
+    if opts.rows == ROWS_ALL:
+        return None
+    if opts.rows != ROWS_CORPUS:
+        raise AdaptError(f"unknown row rule {opts.rows!r}", f"Use one of {', '.join(ROW_RULES)}.")
+    seen = np.zeros(tokenizer.get_vocab_size(), bool)
+    for start in range(0, len(ids), POOL_BATCHES * 256):
+        texts = [r["text"] for r in index.sentences(ids[start:start + POOL_BATCHES * 256])]
+        for e in tokenizer.encode_batch(texts, add_special_tokens=False):
+            seen[e.ids] = True
+    seen[list(tokenizer.get_added_tokens_decoder())] = False
+    rows = np.flatnonzero(seen)
+    if rows.size == 0:
+        raise AdaptError("the indexed sentences have no ordinary token to adapt", "Index more of your documents first.")
+    return rows
+
+
 def checkpoint_path(base: ModelInfo, ids: np.ndarray, opts: AdaptOptions) -> Path:
     """One checkpoint per (base model, corpus, data options): a rerun of the same adapt resumes it."""
     key = dict(format=_CKPT_FORMAT, base=base.id, corpus=hashlib.sha256(ids.tobytes()).hexdigest(),
-               batch=opts.batch_size, max_length=opts.max_length, seed=opts.seed, lr=opts.lr, mode=opts.mode)
+               batch=opts.batch_size, max_length=opts.max_length, seed=opts.seed, lr=opts.lr, mode=opts.mode,
+               rows=opts.rows)
     fp = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
     folder = paths.user_dir() / "adapt"
     folder.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -240,7 +273,7 @@ def train_adapted_model(index: Index, opts: AdaptOptions = AdaptOptions(), *, mo
     batches = token_batches(index, ids, tokenizer, base, opts.batch_size, opts.max_length, opts.seed)
     E = adapt_embeddings(cfg, w, batches, steps=opts.steps, lr=opts.lr, seed=opts.seed, checkpoint_path=ckpt,
                          checkpoint_every=opts.checkpoint_every, on_step=on_step, mask_id=mask_id,
-                         mode=opts.mode)  # type: ignore[arg-type]
+                         mode=opts.mode, rows=trainable_rows(index, ids, tokenizer, opts))  # type: ignore[arg-type]
     train_seconds = time.perf_counter() - t0
     del w
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())

@@ -7,6 +7,7 @@ The paper trains with lr 5e-5 on CPU; so does this, in numpy (no torch at run ti
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from collections.abc import Callable, Iterable, Iterator
@@ -15,7 +16,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from sparc_local.adapt.mlm import IGNORE, Mode, forward_backward, prepare
+from sparc_local.adapt.mlm import IGNORE, FrozenWeights, Mode, forward_backward, prepare
 from sparc_local.model.weights import ArchConfig, Weights
 
 _CKPT_VERSION = 1
@@ -144,11 +145,35 @@ def _load_checkpoint(path: Path, E: np.ndarray, opt: Adam, rng: np.random.Genera
         return int(z["step"])
 
 
+def train_step(cfg: ArchConfig, fw: FrozenWeights, E: np.ndarray, opt: Adam, batch: TokenBatch,
+               rng: np.random.Generator, *, mask_id: int, mode: Mode = "exact", mask_prob: float = 0.15,
+               rows: np.ndarray | None = None) -> float:
+    """One MLM step on E in place (only `rows` of it, if given); returns the loss.
+
+    A non-finite loss leaves E untouched, so the caller can stop at the last good step.
+    """
+    inputs, labels = mask_tokens(batch.ids, batch.special_mask, rng, cfg.vocab_size, mask_prob, mask_id=mask_id)
+    loss, grad = forward_backward(cfg, fw, E, inputs, batch.types, batch.attention_mask, labels, mode=mode, rows=rows)
+    if not np.isfinite(loss):
+        return loss
+    if rows is None:
+        opt.step(E, grad)
+    else:
+        trained = E[rows]
+        opt.step(trained, grad)
+        E[rows] = trained
+    return loss
+
+
 def adapt_embeddings(cfg: ArchConfig, w: Weights, batches_iter: Iterable[TokenBatch], steps: int = 500,
                      lr: float = 5e-5, seed: int = 0, checkpoint_path: Path | None = None,
                      checkpoint_every: int = 25, on_step: Callable[[int, float], None] | None = None, *,
-                     mask_id: int, mode: Mode = "exact", mask_prob: float = 0.15) -> np.ndarray:
+                     mask_id: int, mode: Mode = "exact", mask_prob: float = 0.15,
+                     rows: np.ndarray | None = None) -> np.ndarray:
     """Train E = w["emb.word"] with MLM, everything else frozen; returns the adapted E (float32).
+
+    `rows` (sorted token ids): only those rows of E train, the others keep their values (see
+    run.trainable_rows for why); None trains every row.
 
     Deterministic given `seed` and the batch sequence. If `checkpoint_path` exists the run resumes
     from it; `batches_iter` must then replay the same sequence from the start: the batches of
@@ -157,10 +182,16 @@ def adapt_embeddings(cfg: ArchConfig, w: Weights, batches_iter: Iterable[TokenBa
     """
     E = np.array(w["emb.word"], dtype=np.float32, copy=True)
     fw = prepare(cfg, w, np.float32)
-    opt = Adam(E.shape, lr=lr)
+    if rows is not None:
+        rows = np.asarray(rows, np.int64)
+        if rows.size == 0 or np.any(np.diff(rows) <= 0) or rows[0] < 0 or rows[-1] >= len(E):
+            raise ValueError("rows must be distinct, sorted token ids of E")
+    opt = Adam(E.shape if rows is None else (len(rows), E.shape[1]), lr=lr)
     rng = np.random.default_rng(seed)
     meta = {"seed": seed, "lr": lr, "mode": mode, "mask_prob": mask_prob, "mask_id": mask_id,
             "shape": list(E.shape)}
+    if rows is not None:
+        meta["rows"] = hashlib.sha256(rows.tobytes()).hexdigest()
     ckpt = Path(checkpoint_path) if checkpoint_path is not None else None
     step = _load_checkpoint(ckpt, E, opt, rng, meta) if ckpt is not None and ckpt.exists() else 0
     it: Iterator[TokenBatch] = iter(batches_iter)
@@ -172,13 +203,9 @@ def adapt_embeddings(cfg: ArchConfig, w: Weights, batches_iter: Iterable[TokenBa
         batch = next(it, None)
         if batch is None:
             break
-        ids, types, attention, special = batch
-        inputs, labels = mask_tokens(ids, special, rng, cfg.vocab_size, mask_prob, mask_id=mask_id)
-        loss, grad = forward_backward(cfg, fw, E, inputs, types, attention, labels, mode=mode)
+        loss = train_step(cfg, fw, E, opt, batch, rng, mask_id=mask_id, mode=mode, mask_prob=mask_prob, rows=rows)
         if not np.isfinite(loss):
             raise FloatingPointError(f"MLM loss is {loss} at step {step + 1}; E left at the last good step")
-        opt.step(E, grad)
-        del grad
         step += 1
         if ckpt is not None and checkpoint_every > 0 and step % checkpoint_every == 0:
             save_checkpoint(ckpt, step, E, opt, rng, meta)
