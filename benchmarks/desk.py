@@ -3,6 +3,7 @@
     python benchmarks/desk.py                 # build the desk, index it from scratch, ask every question
     python benchmarks/desk.py --tree OTHER    # the same with another checkout's code (before/after)
     python benchmarks/desk.py --reuse         # ask again without re-indexing
+    python benchmarks/desk.py --check         # check every question's row against the desk, no index
 
 The desk is documentation that Debian packages ship (benchmarks/desk/sources.txt: HTML from
 DocBook, gtk-doc and Node.js's API pages, Markdown and reST from pip, plain text from util-linux,
@@ -101,8 +102,8 @@ def build_desk() -> dict[str, str]:
     return package_versions([p for p, _, _ in sources])
 
 
-def desk_shape(tree: Path) -> dict[str, int]:
-    """What the desk's sentences look like to the given tree's extract and segment."""
+def desk_sentences(tree: Path) -> dict[str, list[str]]:
+    """Each desk file's sentences as the given tree's extract and segment see them."""
     code = (
         "import json, sys\n"
         "from pathlib import Path\n"
@@ -118,7 +119,11 @@ def desk_shape(tree: Path) -> dict[str, int]:
                           env=dict(os.environ, PYTHONPATH=str(tree)), cwd=tree)
     if done.returncode != 0:
         sys.exit(f"reading the desk failed:\n{done.stderr}")
-    files: dict[str, list[str]] = json.loads(done.stdout)
+    return json.loads(done.stdout)
+
+
+def desk_shape(files: dict[str, list[str]]) -> dict[str, int]:
+    """What the desk's sentences look like."""
     in_files = Counter(t for texts in files.values() for t in set(texts))
     sentences = [t for texts in files.values() for t in texts]
     return {
@@ -139,6 +144,24 @@ def read_questions() -> list[tuple[str, str, str]]:
     return rows
 
 
+def check_questions(questions: list[tuple[str, str, str]], files: dict[str, list[str]]) -> list[str]:
+    """Why rows cannot be scored: a repeated question, a file not on the desk, or an answer
+    substring that lies inside no one sentence of a named file (as the tree segments it)."""
+    failures = []
+    for question, count in Counter(q for q, _, _ in questions).items():
+        if count > 1:
+            failures.append(f"asked {count} times: {question}")
+    for question, name, answer in questions:
+        want = norm(answer)
+        for n in name.split("|"):
+            texts = files.get(str(DESK / n))
+            if texts is None:
+                failures.append(f"not on the desk: {n} ({question})")
+            elif not any(want in norm(t) for t in texts):
+                failures.append(f"answer in no one sentence of {n}: {answer!r} ({question})")
+    return failures
+
+
 def cli(tree: Path, home: Path, *args: str) -> subprocess.CompletedProcess:
     env = dict(os.environ, PYTHONPATH=str(tree), SPARC_LOCAL_HOME=str(home))
     done = subprocess.run([sys.executable, "-m", "sparc_local", *args], capture_output=True, text=True, env=env,
@@ -156,9 +179,20 @@ def main() -> None:
     ap.add_argument("--mode", default="hybrid", help="ask --mode (hybrid, sparc, bm25; '' for a tree from before --mode)")
     ap.add_argument("--home", type=Path, default=BENCH / "home",
                     help="the scratch SPARC_LOCAL_HOME (one per concurrent run)")
+    ap.add_argument("--check", action="store_true",
+                    help="only check that every question's answer lies in one sentence of its file (no index)")
     args = ap.parse_args()
     tree = args.tree.resolve()
     home = args.home.resolve()
+    if args.check:
+        if not DESK.exists():  # an existing desk stays: a concurrent run may be indexing it
+            build_desk()
+        questions = read_questions()
+        failures = check_questions(questions, desk_sentences(tree))
+        for failure in failures:
+            print(failure)
+        print(f"questions: {len(questions)}, failures: {len(failures)}")
+        sys.exit(1 if failures else 0)
     if not args.reuse:
         versions = build_desk()
         print("packages:", ", ".join(f"{p} {v}" for p, v in versions.items()))
@@ -168,7 +202,7 @@ def main() -> None:
         t0 = time.perf_counter()
         cli(tree, home, "index", str(DESK), "-q")
         print(f"index: {time.perf_counter() - t0:.0f} s")
-    shape = desk_shape(tree)
+    shape = desk_shape(desk_sentences(tree))
     print("desk:", ", ".join(f"{v} {k}" for k, v in shape.items()))
 
     questions = read_questions()
