@@ -2,14 +2,16 @@
 
     /work/venv/bin/python benchmarks/adapt_e2e.py --data /work/shared/data/reqa/newsqa-dev \
         [--steps 500] [--batch-size 32] [--max-length 64] [--mode exact] [--rows corpus] [--model DIR] [--home DIR]
-        [--eval] [--no-switch] [--threads N] [--eval-only DIR ...]
+        [--eval] [--no-switch] [--threads N] [--eval-only DIR ...] [--first N]
 
 Builds an index from the corpus's sentences only (one "file" per passage, context = its other
 sentences; the questions are never read), then runs the library's adapt in a child process (so
 its peak RSS is its own): training, writing the new model, re-encoding the index, switching.
 With --eval, `sparc-local eval` figures (MRR@10, R@1, R@10) of the base model and the adapted
 one on the same dataset; --no-switch skips the re-encoding (the eval encodes the corpus anyway).
---eval-only evaluates the base and the given model folders (e.g. adapt_mechanism.py's variants),
+--first N keeps only the set's first passages, up to N sentences (the issue's budget corpus:
+`--data …/wikiqa-train --first 8000` is 8,004 sentences), written once as a ReQA folder under the
+data dir. --eval-only evaluates the base and the given model folders (e.g. adapt_mechanism.py's variants),
 without adapting. --threads sets the encoder's threads (default: onnxruntime's). The data dir (--home, default ~/.cache/sparc-local-train/adapt-e2e/
 <dataset>) keeps the index and the eval cache between runs; the base encoding is reused.
 """
@@ -68,6 +70,32 @@ def build_index(data: Path, model_dir: Path | None, threads: int | None = None) 
         return {"sentences": idx.stats()["sentences"], "seconds": time.perf_counter() - t0, "model": info.id}
 
 
+def first_sentences(data: Path, n: int, out: Path) -> Path:
+    """A ReQA folder holding `data`'s first passages, whole, up to n sentences (and the queries
+    whose answers all lie in them); written once."""
+    import gzip
+
+    if (out / "meta.json").exists():
+        return out
+    rows = [json.loads(line) for line in gzip.open(data / "corpus.jsonl.gz", "rt")]
+    kept: list[dict] = []
+    for r in rows:
+        if len(kept) >= n and r["passage"] != kept[-1]["passage"]:
+            break
+        kept.append(r)
+    ids = {r["id"] for r in kept}
+    queries = [json.loads(line) for line in gzip.open(data / "queries.jsonl.gz", "rt")]
+    out.mkdir(parents=True, exist_ok=True)
+    for name, items in (("corpus.jsonl.gz", kept), ("queries.jsonl.gz", [q for q in queries if set(q["answers"]) <= ids])):
+        with gzip.open(out / name, "wt") as f:
+            f.writelines(json.dumps(x) + "\n" for x in items)
+    meta = json.loads((data / "meta.json").read_text())
+    meta.update(name=out.name, sentences=len(kept), passages=len({r["passage"] for r in kept}),
+                notes=f"the first passages of {data.name}, up to {n} sentences (benchmarks/adapt_e2e.py --first)")
+    (out / "meta.json").write_text(json.dumps(meta, indent=1))
+    return out
+
+
 def child(args: argparse.Namespace) -> dict:
     from sparc_local.adapt.run import AdaptOptions, adapt, revert, train_adapted_model
     from sparc_local.paths import db_path
@@ -122,14 +150,18 @@ def main() -> None:
     ap.add_argument("--eval", action="store_true", help="eval the base and the adapted model on --data")
     ap.add_argument("--no-switch", action="store_true",
                     help="train and write the model only: no re-encoding of the index (quality runs with --eval)")
+    ap.add_argument("--first", type=int, metavar="N", help="only the set's first passages, up to N sentences")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
         print(json.dumps(child(args)))
         return
-    home = args.home or Path.home() / ".cache" / "sparc-local-train" / "adapt-e2e" / args.data.name
+    name = args.data.name + (f"-first{args.first}" if args.first else "")
+    home = args.home or Path.home() / ".cache" / "sparc-local-train" / "adapt-e2e" / name
     os.environ["SPARC_LOCAL_HOME"] = str(home)
     home.mkdir(parents=True, exist_ok=True)
+    if args.first:
+        args.data = first_sentences(args.data, args.first, home / name)
     if args.model:
         (home / "active-model").write_text(str(args.model.resolve()))
     else:
