@@ -1,0 +1,93 @@
+"""Where model v2 loses to v1 (issue 13), on the held-out training split (du2017 articles a42-a43).
+
+    python benchmarks/v2_gap.py --run ~/.cache/sparc-local-train/v2c MODEL_DIR [MODEL_DIR ...] [--threads 1]
+
+The run folder's pool.pkl gives the split (as training/validate.py); candidates are every sentence
+of the held-out passages, scored as the product scores (query tokens of sparc_local.query.tokens,
+g = sum of f over them, top-K vectors from the model's own encoder). Prints MRR@10 per model:
+
+- by question kind: "sentence" questions, more of whose tokens are in the answer sentence than
+  only in the rest of its passage, and "context" questions, the others. Own-token pooling (v2)
+  can reach a context word only through expansion; v1's window pooled it directly.
+- with a paragraph field: g(q,s) + mu * sum over q of max over the passage's sentences of
+  f(v,s'), the paragraph's own evidence added at query time with no retraining (the issue's
+  "share of the window's pooled signal", done in the index instead of the graph).
+"""
+
+from __future__ import annotations
+
+import argparse
+import pickle
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+
+from sparc_local.model.encoder import Encoder
+from sparc_local.model.info import ModelInfo
+from sparc_local.query.tokens import query_token_ids
+from sparc_local.training.validate import _held_out_paragraphs
+
+MUS = (0.0, 0.1, 0.2, 0.3, 0.5, 1.0)
+
+
+def reciprocal_ranks(scores: list[np.ndarray], gold: list[set[int]], k: int = 10) -> np.ndarray:
+    """1/rank of the first gold sentence in each question's top k (0 if none); ties keep index order."""
+    out = np.zeros(len(scores))
+    for i, (s, g) in enumerate(zip(scores, gold)):
+        top = np.argsort(-s, kind="stable")[:k]
+        hit = next((r for r, j in enumerate(top) if int(j) in g and s[j] > 0), None)
+        out[i] = 0.0 if hit is None else 1.0 / (hit + 1)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--run", type=Path, required=True, help="a training run folder (its pool.pkl holds the split)")
+    ap.add_argument("models", type=Path, nargs="+")
+    ap.add_argument("--threads", type=int, default=1)
+    args = ap.parse_args()
+    pool = pickle.loads((args.run.expanduser() / "pool.pkl").read_bytes())
+    valid = pool.valid
+    sents = sorted({s for ex in valid for s in ex.answers + ex.passage_negs})
+    where = {s: i for i, s in enumerate(sents)}
+    paras = _held_out_paragraphs(pool, sents)
+    para_of = np.concatenate([[i] * len(p) for i, p in enumerate(paras)])
+    gold = [{where[a] for a in ex.answers if a in where} for ex in valid]
+    kinds = None
+    print(f"{len(valid)} held-out questions, {len(sents)} sentences in {len(paras)} passages")
+    for folder in args.models:
+        info = ModelInfo.load(folder)
+        enc = Encoder(info, threads=args.threads)
+        v = enc.encode(paras)
+        rows = np.repeat(np.arange(len(v)), np.diff(v.indptr))
+        sent = sp.csr_matrix((v.weights, (rows, v.token_ids)), shape=(len(v), info.vocab_size))
+        # the paragraph's vector: per token, the max over its sentences (sort by key, weight desc)
+        key = para_of[rows].astype(np.int64) * info.vocab_size + v.token_ids
+        order = np.lexsort((-v.weights, key))
+        first = np.r_[True, key[order][1:] != key[order][:-1]]
+        kept = order[first]
+        para = sp.csr_matrix((v.weights[kept], (para_of[rows][kept], v.token_ids[kept])),
+                             shape=(len(paras), info.vocab_size))
+        skip = info.skip_array()
+        queries = [np.unique(query_token_ids(enc.tokenizer, ex.question, skip)) for ex in valid]
+        if kinds is None:  # by the first model's tokenizer (all share bert-base-uncased's)
+            kinds = []
+            for ex, q in zip(valid, queries):
+                ans = {t for a in ex.answers for t in query_token_ids(enc.tokenizer, pool.texts[a], skip).tolist()}
+                ctx = {t for n in ex.passage_negs for t in query_token_ids(enc.tokenizer, pool.texts[n], skip).tolist()}
+                qs = set(q.tolist())
+                kinds.append("sentence" if len(qs & ans) > len((qs & ctx) - ans) else "context")
+            kinds = np.array(kinds)
+        g_sent = [np.asarray(sent[:, q].sum(1)).ravel() for q in queries]
+        g_para = [np.asarray(para[:, q].sum(1)).ravel()[para_of] for q in queries]
+        rr = reciprocal_ranks(g_sent, gold)
+        by_kind = "  ".join(f"{k} ({(kinds == k).sum()} q) {rr[kinds == k].mean():.3f}" for k in ("sentence", "context"))
+        print(f"{folder.name}: MRR@10 {rr.mean():.4f}; by kind: {by_kind}")
+        field = "  ".join(f"mu={mu:g} {reciprocal_ranks([a + mu * b for a, b in zip(g_sent, g_para)], gold).mean():.4f}"
+                          for mu in MUS)
+        print(f"{folder.name}: with the paragraph field: {field}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
