@@ -188,6 +188,18 @@ def test_model_file_missing_or_damaged(tmp_path: Path, sparc_home: Path, tiny_mo
     fails(args, f"{file} {'is missing' if damage == 'missing' else says}", FOLDER_REMEDY)
 
 
+def test_graph_of_another_version(tmp_path: Path, sparc_home: Path, tiny_model_dir: Path, docs: Path):
+    """A sparc.json whose input scheme the graph was not exported for (e.g. a folder from an older
+    version): one line at load, not onnxruntime's error at the first batch."""
+    _indexed(docs)
+    model = _model_copy(tiny_model_dir, tmp_path / "m", sparc_home)
+    cfg = json.loads((model / CONFIG_FILE).read_text())
+    (model / CONFIG_FILE).write_text(json.dumps({**cfg, "scheme": "window"}))
+    (docs / "new.txt").write_text("The train station is by the river.\n")
+    fails(["index", "-q"], f"{model / 'model.onnx'} was exported by another version of sparc-local "
+                           "(no input span_tokens, spans, window_of, windows)", FOLDER_REMEDY)
+
+
 def test_damaged_adapted_model_is_reverted(sparc_home: Path, tiny_model_dir: Path):
     """An adapted version lives in the data dir; its remedy is `adapt --revert`, which works on it."""
     from sparc_local.paths import models_dir

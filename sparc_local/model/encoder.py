@@ -18,6 +18,9 @@ from sparc_local.model.inputs import (SCHEME_WINDOW, pad_batch, paragraph_inputs
 from sparc_local.model.info import ModelInfo, load_tokenizer, model_remedy
 from sparc_local.model.sparse import MAX_POSITION, NO_POSITION, SparseVectors
 
+# the graph inputs this version feeds, per input scheme (model/export.py declares them)
+PAIR_INPUTS = ("input_ids", "attention_mask", "token_type_ids", "top_k")
+WINDOW_INPUTS = ("input_ids", "attention_mask", "span_tokens", "spans", "windows", "window_of", "top_k")
 TOKEN_BUDGET = 512  # input tokens per onnxruntime run: the vocab projection holds batch·length·|V| floats
 
 
@@ -45,6 +48,11 @@ class Encoder:
         except Exception as err:  # onnxruntime's own types (InvalidProtobuf, Fail, ...) derive from Exception only
             raise ModelDamaged(f"{info.onnx_path} is damaged: onnxruntime cannot load it ({type(err).__name__})",
                                model_remedy(info.path)) from err
+        wanted = set(WINDOW_INPUTS if info.scheme == SCHEME_WINDOW else PAIR_INPUTS)
+        missing = sorted(wanted - {i.name for i in self.session.get_inputs()})
+        if missing:  # another version's graph: onnxruntime would fail at the first batch, mid-run
+            raise ModelDamaged(f"{info.onnx_path} was exported by another version of sparc-local (no input "
+                               f"{', '.join(missing)})", model_remedy(info.path))
         self.token_budget = token_budget
         # a model exported before the phrase has no positions output: its vectors carry none
         self.outputs = ["weights", "token_ids"] + [POSITIONS] * any(o.name == POSITIONS
