@@ -92,6 +92,12 @@ def _content(db: Path) -> bytes:
 
 # ---------------------------------------------------------------- reading weights back
 
+def _adapted_E(info: ModelInfo) -> np.ndarray:
+    """The E an adapted model projects onto the vocabulary (the default swap keeps the input side's)."""
+    w = load_encoder_weights(info)[1]
+    return w.get("emb.word.out", w["emb.word"])
+
+
 @pytest.mark.parametrize("layout", ["bert", "distilbert"])
 @pytest.mark.parametrize("int8", [False, True])
 def test_load_encoder_weights_round_trip(tmp_path: Path, layout: str, int8: bool) -> None:
@@ -146,7 +152,7 @@ def test_adapt_end_to_end_then_revert(docs: Path, sparc_home: Path, tiny_adapt_d
     assert new.extra["adapted_from"]["id"] == base_id and new.extra["adapt"]["steps"] == 3
     assert new.extra["adapt"]["corpus_sentences"] == before["sentences"]
     E_old = load_encoder_weights(ModelInfo.load(tiny_adapt_dir))[1]["emb.word"]
-    E_new = load_encoder_weights(new)[1]["emb.word"]
+    E_new = _adapted_E(new)
     assert not np.array_equal(E_old, E_new) and np.abs(E_new - E_old).max() < 0.1  # 3 Adam steps of ~0.01
     assert not list((sparc_home / "adapt").glob("ckpt-*"))  # checkpoint removed once switched
     assert not list(sparc_home.glob("index.db.adapting*"))
@@ -185,7 +191,7 @@ def test_adapt_trains_only_the_rows_of_the_corpus_tokens(docs: Path, sparc_home:
     E_old = load_encoder_weights(ModelInfo.load(tiny_adapt_dir))[1]["emb.word"]
     corpus_rule = ModelInfo.load(Path((sparc_home / "active-model").read_text().strip()))
     assert corpus_rule.extra["adapt"]["rows"] == "corpus"
-    moved = np.any(load_encoder_weights(corpus_rule)[1]["emb.word"] != E_old, axis=1)
+    moved = np.any(_adapted_E(corpus_rule) != E_old, axis=1)
     in_docs = ["tea", "steep", "the", "piano", "."]
     never = ["[CLS]", "[SEP]", "[MASK]", "[UNK]", "?", "!", "##q", "7"]  # no doc has these
     assert all(moved[vocab.index(t)] for t in in_docs)
@@ -193,7 +199,7 @@ def test_adapt_trains_only_the_rows_of_the_corpus_tokens(docs: Path, sparc_home:
     assert run("adapt", "--revert", "-q").exit_code == 0
     with Index(sparc_home / "index.db") as idx:
         every_row = adapt(idx, AdaptOptions(steps=3, seed=1, lr=0.01, rows="all")).model
-    moved = np.any(load_encoder_weights(every_row)[1]["emb.word"] != E_old, axis=1)
+    moved = np.any(_adapted_E(every_row) != E_old, axis=1)
     assert all(moved[vocab.index(t)] for t in in_docs + never)
 
 
@@ -314,7 +320,7 @@ def test_adapt_int8_model(docs: Path, sparc_home: Path, tmp_path: Path, quant: s
     assert r.exit_code == 0, r.output
     new = ModelInfo.load(Path((sparc_home / "active-model").read_text().strip()))
     assert new.quantization == quant and new.layout == layout
-    E0, E1 = load_encoder_weights(base)[1]["emb.word"], load_encoder_weights(new)[1]["emb.word"]
+    E0, E1 = load_encoder_weights(base)[1]["emb.word"], _adapted_E(new)
     assert E0.shape == E1.shape and not np.array_equal(E0, E1)
     r = run("ask", "green tea", "--json")
     assert r.exit_code == 0 and json.loads(r.output)
@@ -382,3 +388,39 @@ def test_head_trainer_writes_a_head_adapt_can_use(tmp_path: Path, encoder: str) 
     train_head(enc_path, info.path, tmp_path / "run", data_dir=data, steps=60, batch=16, lr=1e-2, eval_every=20,
                n_valid=64, log=lines.append)
     assert any("resumed at step 40" in x for x in lines)
+
+
+@pytest.mark.parametrize("quant", [None, "int8-weights", "int8"])
+def test_output_swap_keeps_the_input_embeddings(tmp_path: Path, quant: str | None) -> None:
+    """swap="output" (the default): the adapted E is the projection onto the vocabulary only, so a
+    sentence's H, and so f of every token whose row did not move, stay exactly the base model's;
+    swap="both" (SPARC §5.1 as published) feeds the new rows into the encoder too."""
+    from sparc_local.adapt.model_folder import write_adapted_model
+    from sparc_local.model.encoder import Encoder
+
+    base = make_tiny_model(tmp_path / "base", top_k=48, quant=quant)
+    E0 = load_encoder_weights(base)[1]["emb.word"]
+    tea = tiny_vocab().index("tea")
+    E = E0.copy()
+    E[tea] = -3.0 * E0[tea]  # a row the sentences use, turned around
+    paragraphs = [["Green tea should steep for three minutes.", "The piano is by the window."]]
+    vectors = {}
+    for swap in ("output", "both"):
+        info = write_adapted_model(base, E, tmp_path / swap, name=swap, extra={}, output_only=swap == "output")
+        w = load_encoder_weights(info)[1]
+        if swap == "output":
+            assert np.array_equal(w["emb.word"], E0)
+            assert np.allclose(w["emb.word.out"][tea], E[tea], atol=np.abs(E[tea]).max() / 127)
+            assert np.array_equal(np.delete(w["emb.word.out"], tea, 0), np.delete(E0, tea, 0))
+        else:
+            assert "emb.word.out" not in w and not np.array_equal(w["emb.word"], E0)
+        vectors[swap] = Encoder(info, threads=1).encode(paragraphs)
+    before = Encoder(base, threads=1).encode(paragraphs)
+
+    def others(v, row: int) -> dict[int, float]:  # token -> weight, the turned row left out
+        ids, weights = v.row(row)[:2]
+        return {int(t): float(x) for t, x in zip(ids, weights) if t != tea}
+
+    assert others(vectors["output"], 0) == others(before, 0)  # H of the tea sentence unchanged
+    assert others(vectors["both"], 0) != others(before, 0)  # its input embedding moved H
+    assert others(vectors["output"], 1) == others(before, 1)

@@ -40,6 +40,9 @@ NEW_DB_SUFFIX = ".adapting"
 ROWS_CORPUS = "corpus"  # train the rows of E of tokens in the indexed sentences (the default)
 ROWS_ALL = "all"  # train every row, as SPARC §5.1 does
 ROW_RULES = (ROWS_CORPUS, ROWS_ALL)
+SWAP_OUTPUT = "output"  # the adapted E replaces the projection onto the vocabulary only (the default)
+SWAP_BOTH = "both"  # and the input embeddings too, as SPARC §5.1 does
+SWAP_RULES = (SWAP_OUTPUT, SWAP_BOTH)
 POOL_BATCHES = 16  # batches drawn together and grouped by length: little padding, still random
 _CKPT_FORMAT = 1
 
@@ -59,6 +62,7 @@ class AdaptOptions:
     max_length: int = 64  # tokens per training sentence, [CLS] and [SEP] included
     mode: str = "exact"  # see adapt.mlm: "exact" or "output_only"
     rows: str = ROWS_CORPUS  # which rows of E train, one of ROW_RULES (see trainable_rows)
+    swap: str = SWAP_OUTPUT  # where the adapted E goes, one of SWAP_RULES (see train_adapted_model)
     checkpoint_every: int = 25
     min_sentences: int = 100
     threads: int | None = None  # encoder threads while re-encoding
@@ -248,6 +252,8 @@ def train_adapted_model(index: Index, opts: AdaptOptions = AdaptOptions(), *, mo
     """
     from sparc_local.adapt.model_folder import load_adapt_weights, write_adapted_model
 
+    if opts.swap not in SWAP_RULES:
+        raise AdaptError(f"unknown swap rule {opts.swap!r}", f"Use one of {', '.join(SWAP_RULES)}.")
     base = base_model(model or active_model())
     ids = _corpus_ids(index, opts.min_sentences)
     cfg, w, head_meta = load_adapt_weights(base)
@@ -289,7 +295,10 @@ def train_adapted_model(index: Index, opts: AdaptOptions = AdaptOptions(), *, mo
     out = paths.models_dir() / name
     if out.exists():  # two runs in the same second
         shutil.rmtree(out)
-    info = write_adapted_model(base, E, out, name=name, extra=extra)
+    # The retrieval encoder's layers were fine-tuned on the original input embeddings; moving
+    # them shifts H(s) of every sentence, which cost MRR near home (README, "Adapting"). The
+    # projection f(v,s) = H·e_v is where a domain's words gain their expansions.
+    info = write_adapted_model(base, E, out, name=name, extra=extra, output_only=opts.swap == SWAP_OUTPUT)
     if on_progress:
         on_progress("export", 1, 1, None)
     return AdaptResult(info, base, opts.steps, resumed, int(len(ids)), 0, first, last, train_seconds, 0.0, ckpt)
