@@ -264,6 +264,22 @@ def test_rst_adornments_and_bullets(tmp_path: Path) -> None:
     assert [(s.text, s.line) for s in segment(blocks)[:2]] == [("Sourdough", 1), ("500 g flour", 4)]
 
 
+def test_markup_lines_are_not_sentences(tmp_path: Path) -> None:
+    """Markdown link definitions and rst directives, targets and substitutions are markup, not
+    prose (as pip's documentation ships them); an admonition's argument is prose and stays."""
+    md = ("See the [index][pypi] for packages.[^1]\n\n[pypi]: https://pypi.org/ \"PyPI\"\n  [Other]: <https://x.org>\n"
+          "[^1]: A footnote is prose.\n")
+    assert texts(extract(write(tmp_path / "l.md", md))) == ["See the [index][pypi] for packages.[^1]",
+                                                           "A footnote is prose."]
+    rst = (".. _install:\n\nInstall it first.\n\n.. tab:: Unix/macOS\n\n   .. code-block:: console\n\n"
+           "      python -m pip install x\n\n.. |logo| image:: logo.png\n\n"
+           ".. note:: Mind the gap.\n   It is wide.\n\n.. warning::\n\n   Do not run as root.\n")
+    assert texts(extract(write(tmp_path / "d.rst", rst))) == [
+        "Install it first.", "python -m pip install x", "Mind the gap. It is wide.", "Do not run as root."]
+    # the same lines in plain text are text
+    assert texts(extract(write(tmp_path / "d.txt", ".. note:: Mind the gap.\n"))) == [".. note:: Mind the gap."]
+
+
 def test_legacy_encodings(tmp_path: Path) -> None:
     cp = write(tmp_path / "cp.txt", "café naïve – “quoted” 5 €".encode("cp1252"))
     assert texts(extract(cp)) == ["café naïve – “quoted” 5 €"]

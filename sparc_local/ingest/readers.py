@@ -166,6 +166,13 @@ BULLET = re.compile(r"^\s*(?:[-*+•]|\d{1,3}[.)])\s+")
 _MD_CLOSING_HASHES = re.compile(r"(^|\s+)#+\s*$")
 _QUOTE = re.compile(r"^\s{0,3}>\s?")
 _RULE = re.compile(r"^\s*([=\-~^*#+_`:'\".])\1{2,}\s*$")
+_MD_LINK_DEF = re.compile(r"^\s{0,3}\[[^\]^][^\]]*\]:\s*\S")  # [label]: url "title", never prose
+_MD_FOOTNOTE = re.compile(r"^\s{0,3}\[\^[^\]]+\]:\s*")  # [^1]: a footnote's prose follows
+# `.. name:: argument`, `.. _target: url`, `.. |sub| image:: x`: markup lines. An admonition's
+# argument is its first words of prose (`.. note:: Mind the gap.`); other arguments are labels,
+# paths or languages (`.. tab:: Unix/macOS`, `.. code-block:: console`).
+_RST_MARKUP = re.compile(r"^\s*\.\.\s+(?:(?P<name>[\w.+-]+(?::[\w.+-]+)?)::|_[^:]*:|\|[^|]+\|\s+[\w-]+::)(?P<rest>.*)$")
+_RST_ADMONITIONS = frozenset("admonition attention caution danger error hint important note seealso tip warning".split())
 _MD_IMAGE_LINK = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
 _MD_EMPHASIS = re.compile(r"(\*\*|__|\*|`)(?=\S)(.+?)(?<=\S)\1")
 
@@ -204,6 +211,18 @@ def text_blocks(text: str, markup: str | None) -> list[RawBlock]:
                 # one line right above an underline is a title (rst, setext)
                 flush(heading=len(para) == 1 and para[0][0] == lineno - 1)
                 continue
+            if markup == "md" and _MD_LINK_DEF.match(line):
+                flush()
+                continue
+            if markup == "md" and _MD_FOOTNOTE.match(line):
+                flush()
+                line = _MD_FOOTNOTE.sub("", line, count=1)
+            directive = _RST_MARKUP.match(line) if markup == "rst" else None
+            if directive:
+                flush()
+                if directive["name"] not in _RST_ADMONITIONS:
+                    continue
+                line = directive["rest"]
             if markup == "md" and _MD_HEADING.match(line):
                 flush()
                 para.append((lineno, norm_text(_MD_CLOSING_HASHES.sub("", _MD_HEADING.sub("", line)))))
