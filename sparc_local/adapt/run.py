@@ -296,8 +296,8 @@ def train_adapted_model(index: Index, opts: AdaptOptions = AdaptOptions(), *, mo
     if out.exists():  # two runs in the same second
         shutil.rmtree(out)
     # The retrieval encoder's layers were fine-tuned on the original input embeddings; moving
-    # them shifts H(s) of every sentence, which cost MRR near home (README, "Adapting"). The
-    # projection f(v,s) = H·e_v is where a domain's words gain their expansions.
+    # them shifts H(s) of every sentence, and keeping them lost less near home (model card,
+    # "Adapt"). The projection f(v,s) = H·e_v is where a domain's words gain their expansions.
     info = write_adapted_model(base, E, out, name=name, extra=extra, output_only=opts.swap == SWAP_OUTPUT)
     if on_progress:
         on_progress("export", 1, 1, None)

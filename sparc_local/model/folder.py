@@ -25,10 +25,10 @@ ENCODER_FILE = "mlm_encoder.npz"
 META_KEY = "__meta__"
 HEAD_NAMES = ("mlm.dense.w", "mlm.dense.b", "mlm.ln.w", "mlm.ln.b", "mlm.bias")
 _LINEARS = ("q", "k", "v", "o", "ff1", "ff2")
-# export.py names initializers f"{prefix}_{counter}"; quantize_dynamic appends a part suffix
 # an adapted model whose E was swapped on the output side only (adapt.model_folder.replace_embeddings)
 # stores the projection's E under these prefixes, beside the input embeddings' emb_word*
 OUTPUT_E, OUTPUT_E_INT8, OUTPUT_E_SCALE = "emb_word_out", "emb_word_out_int8", "emb_word_out_scale"
+# export.py names initializers f"{prefix}_{counter}"; quantize_dynamic appends a part suffix
 INITIALIZER_NAME = re.compile(r"^(?P<prefix>.+?)_(?P<n>\d+)(?:_(?P<part>quantized|scale|zero_point))?$")
 
 
