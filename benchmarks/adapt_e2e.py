@@ -2,7 +2,7 @@
 
     /work/venv/bin/python benchmarks/adapt_e2e.py --data /work/shared/data/reqa/newsqa-dev \
         [--steps 500] [--batch-size 32] [--max-length 64] [--mode exact] [--rows corpus] [--swap output] [--model DIR] [--home DIR]
-        [--eval] [--no-switch] [--threads N] [--eval-only DIR ...] [--first N]
+        [--eval] [--no-switch] [--threads N] [--eval-only DIR ...] [--first N] [--force]
 
 Builds an index from the corpus's sentences only (one "file" per passage, context = its other
 sentences; the questions are never read), then runs the library's adapt in a child process (so
@@ -12,7 +12,9 @@ one on the same dataset; --no-switch skips the re-encoding (the eval encodes the
 --first N keeps only the set's first passages, up to N sentences (the issue's budget corpus:
 `--data …/wikiqa-train --first 8000` is 8,004 sentences), written once as a ReQA folder under the
 data dir. --eval-only evaluates the base and the given model folders (e.g. adapt_mechanism.py's variants),
-without adapting. --threads sets the encoder's threads (default: onnxruntime's). The data dir (--home, default ~/.cache/sparc-local-train/adapt-e2e/
+without adapting. adapt declines a corpus close to the model's training text (adapt/domain.py):
+the run then prints how close and evaluates only the base, which is what the user keeps; --force
+adapts anyway. --threads sets the encoder's threads (default: onnxruntime's). The data dir (--home, default ~/.cache/sparc-local-train/adapt-e2e/
 <dataset>) keeps the index and the eval cache between runs; the base encoding is reused.
 """
 
@@ -97,7 +99,7 @@ def first_sentences(data: Path, n: int, out: Path) -> Path:
 
 
 def child(args: argparse.Namespace) -> dict:
-    from sparc_local.adapt.run import AdaptOptions, adapt, revert, train_adapted_model
+    from sparc_local.adapt.run import AdaptError, AdaptOptions, adapt, revert, train_adapted_model
     from sparc_local.paths import db_path
     from sparc_local.index.store import Index
 
@@ -114,16 +116,19 @@ def child(args: argparse.Namespace) -> dict:
 
     opts = AdaptOptions(steps=args.steps, batch_size=args.batch_size, max_length=args.max_length, seed=args.seed,
                         lr=args.lr, mode=args.mode, rows=args.rows, swap=args.swap,
-                        threads=args.threads)
+                        threads=args.threads, force=args.force)
     t0 = time.perf_counter()
     with Index(db_path()) as idx:
         revert(idx)  # start from the base model's index
         t1 = time.perf_counter()
-        if args.no_switch:
-            r = train_adapted_model(idx, opts, on_progress=on_progress)
-            r.checkpoint.unlink(missing_ok=True)  # the next run trains again instead of resuming
-        else:
-            r = adapt(idx, opts, on_progress=on_progress)
+        try:
+            if args.no_switch:
+                r = train_adapted_model(idx, opts, on_progress=on_progress)
+                r.checkpoint.unlink(missing_ok=True)  # the next run trains again instead of resuming
+            else:
+                r = adapt(idx, opts, on_progress=on_progress)
+        except AdaptError as err:
+            return {"declined": str(err), "seconds": time.perf_counter() - t1}
     steps = marks["train"]
     per_step = [b - a for a, b in zip(steps[1:], steps[2:])]  # from the 2nd step on: warm BLAS and allocator
     return {"steps": r.steps, "resumed_from": r.resumed_from, "corpus": r.corpus,
@@ -160,6 +165,7 @@ def main() -> None:
     ap.add_argument("--no-switch", action="store_true",
                     help="train and write the model only: no re-encoding of the index (quality runs with --eval)")
     ap.add_argument("--first", type=int, metavar="N", help="only the set's first passages, up to N sentences")
+    ap.add_argument("--force", action="store_true", help="adapt even a corpus close to the training text")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -186,11 +192,19 @@ def main() -> None:
            "--seed", str(args.seed), "--mode", args.mode, "--rows", args.rows, "--swap", args.swap] \
         + (["--threads", str(args.threads)] if args.threads else []) \
         + (["--model", str(args.model)] if args.model else []) \
-        + (["--no-switch"] if args.no_switch else [])
+        + (["--no-switch"] if args.no_switch else []) + (["--force"] if args.force else [])
     out = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ})
     if out.returncode:
         sys.exit(out.stderr)
     r = json.loads(out.stdout.strip().splitlines()[-1])
+    if "declined" in r:
+        print(f"adapt declined in {r['seconds']:.1f}s: {r['declined']}; the index and the model are unchanged",
+              flush=True)
+        if args.eval:
+            _eval_models(args, [("base", None)], {"adapt": r, "index": built})
+        else:
+            print(json.dumps({"adapt": r, "index": built}))
+        return
     print(f"adapt {r['steps']} steps × {args.batch_size} (max length {args.max_length}, {args.mode}) on "
           f"{r['corpus']} sentences: {r['s_per_step_median']:.2f} s/step median ({r['s_per_step_mean']:.2f} mean); "
           f"train {r['train_seconds']:.0f}s, re-encode {r['encode_seconds']:.0f}s, total {r['wall_seconds']:.0f}s "

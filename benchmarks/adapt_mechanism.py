@@ -56,7 +56,7 @@ def corpus_counts(index, tokenizer, vocab: int) -> np.ndarray:
 def train(index, mlm_dir: Path, steps: int, lr: float, rows: str, seed: int = 0) -> tuple[np.ndarray, list[float], float]:
     """E trained by adapt's loop with `mlm_dir`'s MLM; returns (E, losses, seconds)."""
     from sparc_local.adapt.model_folder import load_adapt_weights
-    from sparc_local.adapt.run import AdaptOptions, _corpus_ids, token_batches, trainable_rows
+    from sparc_local.adapt.run import AdaptOptions, _corpus_ids, corpus_counts, token_batches, trainable_rows
     from sparc_local.adapt.train_embeddings import adapt_embeddings
     from sparc_local.model.info import ModelInfo, load_tokenizer
 
@@ -70,7 +70,7 @@ def train(index, mlm_dir: Path, steps: int, lr: float, rows: str, seed: int = 0)
     batches = token_batches(index, ids, tok, info, opts.batch_size, opts.max_length, seed)
     E = adapt_embeddings(cfg, w, batches, steps=steps, lr=lr, seed=seed, mask_id=tok.token_to_id("[MASK]"),
                          on_step=lambda s, loss: losses.append(loss),
-                         rows=trainable_rows(index, ids, tok, opts))
+                         rows=trainable_rows(corpus_counts(index, ids, tok), opts))
     return E, losses, time.perf_counter() - t0
 
 

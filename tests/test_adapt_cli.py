@@ -12,10 +12,11 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+from sparc_local.adapt import domain
 from sparc_local.adapt.model_folder import load_adapt_weights, load_encoder_weights
 from sparc_local.adapt.run import AdaptOptions, adapt
 from sparc_local.cli.app import app
-from sparc_local.model.info import ModelInfo
+from sparc_local.model.info import ModelInfo, load_tokenizer
 from sparc_local.index.store import Index
 from tests.tiny import WORDS, make_tiny_adapt_model, make_tiny_model, tiny_vocab, tiny_weights
 
@@ -299,6 +300,57 @@ def test_adapt_small_index_and_no_index(tmp_path: Path) -> None:
     assert r.exit_code == 1
     assert r.output.startswith("Error: the index has only 2 sentences; adapt needs at least 100\n")
     assert "sparc-local index FOLDER" in r.output.splitlines()[1]
+
+
+def test_distance_counts_the_share_of_the_corpus_own_tokens() -> None:
+    """Own tokens: seen >= MIN_COUNT times and >= RATIO times more frequent than in the reference
+    (add-one smoothed)."""
+    reference = np.array([900, 89, 0, 0, 0])  # smoothed: 901, 90, 1, 1, 1 of 994
+    counts = np.array([50, 10, 36, 4, 0])  # of 100: token 2 is 36 / (1/995) ~ 358x, token 3 too rare
+    d = domain.distance(counts, reference)
+    assert (d.share, d.own_tokens, d.far) == (0.36, 1, True)
+    counts[1] = 100  # token 1: 100/190 of the corpus against 90/994: 5.8x, not its own
+    d = domain.distance(counts, reference)
+    assert d.own_tokens == 1 and d.share == pytest.approx(36 / 190) and not d.far
+    assert domain.distance(np.zeros(5, np.int64), reference) == domain.Distance(0.0, 0)
+
+
+def _with_reference(tmp_path: Path, docs: Path | None) -> ModelInfo:
+    """A copy of the tiny adapt model whose training text is ``docs``'s files (None: no text of
+    the tiny vocabulary's words, only of its punctuation)."""
+    info = make_tiny_adapt_model(tmp_path / "with-reference")
+    tok = load_tokenizer(info.tokenizer_path)
+    texts = [p.read_text() for p in sorted(docs.iterdir())] * 50 if docs else ["! ?"] * 1000
+    domain.write_reference(info.path, domain.count_tokens(tok.encode_batch(texts, add_special_tokens=False),
+                                                          info.vocab_size), ["test"])
+    return info
+
+
+def test_adapt_declines_sentences_close_to_the_training_text(docs: Path, sparc_home: Path, tmp_path: Path) -> None:
+    info = _with_reference(tmp_path, docs)
+    (sparc_home / "active-model").write_text(str(info.path))
+    assert run("index", str(docs), "-q").exit_code == 0
+    before = _content(sparc_home / "index.db")
+    r = run("adapt", "--steps", "2")
+    assert r.exit_code == 1
+    assert r.output == ("Error: your sentences are close to the text the model was trained on: 0% of their words "
+                        "are their own, adapt needs 20%\nAdapting would not help them and can cost a little. "
+                        "To adapt anyway: `sparc-local adapt --force`.\n")
+    assert _content(sparc_home / "index.db") == before and not list((sparc_home / "adapt").glob("ckpt-*"))
+    r = run("adapt", "--steps", "2", "--force", "-q")
+    assert r.exit_code == 0, r.output
+    new = ModelInfo.load(Path((sparc_home / "active-model").read_text().strip()))
+    assert new.extra["adapt"]["force"] is True and new.extra["adapt"]["own_share"] == 0.0
+
+
+def test_adapt_goes_ahead_on_sentences_far_from_the_training_text(docs: Path, sparc_home: Path,
+                                                                  tmp_path: Path) -> None:
+    (sparc_home / "active-model").write_text(str(_with_reference(tmp_path, None).path))
+    assert run("index", str(docs), "-q").exit_code == 0
+    r = run("adapt", "--steps", "2", "-q")
+    assert r.exit_code == 0, r.output
+    new = ModelInfo.load(Path((sparc_home / "active-model").read_text().strip()))
+    assert new.extra["adapt"]["force"] is False and new.extra["adapt"]["own_share"] > 0.9
 
 
 def test_adapt_without_head_is_a_clear_error(docs: Path, sparc_home: Path, tmp_path: Path) -> None:

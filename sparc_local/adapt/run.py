@@ -6,6 +6,9 @@ into a copy of model.onnx, and the whole index is re-encoded with it. Until the 
 index and the old model stay in use, so an interrupted run changes nothing but its checkpoint
 (in <data dir>/adapt/), and running it again resumes from there.
 
+First the corpus's distance from the model's training text (``adapt.domain``): adapt declines,
+unless forced, sentences too close to it to gain, as the paper's own SQuAD and NQ did not.
+
 Training data: each indexed sentence alone, "[CLS] sentence [SEP]". The paper trains the MLM on
 the target domain's sentence set; the contexts are those same sentences again, and a pair input
 would make every step several times longer (cost grows with sequence length, and a sentence is
@@ -29,6 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from sparc_local import paths
+from sparc_local.adapt import domain
 from sparc_local.adapt.train_embeddings import TokenBatch, adapt_embeddings, pad_sequences
 from sparc_local.errors import ModelError, ModelMissing, SparcError
 from sparc_local.model.info import load_tokenizer
@@ -65,6 +69,7 @@ class AdaptOptions:
     swap: str = SWAP_OUTPUT  # where the adapted E goes, one of SWAP_RULES (see train_adapted_model)
     checkpoint_every: int = 25
     min_sentences: int = 100
+    force: bool = False  # adapt even a corpus close to the training text (see corpus_distance)
     threads: int | None = None  # encoder threads while re-encoding
 
 
@@ -175,8 +180,19 @@ def _pad(seqs: list[list[int]], segments: bool) -> TokenBatch:
     return TokenBatch(ids, np.zeros_like(ids) if segments else None, mask, special)
 
 
-def trainable_rows(index: Index, ids: np.ndarray, tokenizer, opts: AdaptOptions) -> np.ndarray | None:
-    """The rows of E adapt may change: None (all) or the sorted ids of the corpus's own tokens.
+def corpus_counts(index: Index, ids: np.ndarray, tokenizer) -> np.ndarray:
+    """Occurrences of each vocabulary token in the indexed sentences ``ids`` (special tokens: 0)."""
+    counts = np.zeros(tokenizer.get_vocab_size(), np.int64)
+    for start in range(0, len(ids), POOL_BATCHES * 256):
+        texts = [r["text"] for r in index.sentences(ids[start:start + POOL_BATCHES * 256])]
+        counts += domain.count_tokens(tokenizer.encode_batch(texts, add_special_tokens=False), len(counts))
+    counts[list(tokenizer.get_added_tokens_decoder())] = 0
+    return counts
+
+
+def trainable_rows(counts: np.ndarray, opts: AdaptOptions) -> np.ndarray | None:
+    """The rows of E adapt may change: None (all) or the sorted ids of the corpus's own tokens
+    (``counts``: ``corpus_counts``).
 
     With a tied decoder every row of E gets a gradient each step: the softmax pushes down the
     logit of every token that is not the masked one. For a token the corpus never uses that
@@ -191,16 +207,27 @@ def trainable_rows(index: Index, ids: np.ndarray, tokenizer, opts: AdaptOptions)
         return None
     if opts.rows != ROWS_CORPUS:
         raise AdaptError(f"unknown row rule {opts.rows!r}", f"Use one of {', '.join(ROW_RULES)}.")
-    seen = np.zeros(tokenizer.get_vocab_size(), bool)
-    for start in range(0, len(ids), POOL_BATCHES * 256):
-        texts = [r["text"] for r in index.sentences(ids[start:start + POOL_BATCHES * 256])]
-        for e in tokenizer.encode_batch(texts, add_special_tokens=False):
-            seen[e.ids] = True
-    seen[list(tokenizer.get_added_tokens_decoder())] = False
-    rows = np.flatnonzero(seen)
+    rows = np.flatnonzero(counts)
     if rows.size == 0:
         raise AdaptError("the indexed sentences have no ordinary token to adapt", "Index more of your documents first.")
     return rows
+
+
+def corpus_distance(base: ModelInfo, counts: np.ndarray, force: bool) -> domain.Distance | None:
+    """How far the corpus is from ``base``'s training text (None: the model ships no reference).
+
+    Raises AdaptError when it is too close for adapt to help (see ``adapt.domain``), unless forced.
+    """
+    reference = domain.load_reference(base.path)
+    if reference is None:
+        return None
+    d = domain.distance(counts, reference)
+    if not d.far and not force:
+        raise AdaptError(f"your sentences are close to the text the model was trained on: {d.share:.0%} of their "
+                         f"words are their own, adapt needs {d.threshold:.0%}",
+                         "Adapting would not help them and can cost a little. To adapt anyway: "
+                         "`sparc-local adapt --force`.")
+    return d
 
 
 def checkpoint_path(base: ModelInfo, ids: np.ndarray, opts: AdaptOptions) -> Path:
@@ -261,6 +288,8 @@ def train_adapted_model(index: Index, opts: AdaptOptions = AdaptOptions(), *, mo
     mask_id = tokenizer.token_to_id("[MASK]")
     if mask_id is None:
         raise AdaptError(f"the tokenizer of {base.name} has no [MASK] token", "adapt needs a BERT-style tokenizer.")
+    counts = corpus_counts(index, ids, tokenizer)
+    dist = corpus_distance(base, counts, opts.force)
     ckpt = checkpoint_path(base, ids, opts)
     for stale in ckpt.parent.glob("ckpt-*"):
         if stale != ckpt:
@@ -279,7 +308,7 @@ def train_adapted_model(index: Index, opts: AdaptOptions = AdaptOptions(), *, mo
     batches = token_batches(index, ids, tokenizer, base, opts.batch_size, opts.max_length, opts.seed)
     E = adapt_embeddings(cfg, w, batches, steps=opts.steps, lr=opts.lr, seed=opts.seed, checkpoint_path=ckpt,
                          checkpoint_every=opts.checkpoint_every, on_step=on_step, mask_id=mask_id,
-                         mode=opts.mode, rows=trainable_rows(index, ids, tokenizer, opts))  # type: ignore[arg-type]
+                         mode=opts.mode, rows=trainable_rows(counts, opts))  # type: ignore[arg-type]
     train_seconds = time.perf_counter() - t0
     del w
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
@@ -290,7 +319,8 @@ def train_adapted_model(index: Index, opts: AdaptOptions = AdaptOptions(), *, mo
     extra = {"adapted_from": {"id": base.id, "name": base.name, "path": str(base.path.resolve()),
                               "shipped": _is_shipped(base)},
              "adapt": {**{k: v for k, v in asdict(opts).items() if k not in ("threads", "checkpoint_every")},
-                       "corpus_sentences": int(len(ids)), "head": head_meta, "first_loss": first,
+                       "corpus_sentences": int(len(ids)), "own_share": None if dist is None else round(dist.share, 4),
+                       "head": head_meta, "first_loss": first,
                        "last_loss": last, "created": stamp}}
     out = paths.models_dir() / name
     if out.exists():  # two runs in the same second

@@ -255,6 +255,8 @@ def adapt(
     seed: int = typer.Option(0, "--seed", help="Seed of the sentence order and the masking."),
     max_length: int = typer.Option(64, "--max-length", min=8, help="Tokens per sentence, longer ones are cut."),
     revert: bool = typer.Option(False, "--revert", help="Go back to the model adapt started from."),
+    force: bool = typer.Option(False, "--force",
+                               help="Adapt even sentences close to the text the model was trained on."),
     threads: Threads = 0,
     wait: Wait = DEFAULT_WAIT,
     quiet: Quiet = False,
@@ -263,6 +265,8 @@ def adapt(
 
     Trains on this machine (numpy, nothing leaves it) into a new model version; the old index and
     model stay in use until the re-encoded index is complete. Interrupted, it resumes on rerun.
+    Sentences close to the text the model was trained on are declined (it would not help them)
+    unless --force.
     """
     from sparc_local.adapt.run import AdaptOptions
     from sparc_local.adapt.run import adapt as run_adapt
@@ -283,7 +287,7 @@ def adapt(
                     done = run_revert(idx, threads=threads or None, on_progress=progress.update)
             else:
                 opts = AdaptOptions(steps=steps, batch_size=batch_size, lr=lr, seed=seed, max_length=max_length,
-                                    threads=threads or None)
+                                    threads=threads or None, force=force)
                 with _open_index() as idx, \
                         AdaptProgress(console, enabled=not quiet and console.is_terminal) as progress:
                     done = run_adapt(idx, opts, on_progress=progress.update)
