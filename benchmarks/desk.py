@@ -4,6 +4,7 @@
     python benchmarks/desk.py --tree OTHER    # the same with another checkout's code (before/after)
     python benchmarks/desk.py --reuse         # ask again without re-indexing
     python benchmarks/desk.py --check         # check every question's row against the desk, no index
+    python benchmarks/desk.py --desk NAME     # another desk: benchmarks/NAME/ (desk-science: issue 16)
 
 The desk is documentation that Debian packages ship (benchmarks/desk/sources.txt: HTML from
 DocBook, gtk-doc and Node.js's API pages, Markdown and reST from pip, plain text from util-linux,
@@ -45,11 +46,15 @@ from collections import Counter
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-DATA = HERE / "desk"
-SOURCES = DATA / "sources.txt"
-QUESTIONS = DATA / "questions.tsv"
+DEFAULT_DESK = "desk"
+SOURCES_FILE = "sources.txt"
+QUESTIONS_FILE = "questions.tsv"
+DATA = HERE / DEFAULT_DESK
+SOURCES = DATA / SOURCES_FILE
+QUESTIONS = DATA / QUESTIONS_FILE
 BENCH = Path.home() / ".cache" / "sparc-local-bench"
-DESK = BENCH / "desk"
+DESK = BENCH / DEFAULT_DESK
+HOME_PREFIX = "home"  # the default scratch home: BENCH/home, or BENCH/home-NAME for another desk
 TOP_K = 10
 MANY_FILES = 5  # a sentence in this many files or more counts as boilerplate
 MAN_WIDTH = "80"
@@ -162,6 +167,15 @@ def check_questions(questions: list[tuple[str, str, str]], files: dict[str, list
     return failures
 
 
+def select_desk(name: str) -> None:
+    """Point the module's paths at desk NAME: its rows in benchmarks/NAME, its copy in BENCH/NAME."""
+    global DATA, SOURCES, QUESTIONS, DESK
+    DATA = HERE / name
+    SOURCES = DATA / SOURCES_FILE
+    QUESTIONS = DATA / QUESTIONS_FILE
+    DESK = BENCH / name
+
+
 def cli(tree: Path, home: Path, *args: str) -> subprocess.CompletedProcess:
     env = dict(os.environ, PYTHONPATH=str(tree), SPARC_LOCAL_HOME=str(home))
     done = subprocess.run([sys.executable, "-m", "sparc_local", *args], capture_output=True, text=True, env=env,
@@ -177,13 +191,18 @@ def main() -> None:
     ap.add_argument("--reuse", action="store_true", help="ask against the index of the last run")
     ap.add_argument("--misses", action="store_true", help="print each question's top result when it misses")
     ap.add_argument("--mode", default="hybrid", help="ask --mode (hybrid, sparc, bm25; '' for a tree from before --mode)")
-    ap.add_argument("--home", type=Path, default=BENCH / "home",
-                    help="the scratch SPARC_LOCAL_HOME (one per concurrent run)")
+    ap.add_argument("--desk", default=DEFAULT_DESK, help="the desk: a folder benchmarks/NAME with "
+                    f"{SOURCES_FILE} and {QUESTIONS_FILE}")
+    ap.add_argument("--home", type=Path, default=None,
+                    help=f"the scratch SPARC_LOCAL_HOME (one per concurrent run; default {BENCH}/{HOME_PREFIX}, "
+                         f"or {HOME_PREFIX}-NAME for another desk)")
     ap.add_argument("--check", action="store_true",
                     help="only check that every question's answer lies in one sentence of its file (no index)")
     args = ap.parse_args()
+    select_desk(args.desk)
     tree = args.tree.resolve()
-    home = args.home.resolve()
+    default_home = BENCH / (HOME_PREFIX if args.desk == DEFAULT_DESK else f"{HOME_PREFIX}-{args.desk}")
+    home = (args.home or default_home).resolve()
     if args.check:
         if not DESK.exists():  # an existing desk stays: a concurrent run may be indexing it
             build_desk()
