@@ -1,7 +1,7 @@
 """`adapt` end to end on a ReQA corpus's sentences: s/step, wall time, peak RSS, and eval before/after.
 
     /work/venv/bin/python benchmarks/adapt_e2e.py --data /work/shared/data/reqa/newsqa-dev \
-        [--steps 500] [--batch-size 32] [--max-length 64] [--mode exact] [--rows corpus] [--swap output] [--model DIR] [--home DIR]
+        [--steps 500] [--batch-size 32] [--max-length 64] [--mode exact] [--rows corpus] [--swap both] [--model DIR] [--home DIR]
         [--eval] [--no-switch] [--threads N] [--eval-only DIR ...] [--first N] [--force]
 
 Builds an index from the corpus's sentences only (one "file" per passage, context = its other

@@ -94,7 +94,7 @@ def _content(db: Path) -> bytes:
 # ---------------------------------------------------------------- reading weights back
 
 def _adapted_E(info: ModelInfo) -> np.ndarray:
-    """The E an adapted model projects onto the vocabulary (the default swap keeps the input side's)."""
+    """The E an adapted model projects onto the vocabulary (swap="output" keeps the input side's)."""
     w = load_encoder_weights(info)[1]
     return w.get("emb.word.out", w["emb.word"])
 
@@ -444,7 +444,7 @@ def test_head_trainer_writes_a_head_adapt_can_use(tmp_path: Path, encoder: str) 
 
 @pytest.mark.parametrize("quant", [None, "int8-weights", "int8"])
 def test_output_swap_keeps_the_input_embeddings(tmp_path: Path, quant: str | None) -> None:
-    """swap="output" (the default): the adapted E is the projection onto the vocabulary only, so a
+    """swap="output": the adapted E is the projection onto the vocabulary only, so a
     sentence's H, and so f of every token whose row did not move, stay exactly the base model's;
     swap="both" (SPARC §5.1 as published) feeds the new rows into the encoder too."""
     from sparc_local.adapt.model_folder import write_adapted_model

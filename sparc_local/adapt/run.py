@@ -44,8 +44,8 @@ NEW_DB_SUFFIX = ".adapting"
 ROWS_CORPUS = "corpus"  # train the rows of E of tokens in the indexed sentences (the default)
 ROWS_ALL = "all"  # train every row, as SPARC §5.1 does
 ROW_RULES = (ROWS_CORPUS, ROWS_ALL)
-SWAP_OUTPUT = "output"  # the adapted E replaces the projection onto the vocabulary only (the default)
-SWAP_BOTH = "both"  # and the input embeddings too, as SPARC §5.1 does
+SWAP_BOTH = "both"  # the adapted E is the input embeddings and the projection, as SPARC §5.1 (the default)
+SWAP_OUTPUT = "output"  # it replaces the projection onto the vocabulary only
 SWAP_RULES = (SWAP_OUTPUT, SWAP_BOTH)
 POOL_BATCHES = 16  # batches drawn together and grouped by length: little padding, still random
 _CKPT_FORMAT = 1
@@ -66,7 +66,7 @@ class AdaptOptions:
     max_length: int = 64  # tokens per training sentence, [CLS] and [SEP] included
     mode: str = "exact"  # see adapt.mlm: "exact" or "output_only"
     rows: str = ROWS_CORPUS  # which rows of E train, one of ROW_RULES (see trainable_rows)
-    swap: str = SWAP_OUTPUT  # where the adapted E goes, one of SWAP_RULES (see train_adapted_model)
+    swap: str = SWAP_BOTH  # where the adapted E goes, one of SWAP_RULES (see train_adapted_model)
     checkpoint_every: int = 25
     min_sentences: int = 100
     force: bool = False  # adapt even a corpus close to the training text (see corpus_distance)
@@ -325,9 +325,9 @@ def train_adapted_model(index: Index, opts: AdaptOptions = AdaptOptions(), *, mo
     out = paths.models_dir() / name
     if out.exists():  # two runs in the same second
         shutil.rmtree(out)
-    # The retrieval encoder's layers were fine-tuned on the original input embeddings; moving
-    # them shifts H(s) of every sentence, and keeping them lost less near home (model card,
-    # "Adapt"). The projection f(v,s) = H·e_v is where a domain's words gain their expansions.
+    # SPARC §5.1 swaps both sides. Keeping the input embeddings the encoder's layers were
+    # fine-tuned on ("output") lost less near home, where adapt now declines (corpus_distance),
+    # and more far from it (model card, "Adapt").
     info = write_adapted_model(base, E, out, name=name, extra=extra, output_only=opts.swap == SWAP_OUTPUT)
     if on_progress:
         on_progress("export", 1, 1, None)
