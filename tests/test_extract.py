@@ -17,7 +17,7 @@ from sparc_local.ingest.sentences import paragraphs, segment
 # ------------------------------------------------------------------------------------ helpers
 
 
-def pdf_bytes(pages: list[list[str]]) -> bytes:
+def pdf_bytes(pages: list[list[str]], encoding: str = "/WinAnsiEncoding") -> bytes:
     """A minimal valid PDF: one Helvetica text line per string, '' leaves a gap."""
 
     def esc(s: str) -> str:
@@ -29,7 +29,7 @@ def pdf_bytes(pages: list[list[str]]) -> bytes:
     objs: dict[int, bytes] = {
         1: b"<< /Type /Catalog /Pages 2 0 R >>",
         2: f"<< /Type /Pages /Kids [{kids}] /Count {n} >>".encode(),
-        font: b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /Encoding /WinAnsiEncoding >>",
+        font: f"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /Encoding {encoding} >>".encode(),
     }
     for i, lines in enumerate(pages):
         ops = ["BT", "/F1 11 Tf", "72 720 Td"]
@@ -88,6 +88,13 @@ def test_pdf_text_layer_paragraphs_and_dehyphenation(tmp_path: Path) -> None:
     assert all(b.page == 1 and b.line is None for b in blocks)
     doc = document_text(blocks)
     assert all(doc[b.start : b.start + len(b.text)] == b.text for b in blocks)
+
+
+def test_pdf_ligatures_become_their_letters(tmp_path: Path) -> None:
+    """A font whose codes 1-3 are the fi, fl and ffi ligature glyphs, as typeset PDFs have."""
+    ligatures = "<< /Type /Encoding /BaseEncoding /WinAnsiEncoding /Differences [1 /fi /fl /ffi] >>"
+    pdf = pdf_bytes([["The \x01eld is \x02at and e\x03cient."]], encoding=ligatures)
+    assert texts(extract(write(tmp_path / "lig.pdf", pdf))) == ["The field is flat and efficient."]
 
 
 def test_pdf_multipage_records_pages(tmp_path: Path) -> None:

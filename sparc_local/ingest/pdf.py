@@ -40,6 +40,11 @@ def _quiet_pypdf() -> Iterator[None]:
                 logger.setLevel(_quiet_saved)
 
 
+# Typographic ligatures as their letters: a PDF's text layer gives a ligature glyph's own code
+# point (U+FB01 for "fi"), which the tokenizer keeps as one piece, so "ﬁeld" never matches the
+# "field" a question types (NFKC would map them, and much else besides).
+_LIGATURES = str.maketrans({"\ufb00": "ff", "\ufb01": "fi", "\ufb02": "fl", "\ufb03": "ffi", "\ufb04": "ffl",
+                            "\ufb05": "st", "\ufb06": "st"})
 _SENTENCE_END = re.compile(r"[.!?:;][\"'”’)\]]*$")
 _HYPHEN_END = re.compile(r"(?<=[^\W\d_])-$")
 
@@ -165,7 +170,7 @@ def pdf_blocks(path: Path, max_chars: int, max_unpacked: int) -> Read:
             except Exception as e:
                 errors.append(e)
                 continue
-            texts.append((i + 1, text))
+            texts.append((i + 1, text.translate(_LIGATURES)))
             total += len(text)
             if total > max_chars:
                 break
