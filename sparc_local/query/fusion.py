@@ -14,11 +14,12 @@ BM25's idf, log(1 + (N − df + 0.5) / (df + 0.5)), comes from the index at ques
 the number of sentences written to its segments and df a key's postings, both counting
 sentences deleted but not yet merged away, as Lucene's docFreq does.
 
-Pure numpy: arrays and numbers in, multipliers out; no I/O.
+Arrays and numbers in, multipliers out; no I/O.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -54,36 +55,28 @@ def multipliers(key_ids: Sequence[int], df: np.ndarray, max_q: np.ndarray, n_sen
     if the index had been built at once. Rounding the real weights to integers keeps the sum
     exact in integers, so the pruned top k equals an exhaustive ranking of the same sum.
     """
-    k = np.asarray(key_ids, np.int64)
-    field = k // FIELD_BASE
-    pending = np.zeros(len(k), bool)
-    base = field.copy()
-    for f, p in PENDING.items():
-        hit = field == p
-        base[hit] = f
-        pending |= hit
-    # group the keys by (field, token): a pending key joins its field's key
-    gid = base * FIELD_BASE + k % FIELD_BASE
-    order = np.argsort(gid, kind="stable")
-    first = np.ones(len(k), bool)
-    first[1:] = gid[order][1:] != gid[order][:-1]
-    group = np.empty(len(k), np.int64)
-    group[order] = np.cumsum(first) - 1
-    n_groups = int(first.sum())
-    d = np.bincount(group, weights=np.asarray(df, np.float64), minlength=n_groups)
-    mq = np.zeros(n_groups)
-    np.maximum.at(mq, group, np.asarray(max_q, np.float64))
-    g_field = base[order][first]
-    with np.errstate(divide="ignore"):
-        idf = np.log1p((n_sentences - d + 0.5) / (d + 0.5))
-    w = np.where(g_field == 0, 1.0, np.where(d > 0, idf, 0.0))
-    n_fields = int(base.max(initial=0)) + 1
-    top = np.bincount(g_field, weights=w * mq, minlength=n_fields)  # each field's attainable maximum
-    part = np.array([1.0 if f == 0 else WEIGHTS.get(f, 0.0) for f in range(n_fields)])
+    # plain Python over a question's ~30 keys: 21 against 34 us in numpy, whose per-call cost dominated
+    base_of = {p: f for f, p in PENDING.items()}
+    gkey, pending = [], []
+    d: dict[tuple[int, int], float] = {}
+    mq: dict[tuple[int, int], float] = {}
+    for key, n, m in zip(np.asarray(key_ids, np.int64).tolist(), np.asarray(df).tolist(), np.asarray(max_q).tolist()):
+        field, tok = divmod(key, FIELD_BASE)
+        base = base_of.get(field, field)
+        g = (base, tok)  # a pending key joins its field's key
+        gkey.append(g)
+        pending.append(field != base)
+        d[g] = d.get(g, 0.0) + n
+        mq[g] = max(mq.get(g, 0.0), m)
+    w = {g: 1.0 if g[0] == 0 else math.log1p((n_sentences - n + 0.5) / (n + 0.5)) if n > 0 else 0.0
+         for g, n in d.items()}
+    top: dict[int, float] = {}  # each field's attainable maximum
+    for g, x in w.items():
+        top[g[0]] = top.get(g[0], 0.0) + x * mq[g]
     total_w = sum(WEIGHTS.values())
     boost = (1 + total_w) / total_w if mode == HYBRID and total_w > 0 else 1.0
-    safe = np.where(top > 0, top, 1.0)
-    real = np.where(top[base] > 0, part[base] * w[group] / safe[base], 0.0) * np.where(pending, boost, 1.0)
+    real = np.array([(1.0 if g[0] == 0 else WEIGHTS.get(g[0], 0.0)) * w[g] / top[g[0]] * (boost if p else 1.0)
+                     if top[g[0]] > 0 else 0.0 for g, p in zip(gkey, pending)])
     total = float(real.sum()) * qmax
     res = min(_RESOLUTION, _INT_MAX / total) if total > 0 else _RESOLUTION
     return np.rint(real * res).astype(np.int64), 1.0 / res

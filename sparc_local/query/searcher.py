@@ -125,8 +125,8 @@ class Searcher:
 
     @staticmethod
     def _multipliers(keys: list[int], blobs: list[list[bytes]], snap: _Snapshot, mode: str) -> tuple[np.ndarray, float]:
-        df = np.array([sum(codec.header(b)[1] for b in bl) for bl in blobs], np.int64)
-        max_q = np.array([max(codec.bound(b) for b in bl) for bl in blobs], np.int64)
+        df = [sum(codec.header(b)[1] for b in bl) for bl in blobs]
+        max_q = [max(map(codec.bound, bl)) for bl in blobs]
         return fusion.multipliers(keys, df, max_q, snap.written, codec.QMAX, mode)
 
     def explain(self, token_ids: np.ndarray | Sequence[int], ids: Sequence[int],
