@@ -17,7 +17,6 @@ from sparc_local.query.scoring import DENSE_MIN, DENSE_RATIO, score
 _ZERO_RATIO = 16  # zero the accumulator by a fill when more than 1/16 of it was touched (measured)
 _SELECT_RATIO = 4  # select the allowed postings if they are < 1/4 of them, else zero the others (measured)
 _SAMPLE_MIN = 100  # postings per wanted answer in the sample that estimates the k-th best score
-_SAMPLE_KEEP = 4  # pruned tokens are read at the sample's k * this best distinct sentences (measured)
 _EST_STEP = 64  # every so many accumulator entries are read to estimate a candidate count
 _LOOKUP_VS_SUM = 2  # reading a pruned token at a candidate costs about as much as summing this many postings
 _GATHER_RATIO = 16  # read acc at the rarer tokens' ids if they are < 1/_GATHER_RATIO of it (measured)
@@ -117,8 +116,7 @@ def top_k_blobs(
     the sum of their largest weights and theta the k-th best exact score of distinct live
     sentences (a lower bound of the true k-th score), a sentence can reach the top k only if the
     rest of its score plus U >= theta.  theta is estimated once, on the sentences of the rarest
-    summed tokens (``_sample``; the dense tokens are read at its best ones by the summed part,
-    ``_SAMPLE_KEEP``); the longest dense tokens whose
+    summed tokens (``_sample``) with every dense token read there; the longest dense tokens whose
     bounds sum below it stay pruned and the others are summed in one pass (measured: rounds of
     un-pruning one token at a time cost more than they saved).  Candidates are then the
     accumulator entries >= theta - U (``_top_k_acc``: at the rarer lists' ids only when the
@@ -305,13 +303,6 @@ def _top_k_acc(acc: np.ndarray, parts: list[np.ndarray], summed: list[_Summed], 
     if k is not None and k > 0:
         sample, reps = _sample(summed, dead, k, decoded, allow)
         sc = acc[sample].astype(np.int64)
-        if sets and len(sample) > _SAMPLE_KEEP * k:
-            # the pruned tokens are read only where the summed part is largest: the k-th best of
-            # any distinct sentences is a lower bound, and these hold the best ones most often
-            sample, reps = _unique_sorted(np.sort(sample)), 1
-            sc = acc[sample].astype(np.int64)
-            top = np.argpartition(sc, m := max(len(sc) - _SAMPLE_KEEP * k, 0))[m:]
-            sample, sc = sample[top], sc[top]
         for bs in sets.values():
             sc += bs.get(sample)
         theta = _kth_distinct(sample, sc, k, reps)  # the k-th best exact score of distinct live sentences
