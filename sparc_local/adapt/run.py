@@ -283,13 +283,13 @@ def train_adapted_model(index: Index, opts: AdaptOptions = AdaptOptions(), *, mo
         raise AdaptError(f"unknown swap rule {opts.swap!r}", f"Use one of {', '.join(SWAP_RULES)}.")
     base = base_model(model or active_model())
     ids = _corpus_ids(index, opts.min_sentences)
-    cfg, w, head_meta = load_adapt_weights(base)
     tokenizer = load_tokenizer(base.tokenizer_path)
+    counts = corpus_counts(index, ids, tokenizer)
+    dist = corpus_distance(base, counts, opts.force)  # before any heavy work: it may decline
+    cfg, w, head_meta = load_adapt_weights(base)
     mask_id = tokenizer.token_to_id("[MASK]")
     if mask_id is None:
         raise AdaptError(f"the tokenizer of {base.name} has no [MASK] token", "adapt needs a BERT-style tokenizer.")
-    counts = corpus_counts(index, ids, tokenizer)
-    dist = corpus_distance(base, counts, opts.force)
     ckpt = checkpoint_path(base, ids, opts)
     for stale in ckpt.parent.glob("ckpt-*"):
         if stale != ckpt:
