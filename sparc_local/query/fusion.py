@@ -43,7 +43,7 @@ def keys(tokens: Sequence[int], mode: str) -> list[int]:
     return [t + field * FIELD_BASE for field in fields for t in tokens]
 
 
-def multipliers(key_ids: Sequence[int], df: np.ndarray, max_q: np.ndarray, n_sentences: int,
+def multipliers(key_ids: Sequence[int], df: Sequence[int], max_q: Sequence[int], n_sentences: int,
                 qmax: int, mode: str = HYBRID) -> tuple[np.ndarray, float]:
     """Integer multipliers of each key's stored (quantized) weights, and the factor that turns
     their weighted sum into the fused score.
