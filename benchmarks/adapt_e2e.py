@@ -29,7 +29,7 @@ import sys
 import time
 from pathlib import Path
 
-from sparc_local.adapt.run import ROW_RULES, SWAP_RULES, AdaptOptions
+from sparc_local.adapt.run import LOSS_WINDOW, ROW_RULES, SWAP_RULES, AdaptOptions
 
 
 def build_index(data: Path, model_dir: Path | None, threads: int | None = None) -> dict:
@@ -106,13 +106,10 @@ def child(args: argparse.Namespace) -> dict:
     if args.model:  # the base the pointer names; adapt starts from the active model's base
         (Path(os.environ["SPARC_LOCAL_HOME"]) / "active-model").write_text(str(Path(args.model).resolve()))
     marks: dict[str, list[float]] = {"train": [], "encode": []}
-    losses: list[float] = []
 
     def on_progress(phase: str, done: int, total: int, loss: float | None) -> None:
         if phase in marks:
             marks[phase].append(time.perf_counter())
-        if phase == "train" and loss is not None:
-            losses.append(loss)
 
     opts = AdaptOptions(steps=args.steps, batch_size=args.batch_size, max_length=args.max_length, seed=args.seed,
                         lr=args.lr, mode=args.mode, rows=args.rows, swap=args.swap,
@@ -136,10 +133,7 @@ def child(args: argparse.Namespace) -> dict:
             "s_per_step_mean": sum(per_step) / len(per_step) if per_step else None,
             "train_seconds": r.train_seconds, "encode_seconds": r.encode_seconds,
             "revert_seconds": t1 - t0, "wall_seconds": time.perf_counter() - t1,
-            "first_loss": r.first_loss, "last_loss": r.last_loss,
-            # one batch's loss is noisy: the means of the first and last 20 steps say where it went
-            "first20_loss": sum(losses[:20]) / len(losses[:20]) if losses else None,
-            "last20_loss": sum(losses[-20:]) / len(losses[-20:]) if losses else None,
+            "first_loss": r.first_loss, "last_loss": r.last_loss,  # means of the first / last LOSS_WINDOW steps
             "model": r.model.id, "base": r.base.id,
             "model_dir": str(r.model.path), "cpu_seconds": time.process_time(),
             "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
@@ -208,8 +202,8 @@ def main() -> None:
     print(f"adapt {r['steps']} steps × {args.batch_size} (max length {args.max_length}, {args.mode}) on "
           f"{r['corpus']} sentences: {r['s_per_step_median']:.2f} s/step median ({r['s_per_step_mean']:.2f} mean); "
           f"train {r['train_seconds']:.0f}s, re-encode {r['encode_seconds']:.0f}s, total {r['wall_seconds']:.0f}s "
-          f"({r['cpu_seconds']:.0f} CPU-s); MLM loss, mean of the first / last 20 steps "
-          f"{r['first20_loss']:.3f} → {r['last20_loss']:.3f}; "
+          f"({r['cpu_seconds']:.0f} CPU-s); MLM loss, mean of the first / last {LOSS_WINDOW} steps "
+          f"{r['first_loss']:.3f} → {r['last_loss']:.3f}; "
           f"peak RSS {r['peak_rss_mb']:.0f} MB; load avg {os.getloadavg()[0]:.2f}")
     result = {"adapt": r, "index": built}
     if args.eval:

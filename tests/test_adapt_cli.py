@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from sparc_local.adapt import domain
 from sparc_local.adapt.model_folder import load_adapt_weights, load_encoder_weights
-from sparc_local.adapt.run import AdaptOptions, adapt
+from sparc_local.adapt.run import LOSS_WINDOW, AdaptOptions, adapt
 from sparc_local.cli.app import app
 from sparc_local.model.info import ModelInfo, load_tokenizer
 from sparc_local.index.store import Index
@@ -202,6 +202,21 @@ def test_adapt_trains_only_the_rows_of_the_corpus_tokens(docs: Path, sparc_home:
         every_row = adapt(idx, AdaptOptions(steps=3, seed=1, lr=0.01, rows="all")).model
     moved = np.any(_adapted_E(every_row) != E_old, axis=1)
     assert all(moved[vocab.index(t)] for t in in_docs + never)
+
+
+def test_adapt_reports_the_mean_loss_of_its_first_and_last_steps(docs: Path, sparc_home: Path) -> None:
+    """One batch's MLM loss is noisy: the result (and `adapt`'s line) gives the means of the run's
+    first and last LOSS_WINDOW steps."""
+    assert run("index", str(docs), "-q").exit_code == 0
+    losses: list[float] = []
+    with Index(sparc_home / "index.db") as idx:
+        r = adapt(idx, AdaptOptions(steps=LOSS_WINDOW + 5, seed=1, lr=0.01),
+                  on_progress=lambda ph, d, t, loss: losses.append(loss) if loss is not None else None)
+    assert len(losses) == LOSS_WINDOW + 5
+    assert r.first_loss == pytest.approx(np.mean(losses[:LOSS_WINDOW]))
+    assert r.last_loss == pytest.approx(np.mean(losses[5:]))
+    assert r.first_loss != r.last_loss
+    assert r.model.extra["adapt"]["first_loss"] == r.first_loss
 
 
 def test_forgotten_file_stays_forgotten_after_adapt(docs: Path, sparc_home: Path) -> None:

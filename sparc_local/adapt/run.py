@@ -72,6 +72,12 @@ class AdaptOptions:
     force: bool = False  # adapt even a corpus close to the training text (see corpus_distance)
     threads: int | None = None  # encoder threads while re-encoding
 
+LOSS_WINDOW = 20  # steps whose mean MLM loss is reported at each end of a run: one batch's loss is noisy
+
+
+def _mean(values: list[float]) -> float:
+    return sum(values) / len(values)
+
 
 @dataclass
 class AdaptResult:
@@ -81,8 +87,8 @@ class AdaptResult:
     resumed_from: int
     corpus: int  # sentences in the index
     encoded: int  # sentences re-encoded
-    first_loss: float | None
-    last_loss: float | None
+    first_loss: float | None  # MLM loss, mean of this run's first LOSS_WINDOW steps
+    last_loss: float | None  # and of its last LOSS_WINDOW steps
     train_seconds: float
     encode_seconds: float
     checkpoint: Path | None = None  # kept until the switch, so an interrupted adapt resumes
@@ -315,7 +321,7 @@ def train_adapted_model(index: Index, opts: AdaptOptions = AdaptOptions(), *, mo
     name = f"{base.name}-adapted-{stamp}"
     if on_progress:
         on_progress("export", 0, 1, None)
-    first, last = (losses[0], losses[-1]) if losses else (None, None)
+    first, last = (_mean(losses[:LOSS_WINDOW]), _mean(losses[-LOSS_WINDOW:])) if losses else (None, None)
     extra = {"adapted_from": {"id": base.id, "name": base.name, "path": str(base.path.resolve()),
                               "shipped": _is_shipped(base)},
              "adapt": {**{k: v for k, v in asdict(opts).items() if k not in ("threads", "checkpoint_every")},
