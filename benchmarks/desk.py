@@ -5,6 +5,7 @@
     python benchmarks/desk.py --reuse         # ask again without re-indexing
     python benchmarks/desk.py --check         # check every question's row against the desk, no index
     python benchmarks/desk.py --desk NAME     # another desk: benchmarks/NAME/ (desk-science: issue 16)
+    python benchmarks/desk.py --desk NAME --distractors  # plus NAME/distractors.txt: files no question names
 
 The desk is documentation that Debian packages ship (benchmarks/desk/sources.txt: HTML from
 DocBook, gtk-doc and Node.js's API pages, Markdown and reST from pip, plain text from util-linux,
@@ -29,6 +30,12 @@ and a substring of its answer sentence, located by hand. Prints:
 - the counts behind them, and what the desk's sentences look like (how many, how many with no
   word character, how many occur verbatim in 5 or more files), measured with the same tree's
   extract and segment.
+
+With --distractors the desk also holds the files of benchmarks/NAME/distractors.txt (same format as
+sources.txt), from the same domains but named by no question, so that the corpus `adapt` trains on
+and the retrieval look like the tracker's check (~800 files, issue 16). That desk and its scratch
+home get their own names (suffix -large), and --check also fails a question whose answer lies in
+one sentence of a file it does not name: the answer must stay unique.
 """
 
 from __future__ import annotations
@@ -48,13 +55,16 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 DEFAULT_DESK = "desk"
 SOURCES_FILE = "sources.txt"
+DISTRACTORS_FILE = "distractors.txt"
+LARGE = "-large"  # the desk and home names with --distractors
 QUESTIONS_FILE = "questions.tsv"
 DATA = HERE / DEFAULT_DESK
 SOURCES = DATA / SOURCES_FILE
 QUESTIONS = DATA / QUESTIONS_FILE
+DISTRACTORS: Path | None = None  # set by select_desk with --distractors
 BENCH = Path.home() / ".cache" / "sparc-local-bench"
 DESK = BENCH / DEFAULT_DESK
-HOME_PREFIX = "home"  # the default scratch home: BENCH/home, or BENCH/home-NAME for another desk
+HOME_PREFIX = "home"  # the default scratch home: BENCH/home, or BENCH/home-NAME for another desk (+ LARGE)
 TOP_K = 10
 MANY_FILES = 5  # a sentence in this many files or more counts as boilerplate
 MAN_WIDTH = "80"
@@ -67,10 +77,11 @@ def norm(text: str) -> str:
 
 def read_sources() -> list[tuple[str, Path, str]]:
     rows = []
-    for line in SOURCES.read_text(encoding="utf-8").splitlines():
-        if line.strip() and not line.startswith("#"):
-            package, source, name = line.split("\t")
-            rows.append((package, Path(source), name))
+    for listing in (SOURCES, DISTRACTORS) if DISTRACTORS else (SOURCES,):
+        for line in listing.read_text(encoding="utf-8").splitlines():
+            if line.strip() and not line.startswith("#"):
+                package, source, name = line.split("\t")
+                rows.append((package, Path(source), name))
     return rows
 
 
@@ -140,6 +151,10 @@ def desk_shape(files: dict[str, list[str]]) -> dict[str, int]:
     }
 
 
+def shape_line(files: dict[str, list[str]]) -> str:
+    return "desk: " + ", ".join(f"{v} {k}" for k, v in desk_shape(files).items())
+
+
 def read_questions() -> list[tuple[str, str, str]]:
     rows = []
     for line in QUESTIONS.read_text(encoding="utf-8").splitlines():
@@ -167,13 +182,29 @@ def check_questions(questions: list[tuple[str, str, str]], files: dict[str, list
     return failures
 
 
-def select_desk(name: str) -> None:
-    """Point the module's paths at desk NAME: its rows in benchmarks/NAME, its copy in BENCH/NAME."""
-    global DATA, SOURCES, QUESTIONS, DESK
+def check_unique(questions: list[tuple[str, str, str]], files: dict[str, list[str]]) -> list[str]:
+    """Rows whose answer substring also lies inside one sentence of a desk file the row does not
+    name: such a hit would count as a miss, so a distractor that holds an answer is dropped."""
+    joined = {path: "\n".join(norm(t) for t in texts) for path, texts in files.items()}  # norm leaves no \n
+    failures = []
+    for question, name, answer in questions:
+        want = norm(answer)
+        named = {str(DESK / n) for n in name.split("|")}
+        for path, text in joined.items():
+            if path not in named and want in text:
+                failures.append(f"answer also in {Path(path).relative_to(DESK)}: {answer!r} ({question})")
+    return failures
+
+
+def select_desk(name: str, distractors: bool = False) -> None:
+    """Point the module's paths at desk NAME: its rows in benchmarks/NAME, its copy in BENCH/NAME
+    (BENCH/NAME-large with its distractors)."""
+    global DATA, SOURCES, QUESTIONS, DESK, DISTRACTORS
     DATA = HERE / name
     SOURCES = DATA / SOURCES_FILE
     QUESTIONS = DATA / QUESTIONS_FILE
-    DESK = BENCH / name
+    DISTRACTORS = DATA / DISTRACTORS_FILE if distractors else None
+    DESK = BENCH / (name + LARGE if distractors else name)
 
 
 def cli(tree: Path, home: Path, *args: str) -> subprocess.CompletedProcess:
@@ -193,21 +224,28 @@ def main() -> None:
     ap.add_argument("--mode", default="hybrid", help="ask --mode (hybrid, sparc, bm25; '' for a tree from before --mode)")
     ap.add_argument("--desk", default=DEFAULT_DESK, help="the desk: a folder benchmarks/NAME with "
                     f"{SOURCES_FILE} and {QUESTIONS_FILE}")
+    ap.add_argument("--distractors", action="store_true",
+                    help=f"add the files of {DISTRACTORS_FILE} to the desk (its copy and home end in {LARGE})")
     ap.add_argument("--home", type=Path, default=None,
                     help=f"the scratch SPARC_LOCAL_HOME (one per concurrent run; default {BENCH}/{HOME_PREFIX}, "
-                         f"or {HOME_PREFIX}-NAME for another desk)")
+                         f"or {HOME_PREFIX}-NAME for another desk, {HOME_PREFIX}-NAME{LARGE} with --distractors)")
     ap.add_argument("--check", action="store_true",
                     help="only check that every question's answer lies in one sentence of its file (no index)")
     args = ap.parse_args()
-    select_desk(args.desk)
+    select_desk(args.desk, args.distractors)
     tree = args.tree.resolve()
-    default_home = BENCH / (HOME_PREFIX if args.desk == DEFAULT_DESK else f"{HOME_PREFIX}-{args.desk}")
+    default_home = BENCH / (HOME_PREFIX if args.desk == DEFAULT_DESK and not args.distractors
+                            else f"{HOME_PREFIX}-{args.desk}{LARGE if args.distractors else ''}")
     home = (args.home or default_home).resolve()
     if args.check:
         if not DESK.exists():  # an existing desk stays: a concurrent run may be indexing it
             build_desk()
         questions = read_questions()
-        failures = check_questions(questions, desk_sentences(tree))
+        files = desk_sentences(tree)
+        failures = check_questions(questions, files)
+        if args.distractors:
+            failures += check_unique(questions, files)
+            print(shape_line(files))
         for failure in failures:
             print(failure)
         print(f"questions: {len(questions)}, failures: {len(failures)}")
@@ -221,8 +259,7 @@ def main() -> None:
         t0 = time.perf_counter()
         cli(tree, home, "index", str(DESK), "-q")
         print(f"index: {time.perf_counter() - t0:.0f} s")
-    shape = desk_shape(desk_sentences(tree))
-    print("desk:", ", ".join(f"{v} {k}" for k, v in shape.items()))
+    print(shape_line(desk_sentences(tree)))
 
     questions = read_questions()
     hits = {"sentence": Counter(), "passage": Counter(), "file": Counter()}  # level -> hit@1, found, rr
