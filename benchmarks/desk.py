@@ -36,6 +36,11 @@ sources.txt), from the same domains but named by no question, so that the corpus
 and the retrieval look like the tracker's check (~800 files, issue 16). That desk and its scratch
 home get their own names (suffix -large), and --check also fails a question whose answer lies in
 one sentence of a file it does not name: the answer must stay unique.
+
+Before/after (adapt, another tree): --ranks FILE writes each question's sentence-level rank
+(0: not in the top 10); --against FILE compares this run with such a file question by question:
+how many questions rank better and worse, and the mean difference in reciprocal rank with a 95%
+bootstrap interval over questions (the same questions, so the pairing removes their difficulty).
 """
 
 from __future__ import annotations
@@ -68,6 +73,7 @@ HOME_PREFIX = "home"  # the default scratch home: BENCH/home, or BENCH/home-NAME
 TOP_K = 10
 MANY_FILES = 5  # a sentence in this many files or more counts as boilerplate
 MAN_WIDTH = "80"
+BOOTSTRAP = 10_000  # resamples of the questions for --against's interval
 _WS = re.compile(r"\s+")
 
 
@@ -196,6 +202,30 @@ def check_unique(questions: list[tuple[str, str, str]], files: dict[str, list[st
     return failures
 
 
+def rr(rank: int) -> float:
+    return 1 / rank if rank else 0.0
+
+
+def paired_line(before: dict[str, int], after: dict[str, int], seed: int = 0) -> str:
+    """Questions ranked better and worse than in BEFORE, and the mean reciprocal-rank difference
+    with a 95% bootstrap interval: is a before/after difference more than question noise?"""
+    import numpy as np  # only here: the rest of the benchmark runs on any Python
+
+    shared = [q for q in after if q in before]
+    diff = np.array([rr(after[q]) - rr(before[q]) for q in shared])
+    rng = np.random.default_rng(seed)
+    means = diff[rng.integers(0, len(diff), (BOOTSTRAP, len(diff)))].mean(axis=1)
+    low, high = np.percentile(means, [2.5, 97.5])
+    return (f"paired with the earlier ranks ({len(shared)} questions): {int((diff > 0).sum())} better, "
+            f"{int((diff < 0).sum())} worse; sentence MRR@{TOP_K} {diff.mean():+.4f}, 95% interval "
+            f"[{low:+.4f}, {high:+.4f}]")
+
+
+def read_ranks(path: Path) -> dict[str, int]:
+    rows = (line.rsplit("\t", 1) for line in path.read_text(encoding="utf-8").splitlines() if line)
+    return {question: int(rank) for question, rank in rows}
+
+
 def select_desk(name: str, distractors: bool = False) -> None:
     """Point the module's paths at desk NAME: its rows in benchmarks/NAME, its copy in BENCH/NAME
     (BENCH/NAME-large with its distractors)."""
@@ -229,6 +259,8 @@ def main() -> None:
     ap.add_argument("--home", type=Path, default=None,
                     help=f"the scratch SPARC_LOCAL_HOME (one per concurrent run; default {BENCH}/{HOME_PREFIX}, "
                          f"or {HOME_PREFIX}-NAME for another desk, {HOME_PREFIX}-NAME{LARGE} with --distractors)")
+    ap.add_argument("--ranks", type=Path, help="write each question's sentence rank to this file (0: not found)")
+    ap.add_argument("--against", type=Path, help="compare question by question with an earlier --ranks file")
     ap.add_argument("--check", action="store_true",
                     help="only check that every question's answer lies in one sentence of its file (no index)")
     args = ap.parse_args()
@@ -264,6 +296,7 @@ def main() -> None:
     questions = read_questions()
     hits = {"sentence": Counter(), "passage": Counter(), "file": Counter()}  # level -> hit@1, found, rr
     unlikely = Counter()  # (hit at 1, top answer called unlikely)
+    sentence_ranks: dict[str, int] = {}
     for question, name, answer in questions:
         mode = ["--mode", args.mode] if args.mode else []  # "": the tree's only way (before --mode existed)
         results = json.loads(cli(tree, home, "ask", "--json", "-k", str(TOP_K), *mode, question).stdout)
@@ -280,6 +313,7 @@ def main() -> None:
         for level, rank in ranks.items():
             hits[level].update({"hit@1": rank == 1, "found": 1, "rr": 1 / rank})
         rank = ranks.get("sentence")
+        sentence_ranks[question] = rank or 0
         if results and results[0].get("likely") is not None:
             unlikely[rank == 1, not results[0]["likely"]] += 1
         if args.misses and rank != 1:
@@ -295,6 +329,10 @@ def main() -> None:
     if unlikely:
         print(f"top answer called unlikely: {unlikely[True, True]} of {unlikely[True, True] + unlikely[True, False]} "
               f"hits at 1, {unlikely[False, True]} of {unlikely[False, True] + unlikely[False, False]} others")
+    if args.ranks:
+        args.ranks.write_text("".join(f"{q}\t{r}\n" for q, r in sentence_ranks.items()), encoding="utf-8")
+    if args.against:
+        print(paired_line(read_ranks(args.against), sentence_ranks))
 
 if __name__ == "__main__":
     main()
