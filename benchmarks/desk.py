@@ -41,6 +41,8 @@ Before/after (adapt, another tree): --ranks FILE writes each question's sentence
 (0: not in the top 10); --against FILE compares this run with such a file question by question:
 how many questions rank better and worse, and the mean difference in reciprocal rank with a 95%
 bootstrap interval over questions (the same questions, so the pairing removes their difficulty).
+--compare BEFORE AFTER compares two such files without asking anything; files of several desks
+joined (cat) pool their questions, for more power than one desk's few hundred.
 """
 
 from __future__ import annotations
@@ -261,9 +263,14 @@ def main() -> None:
                          f"or {HOME_PREFIX}-NAME for another desk, {HOME_PREFIX}-NAME{LARGE} with --distractors)")
     ap.add_argument("--ranks", type=Path, help="write each question's sentence rank to this file (0: not found)")
     ap.add_argument("--against", type=Path, help="compare question by question with an earlier --ranks file")
+    ap.add_argument("--compare", type=Path, nargs=2, metavar=("BEFORE", "AFTER"),
+                    help="only compare two --ranks files question by question (no index)")
     ap.add_argument("--check", action="store_true",
                     help="only check that every question's answer lies in one sentence of its file (no index)")
     args = ap.parse_args()
+    if args.compare:
+        print(paired_line(*(read_ranks(f) for f in args.compare)))
+        return
     select_desk(args.desk, args.distractors)
     tree = args.tree.resolve()
     default_home = BENCH / (HOME_PREFIX if args.desk == DEFAULT_DESK and not args.distractors
