@@ -41,8 +41,8 @@ Before/after (adapt, another tree): --ranks FILE writes each question's sentence
 (0: not in the top 10); --against FILE compares this run with such a file question by question:
 how many questions rank better and worse, and the mean difference in reciprocal rank with a 95%
 bootstrap interval over questions (the same questions, so the pairing removes their difficulty).
---compare BEFORE AFTER compares two such files without asking anything; files of several desks
-joined (cat) pool their questions, for more power than one desk's few hundred.
+--compare BEFORE AFTER compares two such files without asking anything; the files of desks with
+their own questions, joined (cat), pool them for more power than one desk's few hundred.
 """
 
 from __future__ import annotations
@@ -224,8 +224,12 @@ def paired_line(before: dict[str, int], after: dict[str, int], seed: int = 0) ->
 
 
 def read_ranks(path: Path) -> dict[str, int]:
-    rows = (line.rsplit("\t", 1) for line in path.read_text(encoding="utf-8").splitlines() if line)
-    return {question: int(rank) for question, rank in rows}
+    """A --ranks file; a question twice (two desks that share questions.tsv joined) would pair wrongly."""
+    rows = [line.rsplit("\t", 1) for line in path.read_text(encoding="utf-8").splitlines() if line]
+    ranks = {question: int(rank) for question, rank in rows}
+    if len(ranks) != len(rows):
+        sys.exit(f"{path}: {len(rows) - len(ranks)} questions appear twice; join only desks with their own questions")
+    return ranks
 
 
 def select_desk(name: str, distractors: bool = False) -> None:
