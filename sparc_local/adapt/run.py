@@ -28,6 +28,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from statistics import fmean
 
 import numpy as np
 
@@ -72,11 +73,8 @@ class AdaptOptions:
     force: bool = False  # adapt even a corpus close to the training text (see corpus_distance)
     threads: int | None = None  # encoder threads while re-encoding
 
+
 LOSS_WINDOW = 20  # steps whose mean MLM loss is reported at each end of a run: one batch's loss is noisy
-
-
-def _mean(values: list[float]) -> float:
-    return sum(values) / len(values)
 
 
 @dataclass
@@ -321,7 +319,7 @@ def train_adapted_model(index: Index, opts: AdaptOptions = AdaptOptions(), *, mo
     name = f"{base.name}-adapted-{stamp}"
     if on_progress:
         on_progress("export", 0, 1, None)
-    first, last = (_mean(losses[:LOSS_WINDOW]), _mean(losses[-LOSS_WINDOW:])) if losses else (None, None)
+    first, last = (fmean(losses[:LOSS_WINDOW]), fmean(losses[-LOSS_WINDOW:])) if losses else (None, None)
     extra = {"adapted_from": {"id": base.id, "name": base.name, "path": str(base.path.resolve()),
                               "shipped": _is_shipped(base)},
              "adapt": {**{k: v for k, v in asdict(opts).items() if k not in ("threads", "checkpoint_every")},
