@@ -32,8 +32,7 @@ VARIANTS = ("sparc", "hybrid", "sentence only", "paragraph only")
 
 def main() -> None:
     from sparc_local.evaluation import reqa
-    from sparc_local.index.postings import LAYOUT_VERSION
-    from sparc_local.index.store import SCHEMA_VERSION, Index
+    from sparc_local.index.store import Index
     from sparc_local.model.info import ModelInfo, load_tokenizer, shipped_model_dir
     from sparc_local.model.lexical import PARAGRAPH_FIELD, SENTENCE_FIELD
     from sparc_local.query import fusion
@@ -59,8 +58,7 @@ def main() -> None:
                "sentence only": {SENTENCE_FIELD: shipped[SENTENCE_FIELD]},
                "paragraph only": {PARAGRAPH_FIELD: shipped[PARAGRAPH_FIELD]}}
     for size in map(scale._parse_size, args.sizes.split(",")):
-        db = args.workdir / (f"scale-{size}-v{SCHEMA_VERSION}-l{LAYOUT_VERSION}-b{scale.BUILD}-"
-                             f"{info.id.split('@')[-1]}-k{info.top_k}.db")
+        db = scale.cache_db(args.workdir, size, info)
         if not db.exists():
             raise SystemExit(f"{db} is missing: build it with benchmarks/scale.py --sizes {size} --build-only")
         p50: dict[str, list[float]] = {v: [] for v in VARIANTS}

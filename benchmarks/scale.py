@@ -84,6 +84,16 @@ FILTERS = [
 FILTER_MODE = HYBRID  # filters are timed in ask's default mode
 
 
+def cache_db(workdir: Path, size: int, info) -> Path:
+    """The cached index of ``size`` sentences. The key names the schema, the writer's blob layout
+    and the model (``info``, a ModelInfo): a stale cache is never reused."""
+    from sparc_local.index.postings import LAYOUT_VERSION
+    from sparc_local.index.store import SCHEMA_VERSION
+
+    return workdir / (f"scale-{size}-v{SCHEMA_VERSION}-l{LAYOUT_VERSION}-b{BUILD}-{info.id.split('@')[-1]}"
+                      f"-k{info.top_k}.db")
+
+
 def _parse_size(s: str) -> int:
     s = s.strip().lower()
     mult = {"k": 1_000, "m": 1_000_000}.get(s[-1], 1)
@@ -541,8 +551,6 @@ def main() -> None:
     from sparc_local.model.info import load_tokenizer
     from sparc_local.model.info import ModelInfo, shipped_model_dir
     from sparc_local.query.tokens import query_token_ids
-    from sparc_local.index.postings import LAYOUT_VERSION
-    from sparc_local.index.store import SCHEMA_VERSION
 
     info = ModelInfo.load(shipped_model_dir())
     tok = load_tokenizer(info.tokenizer_path)
@@ -556,9 +564,7 @@ def main() -> None:
     passages = None
     results = {}
     for size in map(_parse_size, args.sizes.split(",")):
-        # the key names the schema, the writer's blob layout and the model: a stale cache is never reused
-        db = args.workdir / (f"scale-{size}-v{SCHEMA_VERSION}-l{LAYOUT_VERSION}-b{BUILD}-{info.id.split('@')[-1]}"
-                             f"-k{info.top_k}.db")
+        db = cache_db(args.workdir, size, info)
         if args.rebuild or not db.exists():
             if passages is None:
                 passages = load_real(info, args.eval_home)
