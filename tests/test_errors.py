@@ -197,7 +197,7 @@ def test_graph_of_another_version(tmp_path: Path, sparc_home: Path, tiny_model_d
     (model / CONFIG_FILE).write_text(json.dumps({**cfg, "scheme": "window"}))
     (docs / "new.txt").write_text("The train station is by the river.\n")
     fails(["index", "-q"], f"{model / 'model.onnx'} was exported by another version of sparc-local "
-                           "(no input span_tokens, spans, window_of, windows)", FOLDER_REMEDY)
+                           "(no input span_tokens, spans, token_sentence, window_of, windows)", FOLDER_REMEDY)
 
 
 def test_damaged_adapted_model_is_reverted(sparc_home: Path, tiny_model_dir: Path):

@@ -123,3 +123,29 @@ def test_windows_cover_every_sentence_once_with_context_on_both_sides(tok):
         assert sum(b - a for a, b in w.spans) <= (16 - 2) // 2  # own sentences take at most half
     middle = windows[len(windows) // 2]
     assert middle.spans[0][0] > 1 and middle.spans[-1][1] < len(middle.ids) - 1  # context on both sides
+
+
+def test_marked_windows_close_each_sentence_and_alternate_segments(tok):
+    """Marked (BERTSum-style): [SEP] after every sentence, in its span; segment ids by parity."""
+    from sparc_local.model.inputs import SCHEME_WINDOW, window_inputs
+
+    para = [" ".join(WORDS[i:i + 3]) for i in range(3)]
+    (w,) = window_inputs(tok, [para], InputSpec(16, 2, 3, scheme=SCHEME_WINDOW, marks=True))
+    assert w.spans == ((1, 5), (5, 9), (9, 13)) and len(w.ids) == 13
+    assert [int(w.ids[b - 1]) for _, b in w.spans] == [3, 3, 3]
+    assert w.types.tolist() == [0] + [0] * 4 + [1] * 4 + [0] * 4
+    unmarked = window_inputs(tok, [para], InputSpec(16, 2, 3, scheme=SCHEME_WINDOW))[0]
+    assert unmarked.types is None and not unmarked.segments.any()
+
+
+def test_span_index_neighbours_stay_in_their_window(tok):
+    from sparc_local.model.inputs import SCHEME_WINDOW, span_index, window_inputs
+
+    paras = [[" ".join(WORDS[i:i + 3]) for i in range(4)], [WORDS[0]]]
+    windows = window_inputs(tok, paras, InputSpec(32, 2, 3, scheme=SCHEME_WINDOW))
+    at = span_index(windows, max(len(w.ids) for w in windows), reach=2)
+    assert at.neighbours.shape == at.distance.shape == (5, 4)
+    assert at.neighbours[0].tolist() == [1, 2, 0, 0] and at.distance[0].tolist() == [1, 2, 0, 0]
+    assert at.neighbours[2].tolist() == [0, 1, 3, 2] and at.distance[2].tolist() == [2, 1, 1, 0]
+    assert at.neighbours[4].tolist() == [4] * 4 and not at.distance[4].any()  # alone in its window
+    assert at.sentence_of.tolist() == [0] * 3 + [1] * 3 + [2] * 3 + [3] * 3 + [4]

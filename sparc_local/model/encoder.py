@@ -20,7 +20,8 @@ from sparc_local.model.sparse import MAX_POSITION, NO_POSITION, SparseVectors
 
 # the graph inputs this version feeds, per input scheme (model/export.py declares them)
 PAIR_INPUTS = ("input_ids", "attention_mask", "token_type_ids", "top_k")
-WINDOW_INPUTS = ("input_ids", "attention_mask", "span_tokens", "spans", "windows", "window_of", "top_k")
+WINDOW_INPUTS = ("input_ids", "attention_mask", "span_tokens", "token_sentence", "spans", "windows", "window_of",
+                 "top_k")
 TOKEN_BUDGET = 512  # input tokens per onnxruntime run: the vocab projection holds batch·length·|V| floats
 
 
@@ -49,6 +50,10 @@ class Encoder:
             raise ModelDamaged(f"{info.onnx_path} is damaged: onnxruntime cannot load it ({type(err).__name__})",
                                model_remedy(info.path)) from err
         wanted = set(WINDOW_INPUTS if info.scheme == SCHEME_WINDOW else PAIR_INPUTS)
+        if info.scheme == SCHEME_WINDOW and info.marks and info.has_segments:
+            wanted.add("token_type_ids")
+        if info.scheme == SCHEME_WINDOW and info.reach:
+            wanted |= {"neighbours", "distance"}
         missing = sorted(wanted - {i.name for i in self.session.get_inputs()})
         if missing:  # another version's graph: onnxruntime would fail at the first batch, mid-run
             raise ModelDamaged(f"{info.onnx_path} was exported by another version of sparc-local (no input "
@@ -89,16 +94,22 @@ class Encoder:
         rows: list[tuple[np.ndarray, ...] | None] = [None] * int(first[-1])
         for batch in self._batches([len(w.ids) for w in windows]):
             group = [windows[i] for i in batch]
-            ids, _, mask = pad_batch([(w.ids, w.ids) for w in group])
-            at = span_index(group, ids.shape[1])
-            feeds = {"input_ids": ids, "attention_mask": mask, "span_tokens": at.tokens, "spans": at.spans,
-                     "windows": at.windows, "window_of": at.window_of, "top_k": k}
+            ids, types, mask = pad_batch([(w.ids, w.segments) for w in group])
+            at = span_index(group, ids.shape[1], self.info.reach)
+            feeds = {"input_ids": ids, "attention_mask": mask, "span_tokens": at.tokens,
+                     "token_sentence": at.sentence_of, "spans": at.spans, "windows": at.windows,
+                     "window_of": at.window_of, "top_k": k}
+            if self.info.marks and self.info.has_segments:
+                feeds["token_type_ids"] = types
+            if self.info.reach:
+                feeds |= {"neighbours": at.neighbours, "distance": at.distance}
             weights, token_ids, *positions = self.session.run(self.outputs, feeds)
             n = 0
             for i, w in zip(batch, group):
                 for j, (a, b) in enumerate(w.spans):
                     empty = a == b  # nothing to pool (see span_index)
-                    where = _in_sentence(positions[0][n], a, b) if positions else None
+                    # a marked span ends with its [SEP]: evidence found there is in no word
+                    where = _in_sentence(positions[0][n], a, b - self.info.marks) if positions else None
                     rows[first[i] + j] = _kept(weights[n] * (not empty), token_ids[n], where)
                     n += 1
             if progress:

@@ -22,11 +22,15 @@ from pathlib import Path
 import numpy as np
 
 from sparc_local.model.inputs import SCHEME_PAIR, SCHEME_WINDOW
-from sparc_local.model.info import CONFIG_FILE, ModelInfo
+from sparc_local.model.info import CONFIG_FILE, WEIGHT_AXIS, ModelInfo
 from sparc_local.query.tokens import skip_token_ids
 from sparc_local.model.weights import ArchConfig, Weights
 
 OPSET = 17
+WINDOW_OPSET = 18  # ScatterND's reduction="max" pools the window scheme's spans
+# model v2's neighbour evidence, as canonical weights (training.train.Trainer.export)
+SPREAD_SALIENCE_W, SPREAD_SALIENCE_B, SPREAD_DECAY = "spread.salience.w", "spread.salience.b", "spread.decay"
+MS_DOMAIN = "com.microsoft"  # onnxruntime's contrib ops (fused Attention, Gelu)
 # How the encoder's MatMul weights are stored and computed:
 # - QUANT_WEIGHTS: int8 per output channel, dequantized in-graph, float compute. Every x86 CPU
 #   computes the same thing. onnxruntime's int8 kernels do not: u8·s8 products are summed in
@@ -36,6 +40,10 @@ OPSET = 17
 # - QUANT_FP32: float weights, 4x the size.
 QUANT_WEIGHTS, QUANT_DYNAMIC, QUANT_FP32 = "int8-weights", "int8", "fp32"
 QUANTS = (QUANT_WEIGHTS, QUANT_DYNAMIC, QUANT_FP32)
+# QUANT_WEIGHTS' int8 scales: one per output channel (1) or per input channel (0), recorded in
+# sparc.json's extra under info.WEIGHT_AXIS. A model fine-tuned from a dequantized int8 model sits
+# within half a step of that model's per-output grid, so quantizing it on the same grid rounds it
+# back to where it started; the per-input grid is independent of it.
 # the graph output naming, for each kept token, the input position (a column of input_ids) whose
 # H·e_v is its max: where in the sentence the match is (the answer phrase)
 POSITIONS = "positions"
@@ -50,7 +58,8 @@ def quantize_rows(emb: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _graph(cfg: ArchConfig, w: Weights, sparsity_w: float, int8_embeddings: bool, skip: np.ndarray,
-           pool: str = "all", int8_weights: bool = False, scheme: str = SCHEME_PAIR, window_share: float = 0.0):
+           pool: str = "all", weight_axis: int | None = None, scheme: str = SCHEME_PAIR, window_share: float = 0.0,
+           marks: bool = False):
     from onnx import TensorProto, helper, numpy_helper
 
     nodes, inits = [], []
@@ -70,21 +79,25 @@ def _graph(cfg: ArchConfig, w: Weights, sparsity_w: float, int8_embeddings: bool
         nodes.append(helper.make_node(kind, inputs, outs, name=name("n_" + kind), **attrs))
         return outs[0] if n_out == 1 else outs
 
-    def linear(x: str, key: str) -> str:
-        # canonical weights are (out, in); MatMul wants (in, out)
+    def weight(key: str) -> str:
+        """A linear layer's weight as MatMul wants it, (in, out); canonical weights are (out, in)."""
         prefix = key.replace(".", "_") + "_w"
-        if int8_weights:
+        if weight_axis is not None:
             # int8 storage, float compute: every CPU computes the same thing (see QUANT_WEIGHTS).
             # Named as quantize_dynamic names its parts, so adapt reads both kinds alike.
-            q, scale = quantize_rows(w[f"{key}.w"])
+            q, scale = quantize_rows(w[f"{key}.w"] if weight_axis == 1 else w[f"{key}.w"].T)
             n = name(prefix)
-            parts = {"quantized": q.T.copy(), "scale": scale, "zero_point": np.zeros(len(scale), np.int8)}
+            parts = {"quantized": q.T.copy() if weight_axis == 1 else q, "scale": scale,
+                     "zero_point": np.zeros(len(scale), np.int8)}
             inits.extend(numpy_helper.from_array(a, f"{n}_{part}") for part, a in parts.items())
-            wt = op("DequantizeLinear", [f"{n}_{part}" for part in parts], axis=1)
-        else:
-            wt = const(w[f"{key}.w"].T.copy(), prefix)
-        y = op("MatMul", [x, wt])
-        return op("Add", [y, const(w[f"{key}.b"], key.replace(".", "_") + "_b")])
+            return op("DequantizeLinear", [f"{n}_{part}" for part in parts], axis=weight_axis)
+        return const(w[f"{key}.w"].T.copy(), prefix)
+
+    def bias_of(key: str) -> str:
+        return const(w[f"{key}.b"], key.replace(".", "_") + "_b")
+
+    def linear(x: str, key: str) -> str:
+        return op("Add", [op("MatMul", [x, weight(key)]), bias_of(key)])
 
     def argmax_of(scores: str, indices: str) -> str:
         """(rows, K) positions along axis 1 of ``scores`` (rows, positions, V) where each row's K
@@ -115,31 +128,25 @@ def _graph(cfg: ArchConfig, w: Weights, sparsity_w: float, int8_embeddings: bool
     positions = op("Range", [const(np.array(0, np.int64)), seq_len, const(np.array(1, np.int64))])
     x = op("Add", [x, op("Gather", [const(w["emb.pos"], "emb_pos"), positions])])
     if cfg.type_vocab:
-        # the window scheme has one segment: every token takes segment 0
-        segment = const(np.array(0, np.int64)) if scheme == SCHEME_WINDOW else types
+        # an unmarked window has one segment: every token takes segment 0
+        segment = const(np.array(0, np.int64)) if scheme == SCHEME_WINDOW and not marks else types
         x = op("Add", [x, op("Gather", [const(w["emb.type"], "emb_type"), segment])])
     x = layer_norm(x, "emb.ln")
 
     maskf = op("Cast", [mask], to=TensorProto.FLOAT)
-    # additive attention bias: 0 for tokens, -1e4·large for padding, shape (B, 1, 1, L)
-    bias = op("Mul", [op("Sub", [const(np.array(1.0, np.float32)), maskf]), const(np.array(-1e9, np.float32))])
-    bias = op("Unsqueeze", [bias, const(np.array([1, 2], np.int64))])
-    h, dh = cfg.heads, cfg.hidden // cfg.heads
-    split_shape = const(np.array([0, 0, h, dh], np.int64))
-    merge_shape = const(np.array([0, 0, cfg.hidden], np.int64))
-    inv_sqrt = const(np.array(1.0 / math.sqrt(dh), np.float32))
+    # onnxruntime's fused multi-head attention (com.microsoft Attention): softmax(QKᵀ/√d_h)V over the
+    # unmasked tokens, with Q, K, V from one (in, 3·out) weight; 1.5x faster than MatMul/Softmax
+    # nodes on a 256-token window, the same values. Q, K and V stay separate initializers (adapt
+    # and re-export read them back), concatenated in-graph and folded into one constant at load.
+    mask32 = op("Cast", [mask], to=TensorProto.INT32)
     for i in range(cfg.layers):
-        q = op("Transpose", [op("Reshape", [linear(x, f"l{i}.q"), split_shape])], perm=[0, 2, 1, 3])
-        k = op("Transpose", [op("Reshape", [linear(x, f"l{i}.k"), split_shape])], perm=[0, 2, 3, 1])
-        v = op("Transpose", [op("Reshape", [linear(x, f"l{i}.v"), split_shape])], perm=[0, 2, 1, 3])
-        att = op("Softmax", [op("Add", [op("Mul", [op("MatMul", [q, k]), inv_sqrt]), bias])], axis=-1)
-        ctx = op("Reshape", [op("Transpose", [op("MatMul", [att, v])], perm=[0, 2, 1, 3]), merge_shape])
+        qkv = [f"l{i}.{n}" for n in ("q", "k", "v")]
+        wqkv = op("Concat", [weight(key) for key in qkv], axis=1)
+        bqkv = op("Concat", [bias_of(key) for key in qkv], axis=0)
+        ctx = op("Attention", [x, wqkv, bqkv, mask32], domain=MS_DOMAIN, num_heads=cfg.heads)
         x = layer_norm(op("Add", [x, linear(ctx, f"l{i}.o")]), f"l{i}.ln1")
-        ff = linear(x, f"l{i}.ff1")
         # exact (erf) GELU, as BERT uses: 0.5·x·(1 + erf(x/√2))
-        erf = op("Erf", [op("Mul", [ff, const(np.array(1 / math.sqrt(2), np.float32))])])
-        ff = op("Mul", [op("Mul", [ff, op("Add", [erf, const(np.array(1.0, np.float32))])]),
-                        const(np.array(0.5, np.float32))])
+        ff = op("Gelu", [linear(x, f"l{i}.ff1")], domain=MS_DOMAIN)
         x = layer_norm(op("Add", [x, linear(ff, f"l{i}.ff2")]), f"l{i}.ln2")
 
     scale = const(np.array(math.exp(sparsity_w), np.float32))
@@ -152,29 +159,64 @@ def _graph(cfg: ArchConfig, w: Weights, sparsity_w: float, int8_embeddings: bool
         keep_ids = np.setdiff1d(np.arange(cfg.vocab_size), skip).astype(np.int64)
         flat = op("Reshape", [x, const(np.array([-1, cfg.hidden], np.int64))])
         keep = const(keep_ids, "query_vocab")
-        logits = op("Gemm", [op("Gather", [flat, "span_tokens"]), op("Gather", [E, keep])], transB=1)  # (M, V')
-        per_span = op("Gather", [logits, "spans"])  # (N, span_length, V')
-        pooled = op("ReduceMax", [per_span], axes=[1], keepdims=0)  # (N, V')
+        h = op("Gather", [flat, "span_tokens"])  # (M, d)
+        logits = op("Gemm", [h, op("Gather", [E, keep])], transB=1)  # (M, V')
+        # the max over each sentence's rows, scattered into a floor below any logit, so no
+        # (sentences, span length, V') tensor is built; a sentence with no token keeps the floor,
+        # which the ReLU below turns into weight 0
+        rows = op("Concat", [op("Gather", [op("Shape", ["spans"]), const(np.array([0], np.int64))]),
+                             op("Gather", [op("Shape", [logits]), const(np.array([1], np.int64))])], axis=0)
+        floor = op("ConstantOfShape", [rows], value=numpy_helper.from_array(np.full(1, -1e30, np.float32)))
+        sentence_of = op("Unsqueeze", ["token_sentence", const(np.array([1], np.int64))])  # (M, 1)
+        pooled = op("ScatterND", [floor, sentence_of, logits], reduction="max")  # (N, V')
         if window_share:
             # a learned share λ of the window's evidence: (1−λ)·max over the sentence + λ·max over
             # its window's sentences (training.model.TorchEncoder.span_scores)
-            window = op("ReduceMax", [op("Gather", [pooled, "windows"])], axes=[1], keepdims=0)  # (B, V')
+            window = op("ReduceMax", [op("Gather", [pooled, "windows"]), const(np.array([1], np.int64))],
+                        keepdims=0)  # (B, V')
             pooled = op("Add", [op("Mul", [pooled, const(np.array(1.0 - window_share, np.float32))]),
                                 op("Mul", [op("Gather", [window, "window_of"]),
                                            const(np.array(window_share, np.float32))])])
-        f = op("Log", [op("Add", [op("Mul", [op("Relu", [pooled]), scale]), one])])
+        def activation(x: str) -> str:  # SPARC Eq. 4: log(ReLU(x)·exp(w) + 1)
+            return op("Log", [op("Add", [op("Mul", [op("Relu", [x]), scale]), one])])
+
+        f = activation(pooled)
+        reach = len(w.get(SPREAD_DECAY, ()))
+        if reach:
+            # neighbour evidence (training.model.TorchEncoder.span_scores): f(v,s) = max(f_s(v),
+            # max_t d(|s−t|)·f̃_t(v)) over the window's sentences t within reach; f̃_t pools t's logits
+            # scaled by each token's salience sigmoid(H_j·a + b), d = sigmoid(decay) per distance
+            salience = op("Sigmoid", [op("Add", [op("MatMul", [h, const(w[SPREAD_SALIENCE_W].reshape(-1, 1),
+                                                                              "spread_salience_w")]),
+                                                 const(w[SPREAD_SALIENCE_B], "spread_salience_b")])])  # (M, 1)
+            near = activation(op("ScatterND", [floor, sentence_of, op("Mul", [logits, salience])], reduction="max"))
+            table = op("Concat", [const(np.zeros(1, np.float32)),
+                                  op("Sigmoid", [const(w[SPREAD_DECAY], "spread_decay")])], axis=0)
+            gate = op("Unsqueeze", [op("Gather", [table, "distance"]), const(np.array([2], np.int64))])  # (N, 2r, 1)
+            near = op("ReduceMax", [op("Mul", [op("Gather", [near, "neighbours"]), gate]),
+                                    const(np.array([1], np.int64))], keepdims=0)  # (N, V')
+            own, f = f, op("Max", [f, near])
         values, indices = op("TopK", [f, "top_k"], n_out=2, axis=-1, largest=1, sorted=1)
         nodes.append(helper.make_node("Gather", [keep, indices], ["token_ids"]))
         # the phrase (DenSPI-style): which of its own tokens gave each kept token's max, as a
-        # position in the window (span row j -> span_tokens' flat position -> mod the length)
-        j = argmax_of(per_span, indices)  # (N, K) into each span row
+        # position in the window. Only the K kept columns are read: each token row's logits at
+        # its sentence's kept tokens (M, K), laid out per span (N, span length, K)
+        kept = op("GatherElements", [logits, op("Gather", [indices, "token_sentence"])], axis=1)
+        j = op("ArgMax", [op("Gather", [kept, "spans"])], axis=1, keepdims=0)  # (N, K) into each span row
         flat_at = op("Gather", ["span_tokens", op("GatherElements", ["spans", j], axis=1)])
-        nodes.append(helper.make_node("Mod", [flat_at, op("Reshape", [seq_len, const(np.array([1], np.int64))])],
-                                      [POSITIONS]))
+        at = op("Mod", [flat_at, op("Reshape", [seq_len, const(np.array([1], np.int64))])])
+        if reach:
+            # a weight a neighbour gave has its evidence outside the sentence: position -1 (none)
+            mine = op("GreaterOrEqual", [op("GatherElements", [own, indices], axis=1), values])
+            at = op("Where", [mine, at, const(np.array(-1, np.int64))])
+        nodes.append(helper.make_node("Identity", [at], [POSITIONS]))
         inputs = [int64("input_ids", ["batch", "length"]), int64("attention_mask", ["batch", "length"]),
-                  int64("span_tokens", ["tokens"]), int64("spans", ["sentences", "span_length"]),
-                  int64("windows", ["batch", "window_sentences"]), int64("window_of", ["sentences"])]
-        return _model(nodes, inits, values, inputs, "sentences")
+                  *([int64("token_type_ids", ["batch", "length"])] if marks and cfg.type_vocab else []),
+                  int64("span_tokens", ["tokens"]), int64("token_sentence", ["tokens"]),
+                  int64("spans", ["sentences", "span_length"]),
+                  int64("windows", ["batch", "window_sentences"]), int64("window_of", ["sentences"]),
+                  *([int64(n, ["sentences", "near"]) for n in ("neighbours", "distance")] if reach else [])]
+        return _model(nodes, inits, values, inputs, "sentences", WINDOW_OPSET)
 
     # f(v,s) = log(ReLU(max_i H(s)_i·e_v)·exp(w) + 1), SPARC Eq. 4. Padding rows of H are zeroed,
     # which is exact under the ReLU: ReLU(max(x, 0)) == ReLU(max(x)).
@@ -208,7 +250,7 @@ def int64(name: str, shape: list[str]):
     return helper.make_tensor_value_info(name, TensorProto.INT64, shape)
 
 
-def _model(nodes: list, inits: list, weights: str, inputs: list, rows: str):
+def _model(nodes: list, inits: list, weights: str, inputs: list, rows: str, opset: int = OPSET):
     """The graph around its nodes: outputs `weights`, `token_ids` and their `positions`, one row
     per sentence."""
     from onnx import TensorProto, helper
@@ -218,7 +260,8 @@ def _model(nodes: list, inits: list, weights: str, inputs: list, rows: str):
                helper.make_tensor_value_info("token_ids", TensorProto.INT64, [rows, "k"]),
                helper.make_tensor_value_info(POSITIONS, TensorProto.INT64, [rows, "k"])]
     graph = helper.make_graph(nodes, "sparc_document_encoder", [*inputs, int64("top_k", [1])], outputs, inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="sparc-local")
+    opsets = [helper.make_opsetid("", opset), helper.make_opsetid(MS_DOMAIN, 1)]
+    model = helper.make_model(graph, opset_imports=opsets, producer_name="sparc-local")
     model.ir_version = 8
     return model
 
@@ -226,7 +269,8 @@ def _model(nodes: list, inits: list, weights: str, inputs: list, rows: str):
 def export_model(cfg: ArchConfig, w: Weights, tokenizer_json: Path, out_dir: Path, *, name: str,
                  source: str, sparsity_w: float = 0.0, top_k: int = 256, max_length: int = 256,
                  quant: str = QUANT_WEIGHTS, per_channel: bool = True, pool: str = "all",
-                 inputs: dict | None = None, window_share: float = 0.0, extra: dict | None = None) -> ModelInfo:
+                 inputs: dict | None = None, window_share: float = 0.0, extra: dict | None = None,
+                 weight_axis: int = 1) -> ModelInfo:
     """Write out_dir/{model.onnx, tokenizer.json, sparc.json}, replacing any earlier export."""
     import onnx
 
@@ -237,7 +281,9 @@ def export_model(cfg: ArchConfig, w: Weights, tokenizer_json: Path, out_dir: Pat
     skip = skip_token_ids(vocab)
     scheme = (inputs or {}).get("scheme", SCHEME_PAIR)
     model = _graph(cfg, w, sparsity_w, int8_embeddings=int8, skip=skip, pool=pool,
-                   int8_weights=quant == QUANT_WEIGHTS, scheme=scheme, window_share=window_share)
+                   weight_axis=weight_axis if quant == QUANT_WEIGHTS else None, scheme=scheme,
+                   window_share=window_share,
+                   marks=bool((inputs or {}).get("marks")))
     onnx.checker.check_model(model)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -249,8 +295,11 @@ def export_model(cfg: ArchConfig, w: Weights, tokenizer_json: Path, out_dir: Pat
             fp32 = Path(tmp) / "fp32.onnx"
             onnx.save(model, fp32)
             # only the encoder's MatMul weights; E is already int8 and feeds a Gemm/Gather
+            # (the fused Attention's Q, K, V weights are a Concat, not an initializer: they stay float;
+            # shape inference knows no contrib op, hence the default type)
             quantize_dynamic(fp32, Path(tmp) / "int8.onnx", op_types_to_quantize=["MatMul"],
-                             weight_type=QuantType.QInt8, per_channel=per_channel)
+                             weight_type=QuantType.QInt8, per_channel=per_channel,
+                             extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
             shutil.move(str(Path(tmp) / "int8.onnx"), target)
     else:
         onnx.save(model, target)
@@ -264,7 +313,9 @@ def export_model(cfg: ArchConfig, w: Weights, tokenizer_json: Path, out_dir: Pat
         top_k=top_k, max_length=max_length, sparsity_w=float(sparsity_w),
         cls_id=vocab["[CLS]"], sep_id=vocab["[SEP]"], skip_ids=tuple(int(i) for i in skip),
         quantization=quant, source=source, has_segments=bool(cfg.type_vocab), **(inputs or {}),
+        reach=len(w.get(SPREAD_DECAY, ())),
         extra={"digest": digest, "arch": cfg.to_dict(), "pool": pool, **({"window_share": window_share} if window_share else {}),
+               **({WEIGHT_AXIS: weight_axis} if quant == QUANT_WEIGHTS and weight_axis != 1 else {}),
                **(extra or {})},
     )
     (out_dir / CONFIG_FILE).write_text(info.to_json() + "\n")
@@ -282,14 +333,15 @@ def reexport(src: Path, out_dir: Path) -> ModelInfo:
 
     old = ModelInfo.load(src)
     cfg, w = load_encoder_weights(old)
-    old_extra = {k: v for k, v in old.extra.items() if k not in ("digest", "arch", "pool", "window_share")}
+    old_extra = {k: v for k, v in old.extra.items() if k not in ("digest", "arch", "pool", "window_share", WEIGHT_AXIS)}
     with tempfile.TemporaryDirectory(dir=out_dir.parent) as tmp:
         info = export_model(cfg, w, old.tokenizer_path, Path(tmp), name=old.name, source=old.source,
                             sparsity_w=old.sparsity_w, top_k=old.top_k, max_length=old.max_length,
                             quant=old.quantization, pool=old.extra.get("pool", "all"),
                             window_share=old.extra.get("window_share", 0.0), extra=old_extra,
+                            weight_axis=old.extra.get(WEIGHT_AXIS, 1),
                             inputs={"context_sentences": old.context_sentences, "context_order": old.context_order,
-                                    "scheme": old.scheme})
+                                    "scheme": old.scheme, "marks": old.marks})
         if (src / HEAD_FILE).is_file():
             head, meta = load_npz(src / HEAD_FILE)
             if meta.get("encoder_digest") == old.extra.get("digest"):
@@ -326,6 +378,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--context-sentences", type=int, default=6, help="as the model was trained (inputs.InputSpec)")
     p.add_argument("--context-order", default="document")
     p.add_argument("--scheme", choices=[SCHEME_PAIR, SCHEME_WINDOW], default=SCHEME_PAIR)
+    p.add_argument("--marks", action="store_true", help="window scheme: marked sentences (inputs.InputSpec)")
+    p.add_argument("--weight-axis", choices=["output", "input"], default="output",
+                   help="int8-weights: a scale per output or per input channel (see WEIGHT_AXIS)")
     p.add_argument("--per-tensor", action="store_true", help="one int8 scale per weight matrix")
     args = p.parse_args(argv)
     src = Path(args.weights)
@@ -346,8 +401,9 @@ def main(argv: list[str] | None = None) -> None:
     info = export_model(cfg, w, tok, Path(args.out_dir), name=args.name, source=args.source or str(src),
                         sparsity_w=sparsity, top_k=args.top_k, max_length=args.max_length, quant=args.quant,
                         per_channel=not args.per_tensor, pool=args.pool, window_share=share,
+                        weight_axis=0 if args.weight_axis == "input" else 1,
                         inputs={"context_sentences": args.context_sentences, "context_order": args.context_order,
-                                "scheme": args.scheme})
+                                "scheme": args.scheme, "marks": args.marks})
     print(f"exported {info.name} ({info.quantization}, K={info.top_k}) to {info.path}")
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from sparc_local.errors import ModelError
-from sparc_local.model.info import ModelInfo
+from sparc_local.model.info import WEIGHT_AXIS, ModelInfo
 from sparc_local.model.weights import ArchConfig, Weights
 
 HEAD_FILE = "mlm_head.npz"
@@ -92,7 +92,7 @@ def load_encoder_weights(info: ModelInfo) -> tuple[ArchConfig, Weights]:
             raise ModelFolderError(f"{info.onnx_path}: no initializer {prefix}_N", "Re-export the model.")
         if "value" in got:
             return np.asarray(got["value"], np.float32)
-        return _dequantize(got["quantized"], got["scale"], got.get("zero_point"), axis=1)
+        return _dequantize(got["quantized"], got["scale"], got.get("zero_point"), axis=info.extra.get(WEIGHT_AXIS, 1))
 
     if "emb_word_int8" in parts:
         w["emb.word"] = _dequantize(parts["emb_word_int8"]["value"], parts["emb_word_scale"]["value"],
@@ -110,6 +110,10 @@ def load_encoder_weights(info: ModelInfo) -> tuple[ArchConfig, Weights]:
         for lin in _LINEARS:
             w[f"l{i}.{lin}.w"] = np.ascontiguousarray(take(f"l{i}_{lin}_w").T)  # exported as (in, out)
             w[f"l{i}.{lin}.b"] = take(f"l{i}_{lin}_b")
+    if "spread_decay" in parts:  # model v2's neighbour evidence (export.SPREAD_*)
+        w["spread.salience.w"] = take("spread_salience_w").reshape(-1)
+        w["spread.salience.b"] = take("spread_salience_b")
+        w["spread.decay"] = take("spread_decay")
     # LayerNorm parameters are anonymous constants: name them by graph order (emb, then ln1/ln2 per layer)
     ln_names = ["emb.ln"] + [f"l{i}.{n}" for i in range(cfg.layers) for n in ("ln1", "ln2")]
     lns = [n for n in model.graph.node if n.op_type == "LayerNormalization"]

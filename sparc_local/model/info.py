@@ -17,6 +17,8 @@ SHIPPED_MODEL = "sparc-minilm-l6"
 ONNX_FILE = "model.onnx"
 TOKENIZER_FILE = "tokenizer.json"
 ACTIVE_POINTER = "active-model"  # a file in the data dir naming the adapted model in use
+# extra key: the axis of the int8 weights' scales (export.QUANT_WEIGHTS); 1 when absent
+WEIGHT_AXIS = "weight_axis"
 INDEX_MODEL_KEY = "model"  # the index meta key holding the id of the model that encoded it
 _REINSTALL = "Reinstall sparc-local."
 
@@ -42,6 +44,8 @@ class ModelInfo:
     context_sentences: int = 6  # a sentence's context: its nearest paragraph neighbours (inputs.InputSpec)
     context_order: str = "document"
     scheme: str = SCHEME_PAIR  # SCHEME_WINDOW: model v2, one pass per paragraph window
+    marks: bool = False  # window scheme: sentences marked by [SEP] and alternating segments (InputSpec)
+    reach: int = 0  # window scheme: how many sentences away a sentence takes neighbour evidence from
     extra: dict = field(default_factory=dict)
 
     @property
@@ -53,7 +57,7 @@ class ModelInfo:
     def inputs(self) -> InputSpec:
         """How inputs.paragraph_inputs builds this model's encoder inputs."""
         return InputSpec(self.max_length, self.cls_id, self.sep_id, self.context_sentences, self.context_order,
-                         self.scheme)
+                         self.scheme, self.marks)
 
     @property
     def onnx_path(self) -> Path:

@@ -66,13 +66,15 @@ class Trainer:
         self.model = TorchEncoder(cfg, w)
         with torch.no_grad():
             self.model.sparsity.fill_(args.w_init)
+        if args.reach:
+            self.model.spread(args.reach, salience=3.0, decay=1.0)
         if args.window_share:
             self.model.share = torch.nn.Parameter(torch.tensor(math.log(args.window_share / (1 - args.window_share))))
         self.pool = self._pool()
         self.teacher = self._teacher()
         self.lexical = LexicalFeatures(self.pool, self.tokenizer, self.skip) if args.hybrid else None
         self.spec = InputSpec(args.max_length, self.cls_id, self.sep_id, args.context_sentences, args.context_order,
-                              args.scheme)
+                              args.scheme, args.marks)
         if args.scheme == SCHEME_WINDOW:
             self.windows = window_inputs(self.tokenizer, self.pool.paragraphs, self.spec)
             # sentence -> its window, and each window's first sentence (spans follow sentence order)
@@ -81,13 +83,14 @@ class Trainer:
             self.window_of = np.repeat(np.arange(len(self.windows)), sizes)
         else:
             self.inputs = paragraph_inputs(self.tokenizer, self.pool.paragraphs, self.spec)
-        scalars = [p for p in (self.model.sparsity, self.model.share) if p is not None]
-        enc_params = [p for n, p in self.model.named_parameters() if p.requires_grad and n not in ("sparsity", "share")]
-        self.opt = torch.optim.Adam([
-            {"params": enc_params, "lr": args.lr},
-            {"params": scalars, "lr": args.w_lr},
-        ])
-        self.base_lrs = [args.lr, args.w_lr]
+        scalars = [p for p in (self.model.sparsity, self.model.share, self.model.decay) if p is not None]
+        salience = list(self.model.salience.parameters()) if self.model.salience is not None else []
+        gates = {"sparsity", "share", "decay", "salience.weight", "salience.bias"}
+        enc_params = [p for n, p in self.model.named_parameters() if p.requires_grad and n not in gates]
+        # the salience gate is a linear map of H: a 384-wide step at w's rate would swing it
+        groups = [(enc_params, args.lr), (scalars, args.w_lr), (salience, args.w_lr / 5)]
+        self.opt = torch.optim.Adam([{"params": ps, "lr": lr} for ps, lr in groups if ps])
+        self.base_lrs = [lr for ps, lr in groups if ps]
         self.step = 0
         self.rng = np.random.default_rng(args.seed)
         self.log = open(self.run / "train.log.jsonl", "a")
@@ -163,10 +166,10 @@ class Trainer:
         if self.args.scheme == SCHEME_WINDOW:
             wins = sorted({int(self.window_of[c]) for c in cand})
             windows = [self.windows[w] for w in wins]
-            ids, _, mask = (torch.from_numpy(a) for a in pad_batch([(w.ids, np.zeros_like(w.ids)) for w in windows]))
-            index = span_index(windows, ids.shape[1])
+            ids, types, mask = (torch.from_numpy(a) for a in pad_batch([(w.ids, w.segments) for w in windows]))
+            index = span_index(windows, ids.shape[1], self.args.reach)
             at = type(index)(*(torch.from_numpy(getattr(index, k)) for k in index.__dataclass_fields__))
-            hidden = self.model(ids, torch.zeros_like(ids), mask)
+            hidden = self.model(ids, types, mask)
             f = self.model.span_scores(hidden, at, tokens)
             if self.args.topk:
                 f = f * self._keep(f, hard, lambda sample: self.model.span_threshold(
@@ -243,6 +246,8 @@ class Trainer:
             rec = {"step": self.step, "loss": round(loss.item(), 4), **parts,
                    "exp_w": round(math.exp(self.model.sparsity.item()), 3),
                    **({"share": round(torch.sigmoid(self.model.share).item(), 4)} if self.model.share is not None else {}),
+                   **({"decay": [round(x, 3) for x in torch.sigmoid(self.model.decay).tolist()]}
+                      if self.model.decay is not None else {}),
                    "lr": self.opt.param_groups[0]["lr"], "elapsed": round(time.time() - t0, 1)}
             self.log.write(json.dumps(rec) + "\n")
             self.log.flush()
@@ -283,12 +288,8 @@ class Trainer:
 
     def export(self) -> Path:
         """Canonical weights plus w, which the exporter turns into a shipped ONNX model."""
-        w = self.model.export_weights()
-        w["sparsity.w"] = np.asarray(self.model.sparsity.item(), dtype=np.float32)
-        if self.model.share is not None:
-            w["window.share"] = np.asarray(torch.sigmoid(self.model.share).item(), dtype=np.float32)
         out = self.run / "final.npz"
-        save_canonical(out, self.cfg, w)
+        save_canonical(out, self.cfg, self.model.retrieval_weights())
         return out
 
 
@@ -317,6 +318,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="window scheme: initial λ of the window's pooled signal (0: own tokens only, not learned)")
     p.add_argument("--scheme", choices=[SCHEME_PAIR, SCHEME_WINDOW], default=SCHEME_PAIR,
                    help="pair: [CLS] sentence [SEP] context [SEP] per sentence; window: one pass per paragraph window")
+    p.add_argument("--reach", type=int, default=0,
+                   help="window scheme: sentences take their neighbours' salient evidence up to this far (0: off)")
+    p.add_argument("--marks", action="store_true",
+                   help="window scheme: [SEP] after each sentence and alternating segment ids (inputs.InputSpec)")
     p.add_argument("--lr", type=float, default=3e-5)
     p.add_argument("--w-lr", type=float, default=5e-3)
     p.add_argument("--w-init", type=float, default=0.0)
