@@ -102,3 +102,37 @@ def test_steps_on_a_fixed_batch_bring_the_student_to_the_teacher(setup: dict[str
         loss.backward()
         t.opt.step()
     assert kls[-1] < 0.5 * kls[0], kls
+
+
+@pytest.mark.parametrize("scheme", [SCHEME_PAIR, SCHEME_WINDOW])
+def test_vector_term_is_the_squared_error_to_the_teachers_weights(setup: dict[str, Path], tmp_path: Path,
+                                                                  scheme: str) -> None:
+    """--distill-vectors β adds β·mean((f − f_t)²) over the candidates at the teacher's top tokens
+    and the questions' (the teacher's 0 where it stored none); the rest of the loss is unchanged."""
+    import numpy as np
+
+    base = train_args(setup, tmp_path / "base", scheme=scheme) + distill_args(setup, 0.5)
+    t0 = train.Trainer(train.parse_args(base))
+    t = train.Trainer(train.parse_args(train_args(setup, tmp_path / "vec", scheme=scheme) + distill_args(setup, 0.5)
+                                       + ["--distill-vectors", "2.0", "--distill-top", "5"]))
+    batch = first_batch(t)
+    loss, parts = t._loss(*batch)
+    loss0, parts0 = t0._loss(*first_batch(t0))
+    assert parts["ce"] == parts0["ce"] and parts["kl"] == parts0["kl"]
+    assert loss.item() == pytest.approx(loss0.item() + 2.0 * parts["mse"], abs=1e-3)
+    questions, cand, _ = batch
+    _, union = t._question_tokens(questions)
+    cols = np.union1d(union, t.teacher.top_tokens(cand, 5))
+    assert len(cols) > len(union)
+    with torch.no_grad():
+        f, sents = t._sentence_scores(cand, cols)
+    rows = sorted({sents.index(c) for c in cand})
+    want = ((f[rows] - t.teacher.f([sents[r] for r in rows], cols)) ** 2).mean().item()
+    assert parts["mse"] == pytest.approx(want, rel=1e-3, abs=1e-4)
+
+
+def test_vector_term_needs_a_teacher(setup: dict[str, Path], tmp_path: Path) -> None:
+    from sparc_local.errors import UserError
+
+    with pytest.raises(UserError, match="needs a teacher"):
+        train.Trainer(train.parse_args(train_args(setup, tmp_path / "r") + ["--distill-vectors", "1"]))

@@ -50,6 +50,11 @@ class Teacher:
         stored none), shape (sentences, tokens); g_t = qmask @ f.T."""
         return torch.from_numpy(dense_rows(self.vectors, sents, union))
 
+    def top_tokens(self, sents: list[int], k: int) -> np.ndarray:
+        """The union of the sentences' k highest-weighted teacher tokens, sorted."""
+        keys = [t[np.argsort(-w, kind="stable")[:k]] for t, w in (self.vectors.row(s) for s in sents)]
+        return np.unique(np.concatenate(keys)) if keys else np.zeros(0, np.int64)
+
 
 def dense_rows(vectors: SparseVectors, rows: list[int], columns: np.ndarray) -> np.ndarray:
     """``vectors``' weights of ``rows`` at the sorted keys ``columns`` (0 where a row has none),

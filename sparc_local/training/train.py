@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 
 from sparc_local.model.inputs import (CONTEXT_ORDERS, SCHEME_PAIR, SCHEME_WINDOW, InputSpec, pad_batch, paragraph_inputs,
                                 span_index, window_inputs)
@@ -72,6 +73,8 @@ class Trainer:
             self.model.share = torch.nn.Parameter(torch.tensor(math.log(args.window_share / (1 - args.window_share))))
         self.pool = self._pool()
         self.teacher = self._teacher()
+        if args.distill_vectors and self.teacher is None:
+            raise UserError("--distill-vectors needs a teacher", "Give --distill-home too.")
         self.lexical = LexicalFeatures(self.pool, self.tokenizer, self.skip) if args.hybrid else None
         self.spec = InputSpec(args.max_length, self.cls_id, self.sep_id, args.context_sentences, args.context_order,
                               args.scheme, args.marks)
@@ -192,7 +195,10 @@ class Trainer:
         With several answers among the candidates, their probabilities are summed.
         """
         qmask, union = self._question_tokens(questions)
-        f, sents = self._sentence_scores(cand, union)
+        a = self.args
+        cols = np.union1d(union, self.teacher.top_tokens(cand, a.distill_top)) if a.distill_vectors else union
+        f_all, sents = self._sentence_scores(cand, cols)
+        f = f_all[:, np.searchsorted(cols, union)]
         g = self._score(qmask, union, sents, f)
         is_answer = torch.tensor([[s in answer_sets[i] for s in sents] for i in range(len(questions))])
         if self.args.scheme != SCHEME_WINDOW:
@@ -205,8 +211,16 @@ class Trainer:
         ce = (g.logsumexp(1) - pos).mean()
         if self.teacher is None:
             return ce, {}
-        kl = kl_term(g, self._score(qmask, union, sents, self.teacher.f(sents, union)), self.args.distill_temp)
-        return ce + self.args.distill_weight * kl, {"ce": round(ce.item(), 4), "kl": round(kl.item(), 4)}
+        kl = kl_term(g, self._score(qmask, union, sents, self.teacher.f(sents, union)), a.distill_temp)
+        parts = {"ce": round(ce.item(), 4), "kl": round(kl.item(), 4)}
+        loss = ce + a.distill_weight * kl
+        if a.distill_vectors:
+            # the teacher's vectors themselves, at its top tokens and the questions', for the candidates
+            rows = sorted({sents.index(c) for c in cand})
+            mse = F.mse_loss(f_all[rows], self.teacher.f([sents[r] for r in rows], cols))
+            parts["mse"] = round(mse.item(), 4)
+            loss = loss + a.distill_vectors * mse
+        return loss, parts
 
     def _score(self, qmask: torch.Tensor, union: np.ndarray, sents: list[int], f: torch.Tensor) -> torch.Tensor:
         """g(q, s) from f (candidates × union), plus with --hybrid the fused BM25 parts in g's units
@@ -337,6 +351,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--distill-model", help="the teacher's model folder (default: the shipped model)")
     p.add_argument("--distill-weight", type=float, default=1.0, help="α of the distillation term")
     p.add_argument("--distill-temp", type=float, default=1.0, help="softmax temperature T of the distillation term")
+    p.add_argument("--distill-vectors", type=float, default=0.0,
+                   help="β of a term matching the teacher's f(v,s) itself (mean squared error) at each candidate's "
+                        "--distill-top teacher tokens and the questions' (0: off)")
+    p.add_argument("--distill-top", type=int, default=64)
     p.add_argument("--hybrid", action="store_true",
                    help="train the score `ask` ranks by in hybrid mode: g plus the fused BM25 parts as fixed features")
     p.add_argument("--ckpt-every", type=int, default=50)
