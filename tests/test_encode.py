@@ -182,3 +182,37 @@ def test_inputs_never_padded_by_the_tokenizer_file(tmp_path):
     info = make_tiny_model(tmp_path / "m")
     shipped = json.loads(info.tokenizer_path.read_text())
     assert shipped["padding"] is None and shipped["truncation"] is None
+
+
+def test_per_input_int8_grid_keeps_a_fine_tune_of_an_int8_model(tmp_path):
+    """A model fine-tuned from a dequantized int8 model sits within half a step of that model's
+    per-output grid: quantized on it again, the fine-tune rounds away; on the per-input grid
+    (WEIGHT_AXIS 0) it is kept, and a re-export keeps that grid bit for bit."""
+    from sparc_local.model.export import QUANT_WEIGHTS, export_model, quantize_rows, reexport
+    from sparc_local.model.folder import load_encoder_weights
+    from sparc_local.model.info import WEIGHT_AXIS
+    from tests.tiny import write_tokenizer
+
+    cfg, w = tiny_weights("bert", 150)
+    w0 = {**w}
+    for key in [k for k in w if k.startswith("l") and k.endswith(".w") and w[k].ndim == 2]:
+        q, scale = quantize_rows(w[key])
+        w0[key] = q * scale[:, None]  # the int8 model's weights, read back
+        step = scale[:, None] * np.ones_like(w[key])
+        w[key] = w0[key] + np.random.default_rng(1).uniform(-0.3, 0.3, w[key].shape).astype(np.float32) * step
+    tok = write_tokenizer(tmp_path / "tok.json")
+    got = {}
+    for axis in (1, 0):
+        info = export_model(cfg, w, tok, tmp_path / f"a{axis}", name="t", source="t", top_k=20, max_length=48,
+                            quant=QUANT_WEIGHTS, weight_axis=axis)
+        assert info.extra.get(WEIGHT_AXIS, 1) == axis
+        got[axis] = load_encoder_weights(info)[1]
+    delta = w["l0.ff1.w"] - w0["l0.ff1.w"]
+
+    def kept(axis: int) -> float:  # the share of the fine-tune the export keeps
+        return float(((got[axis]["l0.ff1.w"] - w0["l0.ff1.w"]) * delta).sum() / (delta * delta).sum())
+
+    assert kept(1) < 0.1 and kept(0) > 0.5, (kept(1), kept(0))
+    again = reexport(tmp_path / "a0", tmp_path / "r0")
+    assert again.extra[WEIGHT_AXIS] == 0
+    assert all(np.array_equal(got[0][k], v) for k, v in load_encoder_weights(again)[1].items())
