@@ -68,7 +68,7 @@ class Trainer:
         with torch.no_grad():
             self.model.sparsity.fill_(args.w_init)
         if args.reach:
-            self.model.spread(args.reach, salience=3.0, decay=1.0)
+            self.model.spread(args.reach)
         if args.window_share:
             self.model.share = torch.nn.Parameter(torch.tensor(math.log(args.window_share / (1 - args.window_share))))
         self.pool = self._pool()
