@@ -2,13 +2,15 @@
 
     /work/venv/bin/python benchmarks/adapt_e2e.py --data /work/shared/data/reqa/newsqa-dev \
         [--steps 500] [--batch-size 32] [--max-length 64] [--mode exact] [--rows corpus] [--swap both] [--model DIR] [--home DIR]
-        [--eval] [--no-switch] [--threads N] [--eval-only DIR ...] [--first N] [--force]
+        [--eval [--paired [--ranks DIR]]] [--no-switch] [--threads N] [--eval-only DIR ...] [--first N] [--force]
 
 Builds an index from the corpus's sentences only (one "file" per passage, context = its other
 sentences; the questions are never read), then runs the library's adapt in a child process (so
 its peak RSS is its own): training, writing the new model, re-encoding the index, switching.
 With --eval, `sparc-local eval` figures (MRR@10, R@1, R@10) of the base model and the adapted
-one on the same dataset; --no-switch skips the re-encoding (the eval encodes the corpus anyway).
+one on the same dataset (--paired: question by question, more adapted than base or fewer, and
+the mean reciprocal-rank difference with its 95% bootstrap interval, as benchmarks/desk.py's
+--against); --no-switch skips the re-encoding (the eval encodes the corpus anyway).
 --first N keeps only the set's first passages, up to N sentences (the issue's budget corpus:
 `--data …/wikiqa-train --first 8000` is 8,004 sentences), written once as a ReQA folder under the
 data dir. --eval-only evaluates the base and the given model folders (e.g. adapt_mechanism.py's variants),
@@ -156,6 +158,10 @@ def main() -> None:
     ap.add_argument("--model", type=Path, help="base model folder (default: the shipped model)")
     ap.add_argument("--home", type=Path, help="data dir for the index and caches")
     ap.add_argument("--eval", action="store_true", help="eval the base and the adapted model on --data")
+    ap.add_argument("--paired", action="store_true",
+                    help="with --eval or --eval-only: compare each model with the base question by question")
+    ap.add_argument("--ranks", type=Path, metavar="DIR",
+                    help="with --paired: write each model's rank of every question to DIR/<model>.json")
     ap.add_argument("--no-switch", action="store_true",
                     help="train and write the model only: no re-encoding of the index (quality runs with --eval)")
     ap.add_argument("--first", type=int, metavar="N", help="only the set's first passages, up to N sentences")
@@ -214,16 +220,32 @@ def main() -> None:
 
 def _eval_models(args: argparse.Namespace, models: list[tuple[str, Path | None]], result: dict) -> None:
     """`sparc-local eval` figures of each model folder (None: the base) on --data; prints them and the JSON."""
+    from desk import paired_line  # benchmarks/desk.py: the same paired bootstrap as the desks'
+
+    from sparc_local.evaluation import reqa
     from sparc_local.evaluation.evaluate import evaluate
     from sparc_local.model.info import ModelInfo, shipped_model_dir
+    from sparc_local.query.fusion import HYBRID, MODES, SPARC
 
+    hits: dict[str, dict[str, list[int]]] = {}
     for which, folder in models:
         info = ModelInfo.load(folder or args.model or shipped_model_dir())
-        m = evaluate(args.data, info, threads=args.threads)
+        m = evaluate(args.data, info, threads=args.threads, with_hits=args.paired)
+        hits[which] = {mode: m[mode].pop("hits") for mode in MODES if "hits" in m[mode]}
+        if args.ranks and hits[which]:
+            args.ranks.mkdir(parents=True, exist_ok=True)
+            ids = [q for q, _question, _answers in reqa.load(args.data).queries]
+            (args.ranks / f"{which}.json").write_text(json.dumps(
+                {mode: dict(zip(ids, ranks)) for mode, ranks in hits[which].items()}))
         result[which] = m
-        s = m["sparc"]
-        print(f"eval {which:8} {info.id}: MRR@10 {s['mrr@10']:.4f}  R@1 {s['r@1']:.4f}  R@10 {s['r@10']:.4f}",
-              flush=True)
+        s, h = m[SPARC], m[HYBRID]
+        print(f"eval {which:8} {info.id}: MRR@10 {s['mrr@10']:.4f}  R@1 {s['r@1']:.4f}  R@10 {s['r@10']:.4f}; "
+              f"hybrid MRR@10 {h['mrr@10']:.4f}", flush=True)
+    base = models[0][0]
+    for which, _folder in models[1:] if args.paired else []:
+        for mode in (HYBRID, SPARC):
+            before, after = (dict(enumerate(hits[w][mode])) for w in (base, which))
+            print(f"{which} against {base}, {mode}: {paired_line(before, after)}", flush=True)
     print(json.dumps(result))
 
 

@@ -330,6 +330,12 @@ def test_distance_counts_the_share_of_the_corpus_own_tokens() -> None:
     assert domain.distance(np.zeros(5, np.int64), reference) == domain.Distance(0.0, 0)
 
 
+def test_a_share_below_the_threshold_never_prints_as_the_threshold() -> None:
+    """A corpus at 19.95% was told "20% of their words are their own, adapt needs 20%"."""
+    assert [domain.percent(s, 0.20) for s in (0.0, 0.053, 0.194, 0.1995, 0.19999, 0.20, 0.2004, 0.305)] == \
+        ["0%", "5%", "19%", "19.9%", "19.9%", "20%", "20%", "30%"]
+
+
 def _with_reference(tmp_path: Path, docs: Path | None) -> ModelInfo:
     """A copy of the tiny adapt model whose training text is ``docs``'s files (None: no text of
     the tiny vocabulary's words, only of its punctuation)."""

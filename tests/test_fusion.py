@@ -129,12 +129,8 @@ def test_fused_search_equals_exhaustive_fused_scoring(tmp_path, monkeypatch, mod
             assert sum(parts.values()) == pytest.approx(score, rel=1e-5)
 
 
-def test_eval_reports_the_three_modes(tmp_path, tiny_model_dir):
+def _tea_set(tmp_path):
     import gzip
-
-    from typer.testing import CliRunner
-
-    from sparc_local.cli.app import app
 
     ds = tmp_path / "set"
     ds.mkdir()
@@ -147,9 +143,32 @@ def test_eval_reports_the_three_modes(tmp_path, tiny_model_dir):
     for name, rows in (("corpus", corpus), ("queries", queries)):
         with gzip.open(ds / f"{name}.jsonl.gz", "wt") as f:
             f.writelines(json.dumps(r) + "\n" for r in rows)
-    out = CliRunner().invoke(app, ["eval", str(ds), "--model", str(tiny_model_dir), "--json"])
+    return ds
+
+
+def test_eval_reports_the_three_modes(tmp_path, tiny_model_dir):
+    from typer.testing import CliRunner
+
+    from sparc_local.cli.app import app
+
+    out = CliRunner().invoke(app, ["eval", str(_tea_set(tmp_path)), "--model", str(tiny_model_dir), "--json"])
     assert out.exit_code == 0, out.output
     r = json.loads(out.stdout)
     assert {"hybrid", "sparc", "bm25", "bm25_words"} <= set(r)
     for mode in fusion.MODES:
         assert set(r[mode]) >= {"mrr@10", "r@1", "r@10", "latency_ms_p50"}
+        assert "hits" not in r[mode]  # per question only when a benchmark asks
+
+
+def test_eval_hits_per_question_agree_with_the_means(tmp_path, tiny_model_dir):
+    from sparc_local.evaluation.evaluate import evaluate, first_hits
+    from sparc_local.model.info import ModelInfo
+
+    assert first_hits([["a", "b", "c"], ["c", "a"], ["x"]], [{"b", "c"}, {"a"}, {"y"}], depth=10) == [2, 2, 0]
+    assert first_hits([["a", "b", "c"]], [{"c"}], depth=2) == [0]
+    r = evaluate(_tea_set(tmp_path), ModelInfo.load(tiny_model_dir), with_hits=True)
+    for mode in fusion.MODES:
+        hits = r[mode]["hits"]
+        assert len(hits) == 2 and all(0 <= h <= 10 for h in hits)
+        assert r[mode]["mrr@10"] == pytest.approx(np.mean([1 / h if h else 0.0 for h in hits]))
+        assert r[mode]["r@1"] == pytest.approx(np.mean([h == 1 for h in hits]))

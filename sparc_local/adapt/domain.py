@@ -18,6 +18,7 @@ Pure numpy apart from reading and writing that one file.
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,6 +46,14 @@ class Distance:
     @property
     def far(self) -> bool:
         return self.share >= self.threshold
+
+
+def percent(share: float, threshold: float = MIN_SHARE) -> str:
+    """``share`` as a percentage; a share just below the threshold is cut, not rounded, to one
+    decimal, so that it never prints as the threshold itself ("19.9%", not "20%")."""
+    if share >= threshold or round(share, 2) < threshold:
+        return f"{share:.0%}"
+    return f"{math.floor(share * 1000) / 10:.1f}%"
 
 
 def count_tokens(encodings: Iterable, vocab_size: int) -> np.ndarray:

@@ -227,8 +227,8 @@ def corpus_distance(base: ModelInfo, counts: np.ndarray, force: bool) -> domain.
         return None
     d = domain.distance(counts, reference)
     if not d.far and not force:
-        raise AdaptError(f"your sentences are close to the text the model was trained on: {d.share:.0%} of their "
-                         f"words are their own, adapt needs {d.threshold:.0%}",
+        raise AdaptError(f"your sentences are close to the text the model was trained on: {domain.percent(d.share, d.threshold)} of "
+                         f"their words are their own, adapt needs {d.threshold:.0%}",
                          "Adapting would not help them and can cost a little. To adapt anyway: "
                          "`sparc-local adapt --force`.")
     return d

@@ -57,14 +57,16 @@ def encode_corpus(ds: reqa.ReqaSet, ds_dir: Path, info: ModelInfo, threads: int 
     return vectors
 
 
+def first_hits(ranked: list[list[str]], answers: list[set[str]], depth: int) -> list[int]:
+    """Each question's rank (from 1) of its first answer in the top ``depth``; 0: none there.
+    Kept per question so that two models can be compared question by question."""
+    return [next((r + 1 for r, sid in enumerate(got[:depth]) if sid in gold), 0) for got, gold in zip(ranked, answers)]
+
+
 def _metrics(ranked: list[list[str]], answers: list[set[str]], depth: int) -> dict:
-    rr, r1, rk = [], [], []
-    for got, gold in zip(ranked, answers):
-        hit = next((r for r, sid in enumerate(got[:depth]) if sid in gold), None)
-        rr.append(0.0 if hit is None else 1.0 / (hit + 1))
-        r1.append(1.0 if hit == 0 else 0.0)
-        rk.append(0.0 if hit is None else 1.0)
-    return {f"mrr@{depth}": float(np.mean(rr)), "r@1": float(np.mean(r1)), f"r@{depth}": float(np.mean(rk))}
+    hits = np.array(first_hits(ranked, answers, depth))
+    rr = np.where(hits > 0, 1.0 / np.maximum(hits, 1), 0.0)
+    return {f"mrr@{depth}": float(rr.mean()), "r@1": float(np.mean(hits == 1)), f"r@{depth}": float(np.mean(hits > 0))}
 
 
 @dataclass
@@ -133,8 +135,9 @@ def eval_index(ds_dir: Path, info: ModelInfo, *, top_k: int | None = None, threa
             index.close()
 
 
-def rank(ev: EvalIndex, mode: str, depth: int = 10) -> dict:
-    """MRR@depth, R@1, R@depth and the query latency of one `ask --mode`."""
+def rank(ev: EvalIndex, mode: str, depth: int = 10, with_hits: bool = False) -> dict:
+    """MRR@depth, R@1, R@depth and the query latency of one `ask --mode` (and with_hits, each
+    question's first_hits rank, under "hits")."""
     ranked, latency = [], []
     for tokens in ev.questions:
         t0 = time.perf_counter()
@@ -142,18 +145,21 @@ def rank(ev: EvalIndex, mode: str, depth: int = 10) -> dict:
         latency.append((time.perf_counter() - t0) * 1000)
         ranked.append([ev.to_sid[int(i)] for i in ids])
     out = _metrics(ranked, ev.answers, depth)
+    if with_hits:
+        out["hits"] = first_hits(ranked, ev.answers, depth)
     out.update(latency_ms_p50=float(np.percentile(latency, 50)), latency_ms_p99=float(np.percentile(latency, 99)))
     return out
 
 
 def evaluate(ds_dir: Path, info: ModelInfo, *, depth: int = 10, top_k: int | None = None,
-             threads: int | None = None, progress: Callable[[int], None] | None = None) -> dict:
+             threads: int | None = None, progress: Callable[[int], None] | None = None,
+             with_hits: bool = False) -> dict:
     """The three ways `ask --mode` ranks, on the same index, and the classic BM25 baseline."""
     from sparc_local.query.bm25 import BM25
     from sparc_local.query.fusion import MODES, SPARC
 
     with eval_index(ds_dir, info, top_k=top_k, threads=threads, progress=progress) as ev:
-        results = {mode: rank(ev, mode, depth) for mode in MODES}
+        results = {mode: rank(ev, mode, depth, with_hits) for mode in MODES}
     ds = ev.ds
     words = BM25(ds.texts)  # the classic baseline: words, not WordPiece, and the sentence alone
     words_ranked = [[ds.ids[i] for i in words.search(q, depth)[0]] for _, q, _ in ds.queries]
