@@ -330,6 +330,19 @@ def test_distance_counts_the_share_of_the_corpus_own_tokens() -> None:
     assert domain.distance(np.zeros(5, np.int64), reference) == domain.Distance(0.0, 0)
 
 
+def test_the_own_row_rule_trains_only_the_corpus_own_tokens() -> None:
+    """rows="own": of the corpus's tokens, only those the domain gate counts as its own."""
+    from sparc_local.adapt.run import AdaptError, trainable_rows
+
+    reference = np.array([0, 900, 89, 0, 0, 5])
+    counts = np.array([0, 50, 10, 36, 4, 0])  # token 3 is its own; 1 and 2 are the training text's, 4 too rare
+    assert trainable_rows(counts, AdaptOptions()).tolist() == [1, 2, 3, 4]
+    assert trainable_rows(counts, AdaptOptions(rows="own"), reference).tolist() == [3]
+    assert trainable_rows(counts, AdaptOptions(rows="all"), reference) is None
+    with pytest.raises(AdaptError, match="no token counts"):
+        trainable_rows(counts, AdaptOptions(rows="own"))
+
+
 def test_a_share_below_the_threshold_never_prints_as_the_threshold() -> None:
     """A corpus at 19.95% was told "20% of their words are their own, adapt needs 20%"."""
     assert [domain.percent(s, 0.20) for s in (0.0, 0.053, 0.194, 0.1995, 0.19999, 0.20, 0.2004, 0.305)] == \

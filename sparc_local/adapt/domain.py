@@ -68,9 +68,16 @@ def distance(counts: np.ndarray, reference: np.ndarray) -> Distance:
     n = counts.sum()
     if n == 0:
         return Distance(0.0, 0)
-    ratio = (counts / n) / ((reference + 1.0) / (reference.sum() + len(reference)))
-    own = (counts >= MIN_COUNT) & (ratio >= RATIO)
+    own = own_tokens(counts, reference)
     return Distance(float(counts[own].sum() / n), int(own.sum()))
+
+
+def own_tokens(counts: np.ndarray, reference: np.ndarray) -> np.ndarray:
+    """The mask of the corpus's own tokens: seen at least MIN_COUNT times, and at least RATIO
+    times more frequent than in the training text (add-one smoothed)."""
+    n = max(int(counts.sum()), 1)
+    ratio = (counts / n) / ((reference + 1.0) / (reference.sum() + len(reference)))
+    return (counts >= MIN_COUNT) & (ratio >= RATIO)
 
 
 def load_reference(folder: Path) -> np.ndarray | None:

@@ -44,7 +44,8 @@ from sparc_local.index.store import Index
 NEW_DB_SUFFIX = ".adapting"
 ROWS_CORPUS = "corpus"  # train the rows of E of tokens in the indexed sentences (the default)
 ROWS_ALL = "all"  # train every row, as SPARC §5.1 does
-ROW_RULES = (ROWS_CORPUS, ROWS_ALL)
+ROWS_OWN = "own"  # only the rows of the corpus's own tokens (adapt.domain.own_tokens)
+ROW_RULES = (ROWS_CORPUS, ROWS_ALL, ROWS_OWN)
 SWAP_BOTH = "both"  # the adapted E is the input embeddings and the projection, as SPARC §5.1 (the default)
 SWAP_OUTPUT = "output"  # it replaces the projection onto the vocabulary only
 SWAP_RULES = (SWAP_OUTPUT, SWAP_BOTH)
@@ -194,7 +195,7 @@ def corpus_counts(index: Index, ids: np.ndarray, tokenizer) -> np.ndarray:
     return counts
 
 
-def trainable_rows(counts: np.ndarray, opts: AdaptOptions) -> np.ndarray | None:
+def trainable_rows(counts: np.ndarray, opts: AdaptOptions, reference: np.ndarray | None = None) -> np.ndarray | None:
     """The rows of E adapt may change: None (all) or the sorted ids of the corpus's own tokens
     (``counts``: ``corpus_counts``).
 
@@ -209,7 +210,11 @@ def trainable_rows(counts: np.ndarray, opts: AdaptOptions) -> np.ndarray | None:
     """
     if opts.rows == ROWS_ALL:
         return None
-    if opts.rows != ROWS_CORPUS:
+    if opts.rows == ROWS_OWN:
+        if reference is None:
+            raise AdaptError("this model ships no token counts of its training text", "Use --rows corpus.")
+        counts = np.where(domain.own_tokens(counts, reference), counts, 0)
+    elif opts.rows != ROWS_CORPUS:
         raise AdaptError(f"unknown row rule {opts.rows!r}", f"Use one of {', '.join(ROW_RULES)}.")
     rows = np.flatnonzero(counts)
     if rows.size == 0:
@@ -312,7 +317,8 @@ def train_adapted_model(index: Index, opts: AdaptOptions = AdaptOptions(), *, mo
     batches = token_batches(index, ids, tokenizer, base, opts.batch_size, opts.max_length, opts.seed)
     E = adapt_embeddings(cfg, w, batches, steps=opts.steps, lr=opts.lr, seed=opts.seed, checkpoint_path=ckpt,
                          checkpoint_every=opts.checkpoint_every, on_step=on_step, mask_id=mask_id,
-                         mode=opts.mode, rows=trainable_rows(counts, opts))  # type: ignore[arg-type]
+                         mode=opts.mode,
+                         rows=trainable_rows(counts, opts, domain.load_reference(base.path)))  # type: ignore[arg-type]
     train_seconds = time.perf_counter() - t0
     del w
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
