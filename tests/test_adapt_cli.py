@@ -183,7 +183,8 @@ def test_adapt_end_to_end_then_revert(docs: Path, sparc_home: Path, tiny_adapt_d
 
 
 def test_adapt_trains_only_the_rows_of_the_corpus_tokens(docs: Path, sparc_home: Path, tiny_adapt_dir: Path) -> None:
-    """The default row rule: rows of E of tokens the indexed sentences never use, and of the special
+    """A model without its training text's counts (so the default own rule falls back to the
+    corpus's tokens): rows of E of tokens the indexed sentences never use, and of the special
     tokens, keep their values; `rows="all"` (SPARC §5.1 as published) moves them too."""
     assert run("index", str(docs), "-q").exit_code == 0
     r = run("adapt", "--steps", "3", "--seed", "1", "--lr", "0.01", "-q")
@@ -331,16 +332,42 @@ def test_distance_counts_the_share_of_the_corpus_own_tokens() -> None:
 
 
 def test_the_own_row_rule_trains_only_the_corpus_own_tokens() -> None:
-    """rows="own": of the corpus's tokens, only those the domain gate counts as its own."""
-    from sparc_local.adapt.run import AdaptError, trainable_rows
+    """rows="own" (the default): of the corpus's tokens, only those the domain gate counts as its
+    own; without the training text's counts, or without one own token, the corpus's tokens."""
+    from sparc_local.adapt.run import AdaptError, effective_rows, trainable_rows
 
     reference = np.array([0, 900, 89, 0, 0, 5])
     counts = np.array([0, 50, 10, 36, 4, 0])  # token 3 is its own; 1 and 2 are the training text's, 4 too rare
-    assert trainable_rows(counts, AdaptOptions()).tolist() == [1, 2, 3, 4]
-    assert trainable_rows(counts, AdaptOptions(rows="own"), reference).tolist() == [3]
+    assert AdaptOptions().rows == "own"
+    assert trainable_rows(counts, AdaptOptions(), reference).tolist() == [3]
+    assert trainable_rows(counts, AdaptOptions(rows="corpus"), reference).tolist() == [1, 2, 3, 4]
     assert trainable_rows(counts, AdaptOptions(rows="all"), reference) is None
     with pytest.raises(AdaptError, match="no token counts"):
         trainable_rows(counts, AdaptOptions(rows="own"))
+    assert effective_rows(AdaptOptions(), counts, reference).rows == "own"
+    assert effective_rows(AdaptOptions(), counts, None).rows == "corpus"
+    assert effective_rows(AdaptOptions(), np.array([0, 50, 10, 0, 4, 0]), reference).rows == "corpus"
+    assert effective_rows(AdaptOptions(rows="all"), counts, None).rows == "all"
+
+
+def test_adapt_trains_only_the_own_rows_when_the_model_ships_its_training_counts(
+        docs: Path, sparc_home: Path, tmp_path: Path) -> None:
+    """With a reference of punctuation only, every word the documents use 5 times or more is their
+    own: exactly those rows move, and the rarer words' rows keep their values."""
+    info = _with_reference(tmp_path, None)
+    (sparc_home / "active-model").write_text(str(info.path))
+    assert run("index", str(docs), "-q").exit_code == 0
+    r = run("adapt", "--steps", "3", "--seed", "1", "--lr", "0.01", "-q")
+    assert r.exit_code == 0, r.output
+    new = ModelInfo.load(Path((sparc_home / "active-model").read_text().strip()))
+    assert new.extra["adapt"]["rows"] == "own"
+    tok = load_tokenizer(info.tokenizer_path)
+    with Index(sparc_home / "index.db") as idx:
+        texts = [t for (t,) in idx.conn.execute("SELECT text FROM sentences")]
+    counts = domain.count_tokens(tok.encode_batch(texts, add_special_tokens=False), info.vocab_size)
+    moved = np.any(_adapted_E(new) != load_encoder_weights(info)[1]["emb.word"], axis=1)
+    assert (counts >= domain.MIN_COUNT).sum() > 5 and ((counts > 0) & (counts < domain.MIN_COUNT)).sum() > 0
+    np.testing.assert_array_equal(moved, counts >= domain.MIN_COUNT)
 
 
 def test_a_share_below_the_threshold_never_prints_as_the_threshold() -> None:
@@ -375,6 +402,7 @@ def test_adapt_declines_sentences_close_to_the_training_text(docs: Path, sparc_h
     assert r.exit_code == 0, r.output
     new = ModelInfo.load(Path((sparc_home / "active-model").read_text().strip()))
     assert new.extra["adapt"]["force"] is True and new.extra["adapt"]["own_share"] == 0.0
+    assert new.extra["adapt"]["rows"] == "corpus"  # no own token to train: the corpus's
 
 
 def test_adapt_goes_ahead_on_sentences_far_from_the_training_text(docs: Path, sparc_home: Path,
