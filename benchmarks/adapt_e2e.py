@@ -1,7 +1,7 @@
 """`adapt` end to end on a ReQA corpus's sentences: s/step, wall time, peak RSS, and eval before/after.
 
-    /work/venv/bin/python benchmarks/adapt_e2e.py --data /work/shared/data/reqa/newsqa-dev \
-        [--steps 500] [--batch-size 32] [--max-length 64] [--mode exact] [--rows corpus] [--swap both] [--model DIR] [--home DIR]
+    python benchmarks/adapt_e2e.py --data ../shared/data/reqa/newsqa-dev \
+        [--steps 500] [--batch-size 32] [--max-length 64] [--mode exact] [--rows own] [--swap both] [--model DIR] [--home DIR]
         [--eval [--paired [--ranks DIR]]] [--no-switch] [--threads N] [--eval-only DIR ...] [--first N] [--force]
 
 Builds an index from the corpus's sentences only (one "file" per passage, context = its other
@@ -228,13 +228,13 @@ def _eval_models(args: argparse.Namespace, models: list[tuple[str, Path | None]]
     from sparc_local.query.fusion import HYBRID, MODES, SPARC
 
     hits: dict[str, dict[str, list[int]]] = {}
+    ids = [q for q, _question, _answers in reqa.load(args.data).queries] if args.ranks else []
     for which, folder in models:
         info = ModelInfo.load(folder or args.model or shipped_model_dir())
         m = evaluate(args.data, info, threads=args.threads, with_hits=args.paired)
         hits[which] = {mode: m[mode].pop("hits") for mode in MODES if "hits" in m[mode]}
         if args.ranks and hits[which]:
             args.ranks.mkdir(parents=True, exist_ok=True)
-            ids = [q for q, _question, _answers in reqa.load(args.data).queries]
             (args.ranks / f"{which}.json").write_text(json.dumps(
                 {mode: dict(zip(ids, ranks)) for mode, ranks in hits[which].items()}))
         result[which] = m

@@ -237,18 +237,19 @@ def effective_rows(opts: AdaptOptions, counts: np.ndarray, reference: np.ndarray
     return opts
 
 
-def corpus_distance(base: ModelInfo, counts: np.ndarray, force: bool) -> domain.Distance | None:
-    """How far the corpus is from ``base``'s training text (None: the model ships no reference).
+def corpus_distance(reference: np.ndarray | None, counts: np.ndarray, force: bool) -> domain.Distance | None:
+    """How far the corpus is from the training text whose token counts are ``reference`` (None:
+    the model ships none, and is never gated).
 
     Raises AdaptError when it is too close for adapt to help (see ``adapt.domain``), unless forced.
     """
-    reference = domain.load_reference(base.path)
     if reference is None:
         return None
     d = domain.distance(counts, reference)
     if not d.far and not force:
-        raise AdaptError(f"your sentences are close to the text the model was trained on: {domain.percent(d.share, d.threshold)} of "
-                         f"their words are their own, adapt needs {d.threshold:.0%}",
+        raise AdaptError(f"your sentences are close to the text the model was trained on: "
+                         f"{domain.percent(d.share, d.threshold)} of their words are their own, "
+                         f"adapt needs {d.threshold:.0%}",
                          "Adapting would not help them and can cost a little. To adapt anyway: "
                          "`sparc-local adapt --force`.")
     return d
@@ -309,8 +310,8 @@ def train_adapted_model(index: Index, opts: AdaptOptions = AdaptOptions(), *, mo
     ids = _corpus_ids(index, opts.min_sentences)
     tokenizer = load_tokenizer(base.tokenizer_path)
     counts = corpus_counts(index, ids, tokenizer)
-    dist = corpus_distance(base, counts, opts.force)  # before any heavy work: it may decline
     reference = domain.load_reference(base.path)
+    dist = corpus_distance(reference, counts, opts.force)  # before any heavy work: it may decline
     opts = effective_rows(opts, counts, reference)
     cfg, w, head_meta = load_adapt_weights(base)
     mask_id = tokenizer.token_to_id("[MASK]")
@@ -334,8 +335,7 @@ def train_adapted_model(index: Index, opts: AdaptOptions = AdaptOptions(), *, mo
     batches = token_batches(index, ids, tokenizer, base, opts.batch_size, opts.max_length, opts.seed)
     E = adapt_embeddings(cfg, w, batches, steps=opts.steps, lr=opts.lr, seed=opts.seed, checkpoint_path=ckpt,
                          checkpoint_every=opts.checkpoint_every, on_step=on_step, mask_id=mask_id,
-                         mode=opts.mode,
-                         rows=trainable_rows(counts, opts, reference))  # type: ignore[arg-type]
+                         mode=opts.mode, rows=trainable_rows(counts, opts, reference))  # type: ignore[arg-type]
     train_seconds = time.perf_counter() - t0
     del w
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())

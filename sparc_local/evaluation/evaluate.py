@@ -63,10 +63,10 @@ def first_hits(ranked: list[list[str]], answers: list[set[str]], depth: int) -> 
     return [next((r + 1 for r, sid in enumerate(got[:depth]) if sid in gold), 0) for got, gold in zip(ranked, answers)]
 
 
-def _metrics(ranked: list[list[str]], answers: list[set[str]], depth: int) -> dict:
-    hits = np.array(first_hits(ranked, answers, depth))
-    rr = np.where(hits > 0, 1.0 / np.maximum(hits, 1), 0.0)
-    return {f"mrr@{depth}": float(rr.mean()), "r@1": float(np.mean(hits == 1)), f"r@{depth}": float(np.mean(hits > 0))}
+def _means(hits: list[int], depth: int) -> dict:
+    h = np.array(hits)
+    rr = np.where(h > 0, 1.0 / np.maximum(h, 1), 0.0)
+    return {f"mrr@{depth}": float(rr.mean()), "r@1": float(np.mean(h == 1)), f"r@{depth}": float(np.mean(h > 0))}
 
 
 @dataclass
@@ -144,9 +144,10 @@ def rank(ev: EvalIndex, mode: str, depth: int = 10, with_hits: bool = False) -> 
         ids, _scores = ev.searcher.search(tokens, n=depth, mode=mode)
         latency.append((time.perf_counter() - t0) * 1000)
         ranked.append([ev.to_sid[int(i)] for i in ids])
-    out = _metrics(ranked, ev.answers, depth)
+    hits = first_hits(ranked, ev.answers, depth)
+    out = _means(hits, depth)
     if with_hits:
-        out["hits"] = first_hits(ranked, ev.answers, depth)
+        out["hits"] = hits
     out.update(latency_ms_p50=float(np.percentile(latency, 50)), latency_ms_p99=float(np.percentile(latency, 99)))
     return out
 
@@ -165,4 +166,4 @@ def evaluate(ds_dir: Path, info: ModelInfo, *, depth: int = 10, top_k: int | Non
     words_ranked = [[ds.ids[i] for i in words.search(q, depth)[0]] for _, q, _ in ds.queries]
     results[SPARC]["nnz_median"] = int(np.median(np.diff(ev.vectors.indptr)))
     return {"dataset": ds.name, "queries": len(ds.queries), "sentences": len(ds.ids), "model": info.id,
-            **results, "bm25_words": _metrics(words_ranked, ev.answers, depth)}
+            **results, "bm25_words": _means(first_hits(words_ranked, ev.answers, depth), depth)}
