@@ -16,6 +16,7 @@ from sparc_local.model.export import POSITIONS
 from sparc_local.model.inputs import (SCHEME_WINDOW, pad_batch, paragraph_inputs, sentence_span, span_index,
                                       window_inputs)
 from sparc_local.model.info import ModelInfo, load_tokenizer, model_remedy
+from sparc_local.model.runtime import onnxruntime
 from sparc_local.model.sparse import MAX_POSITION, NO_POSITION, SparseVectors
 
 # the graph inputs this version feeds, per input scheme (model/export.py declares them)
@@ -29,8 +30,7 @@ class Encoder:
     """An onnxruntime session over a model folder's model.onnx."""
 
     def __init__(self, info: ModelInfo, threads: int | None = None, token_budget: int = TOKEN_BUDGET) -> None:
-        import onnxruntime as ort
-
+        ort = onnxruntime()
         self.info = info
         self.tokenizer = load_tokenizer(info.tokenizer_path)
         opts = ort.SessionOptions()

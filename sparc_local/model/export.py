@@ -23,6 +23,7 @@ import numpy as np
 
 from sparc_local.model.inputs import SCHEME_PAIR, SCHEME_WINDOW
 from sparc_local.model.info import CONFIG_FILE, WEIGHT_AXIS, ModelInfo
+from sparc_local.model.runtime import onnxruntime
 from sparc_local.query.tokens import skip_token_ids
 from sparc_local.model.weights import ArchConfig, Weights
 
@@ -289,6 +290,7 @@ def export_model(cfg: ArchConfig, w: Weights, tokenizer_json: Path, out_dir: Pat
     out_dir.mkdir(parents=True, exist_ok=True)
     target = out_dir / "model.onnx"
     if quant == QUANT_DYNAMIC:
+        onnxruntime()  # its telemetry off before onnxruntime.quantization imports it
         from onnxruntime.quantization import QuantType, quantize_dynamic
 
         with tempfile.TemporaryDirectory() as tmp:

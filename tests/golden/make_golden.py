@@ -36,9 +36,8 @@ QUESTIONS = [("How long should green tea steep?", 0), ("When was the Eiffel Towe
 
 def golden(model_dir: Path | None = None) -> dict:
     """Every sentence's top K (token, weight) and each sample question's answer rank."""
-    import onnxruntime
-
     from sparc_local.model.encoder import Encoder
+    from sparc_local.model.runtime import onnxruntime
     from sparc_local.model.info import ModelInfo, shipped_model_dir
     from sparc_local.query.tokens import query_token_ids
 
@@ -55,7 +54,7 @@ def golden(model_dir: Path | None = None) -> dict:
     for question, answer in QUESTIONS:
         g = dense[:, query_token_ids(enc.tokenizer, question, info.skip_array())].sum(1)  # SPARC Eq. 2
         ranks.append(int((g > g[answer]).sum()))
-    return {"model": info.id, "onnxruntime": onnxruntime.__version__, "tolerance": TOLERANCE,
+    return {"model": info.id, "onnxruntime": onnxruntime().__version__, "tolerance": TOLERANCE,
             "paragraphs": PARAGRAPHS, "questions": QUESTIONS, "ranks": ranks, "rows": rows}
 
 
