@@ -6,6 +6,7 @@ from the BM25 top-100 of the question over the same set that is not an answer.
 
 from __future__ import annotations
 
+import json
 import random
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +21,8 @@ TRAIN_SETS = ("squad-train-head", "du2017-train", "wikiqa-train")  # never squad
 DU_DUPLICATE_ARTICLES = {f"a{i:02d}" for i in range(12)}
 # du2017's last two articles are held out as our own validation split (never an eval set).
 DU_VALIDATION_ARTICLES = {"a42", "a43"}
+TECH_SPLIT = "split.json"  # training/techdata.py's package split and folder of per-package sets
+TECH_PACKAGES = "pkgs"
 
 
 @dataclass
@@ -75,7 +78,7 @@ def _examples(ds: ReqaSet, offset: int, keep_passage, rng: random.Random,
     return out
 
 
-def build_pool(data_dir: Path, seed: int = 13) -> Pool:
+def build_pool(data_dir: Path, seed: int = 13, tech_dir: Path | None = None, tech_share: float = 0.5) -> Pool:
     rng = random.Random(seed)
     texts: list[str] = []
     paragraphs: list[list[str]] = []
@@ -95,7 +98,26 @@ def build_pool(data_dir: Path, seed: int = 13) -> Pool:
                 valid.append(ex)
             else:
                 train.append(ex)
+    if tech_dir is not None:
+        train += _tech_examples(tech_dir, texts, paragraphs, len(train), tech_share, rng)
     return Pool(texts, paragraphs, train, valid)
+
+
+def _tech_examples(tech_dir: Path, texts: list[str], paragraphs: list[list[str]], n_home: int, share: float,
+                   rng: random.Random) -> list[Example]:
+    """The train packages of a technical set (training/techdata.py: split.json, pkgs/PKG), each package
+    its own set, so a BM25 negative is a sentence of the same package; sampled so that they make
+    ``share`` of the training examples beside the ``n_home`` Wikipedia ones."""
+    split = json.loads((tech_dir / TECH_SPLIT).read_text())
+    found: list[Example] = []
+    for pkg in split["train"]:
+        ds = load(tech_dir / TECH_PACKAGES / pkg)
+        offset = len(texts)
+        texts += ds.texts
+        paragraphs += ds.paragraphs()
+        found += [ex for _, ex in _examples(ds, offset, lambda p: True, rng)]
+    want = round(n_home * share / (1 - share))
+    return found if want >= len(found) else rng.sample(found, want)
 
 
 def sample_batch(pool: Pool, examples: list[Example], rng: random.Random) -> tuple[list[str], list[int], list[set[int]]]:

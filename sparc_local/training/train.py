@@ -103,7 +103,8 @@ class Trainer:
         cache = self.run / "pool.pkl"
         if cache.exists():
             return pickle.loads(cache.read_bytes())
-        pool = build_pool(Path(self.args.data), seed=self.args.seed)
+        tech = Path(self.args.tech).expanduser() if self.args.tech else None
+        pool = build_pool(Path(self.args.data), seed=self.args.seed, tech_dir=tech, tech_share=self.args.tech_share)
         cache.write_bytes(pickle.dumps(pool))
         return pool
 
@@ -322,6 +323,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--base", required=True, help="HF folder (config.json + model.safetensors) or canonical .npz")
     p.add_argument("--tokenizer", help="folder or tokenizer.json (default: --base)")
     p.add_argument("--data", default="../shared/data/reqa")
+    p.add_argument("--tech", help="technical pairs (python -m sparc_local.training.techdata): its train packages join")
+    p.add_argument("--tech-share", type=float, default=0.5, help="share of training questions drawn from --tech")
     p.add_argument("--run", required=True, help="checkpoint folder, kept outside the work tree")
     p.add_argument("--steps", type=int, default=4000)
     p.add_argument("--batch", type=int, default=16)
