@@ -1,0 +1,64 @@
+"""Two model folders on the same ReQA sets through `eval`'s path, paired question by question.
+
+    SPARC_LOCAL_HOME=~/.cache/sparc-local-bench/compare python benchmarks/model_compare.py \\
+        --base exported_models/sparc-minilm-l6 --new DIR --data SET [SET ...] [--ranks DIR]
+
+For each set: MRR@10 of every `ask --mode` for both models (the same input builder, encoder,
+index and scoring as `index` and `ask`; `evaluation.evaluate`), then paired lines (questions
+better / worse, mean reciprocal-rank difference, 95% bootstrap interval; benchmarks/desk.py's
+`paired_line`): the new model against the base in hybrid and SPARC mode, and the new model's
+hybrid and SPARC against its own BM25 (issue 31's acceptance). `--base` alone evaluates one model.
+Encoded corpora are cached per model in the data dir, so a rerun costs only the ranking.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from desk import paired_line  # noqa: E402  (benchmarks/desk.py: the desks' paired bootstrap)
+
+from sparc_local.evaluation.evaluate import evaluate  # noqa: E402
+from sparc_local.model.info import ModelInfo  # noqa: E402
+from sparc_local.query.fusion import BM25, HYBRID, MODES, SPARC  # noqa: E402
+
+
+def hits_of(data: Path, folder: Path, threads: int | None) -> tuple[dict, dict[str, dict[int, int]]]:
+    m = evaluate(data, ModelInfo.load(folder), threads=threads, with_hits=True)
+    return m, {mode: dict(enumerate(m[mode].pop("hits"))) for mode in MODES}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--base", type=Path, required=True)
+    ap.add_argument("--new", type=Path)
+    ap.add_argument("--data", type=Path, nargs="+", required=True)
+    ap.add_argument("--threads", type=int)
+    ap.add_argument("--ranks", type=Path, help="write each model's rank of every question here, per set and mode")
+    args = ap.parse_args()
+    models = {"base": args.base, **({"new": args.new} if args.new else {})}
+    for data in args.data:
+        ranks: dict[str, dict[str, dict[int, int]]] = {}
+        for which, folder in models.items():
+            m, ranks[which] = hits_of(data, folder, args.threads)
+            print(f"{data.name} {which} ({m['model']}, {m['queries']} q): "
+                  + "  ".join(f"{mode} {m[mode]['mrr@10']:.4f}" for mode in MODES), flush=True)
+        last = list(models)[-1]
+        lines = [(f"{last} hybrid vs its bm25", ranks[last][BM25], ranks[last][HYBRID]),
+                 (f"{last} sparc vs its bm25", ranks[last][BM25], ranks[last][SPARC])]
+        if "new" in models:
+            lines = [("new vs base, hybrid", ranks["base"][HYBRID], ranks["new"][HYBRID]),
+                     ("new vs base, sparc", ranks["base"][SPARC], ranks["new"][SPARC]), *lines]
+        for label, before, after in lines:
+            print(f"  {label}: {paired_line(before, after)}", flush=True)
+        if args.ranks:
+            args.ranks.mkdir(parents=True, exist_ok=True)
+            (args.ranks / f"{data.name}.json").write_text(json.dumps(ranks))
+
+
+if __name__ == "__main__":
+    main()
