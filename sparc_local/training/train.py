@@ -301,9 +301,9 @@ class Trainer:
         print(f"valid {res}", flush=True)
         return res
 
-    def export(self) -> Path:
+    def export(self, out: Path | None = None) -> Path:
         """Canonical weights plus w, which the exporter turns into a shipped ONNX model."""
-        out = self.run / "final.npz"
+        out = out or self.run / "final.npz"
         save_canonical(out, self.cfg, self.model.retrieval_weights())
         return out
 
@@ -360,13 +360,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--distill-top", type=int, default=64)
     p.add_argument("--hybrid", action="store_true",
                    help="train the score `ask` ranks by in hybrid mode: g plus the fused BM25 parts as fixed features")
+    p.add_argument("--snapshot", metavar="NPZ", help="write the run's last checkpoint as canonical weights and stop")
     p.add_argument("--ckpt-every", type=int, default=50)
     p.add_argument("--valid-every", type=int, default=500)
     return p.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> None:
-    trainer = Trainer(parse_args(argv))
+    args = parse_args(argv)
+    trainer = Trainer(args)
+    if args.snapshot:  # a running run's last checkpoint, to evaluate it while it trains on
+        print(f"step {trainer.step} written to {trainer.export(Path(args.snapshot).expanduser())}")
+        return
     print(f"{len(trainer.pool.train)} training questions, {len(trainer.pool.valid)} validation, "
           f"{len(trainer.pool.texts)} sentences; starting at step {trainer.step}", flush=True)
     trainer.train()
