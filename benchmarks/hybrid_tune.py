@@ -1,7 +1,7 @@
 """Choose the hybrid's weights (query/fusion.py WEIGHTS) on TRAINING data, through the product path.
 
     OMP_NUM_THREADS=1 SPARC_LOCAL_HOME=~/.cache/sparc-local-train/evalhome \\
-        python benchmarks/hybrid_tune.py [--sets du2017-train,heldout]
+        python benchmarks/hybrid_tune.py [--sets du2017-train,heldout,DIR] [--model DIR]
 
 Each set is written once into a throw-away index as `eval` writes it (``evaluation.eval_index``:
 the same input builder, encoder, lexical postings, index and searcher as `index` and `ask`),
@@ -12,7 +12,8 @@ newsqa-dev) are never read.
 ``heldout``: du2017-train's articles a42-a43, which the shipped model was not trained on, as
 benchmarks/input_rule.py writes them (its folder under ~/.cache/sparc-local-train/input-rule).
 du2017-train itself was trained on, so SPARC is at its strongest there and the weights it
-picks lean, if anything, towards SPARC.
+picks lean, if anything, towards SPARC. Any other entry of --sets is a ReQA folder, such as the
+technical dev packages (training/techdata.py's `dev`); the best pair maximises the mean over sets.
 """
 
 from __future__ import annotations
@@ -33,25 +34,27 @@ from sparc_local.query import fusion  # noqa: E402
 
 SETS = {"du2017-train": ROOT.parent / "shared" / "data" / "reqa" / "du2017-train",
         "heldout": Path.home() / ".cache" / "sparc-local-train" / "input-rule" / "passages"}
-GRID = list(itertools.product((0.0, 0.2, 0.3, 0.5, 0.7), (0.0, 0.1, 0.2, 0.3, 0.5)))
+GRID = list(itertools.product((0.0, 0.2, 0.3, 0.5, 0.7, 1.0, 1.5), (0.0, 0.1, 0.2, 0.3, 0.5, 0.8)))
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sets", default=",".join(SETS))
+    ap.add_argument("--model", type=Path, help="model folder (default: the shipped model)")
     a = ap.parse_args()
-    info = ModelInfo.load(shipped_model_dir())
+    info = ModelInfo.load(a.model or shipped_model_dir())
     chosen = dict(fusion.WEIGHTS)
     table: dict[tuple[float, float], list[float]] = {}
     names = a.sets.split(",")
     for name in names:
-        with eval_index(SETS[name], info) as ev:
+        with eval_index(SETS.get(name) or Path(name).expanduser(), info) as ev:
             sparc = rank(ev, fusion.SPARC)["mrr@10"]
             print(f"{name}: {len(ev.questions)} questions, SPARC alone {sparc:.4f}", flush=True)
             for b, c in GRID:
                 fusion.WEIGHTS[SENTENCE_FIELD], fusion.WEIGHTS[PARAGRAPH_FIELD] = b, c
                 table.setdefault((b, c), []).append(rank(ev, fusion.HYBRID)["mrr@10"])
     fusion.WEIGHTS.update(chosen)
+    names = [Path(n).name for n in names]
     print(f"\n{'sentence':>8} {'context':>8} " + " ".join(f"{n:>14}" for n in names) + f" {'mean':>8}")
     best = max(table, key=lambda k: sum(table[k]))
     for (b, c), vals in sorted(table.items()):
