@@ -33,7 +33,8 @@ from pathlib import Path
 from sparc_local.errors import SparcError
 from sparc_local.ingest.readers import norm_text
 from sparc_local.ingest.sentences import split_sentences
-from sparc_local.training.techparse import KINDS, Section, html_sections, man_sections, render_man, text_sections
+from sparc_local.training.techparse import (KINDS, Section, html_sections, man_sections, render_man, text_sections,
+                                            xml_sections)
 
 CACHE = Path.home() / ".cache" / "sparc-local-train"
 DEBS = CACHE / "debs"
@@ -146,12 +147,12 @@ _NOT_PROSE = re.compile(r"java-doc$|^libghc-|^golang-|^node-|^ruby-.*-doc$|^libj
                         r"|-(?:ar|ca|cs|da|de|el|es|eu|fi|fr|gl|hu|id|it|ja|ko|nb|nl|pl|pt|pt-br|ro|ru|sk|sv|tr|uk|vi"
                         r"|zh|zh-cn|zh-tw)$")
 MAN_SECTIONS = frozenset("utils admin net text editors mail devel web sound graphics video science database "
-                         "shells vcs httpd interpreters misc".split())
+                         "shells vcs httpd interpreters misc kde gnome x11 games electronics math".split())
 
 
 def choose(pkgs: dict[str, Package], max_doc: int, max_man: int) -> list[Package]:
     """Documentation packages (name ends in -doc, or section doc) of at most 30 MB, and programs
-    of at most 5 MB (for their man pages), in a fixed hashed order; never a kept-out or test one."""
+    of at most 15 MB (for their man pages and KDE/GNOME handbooks), in a fixed hashed order; never a kept-out or test one."""
     docs, mans = [], []
     blocked = blocked_sources(pkgs)
     for p in pkgs.values():
@@ -160,7 +161,7 @@ def choose(pkgs: dict[str, Package], max_doc: int, max_man: int) -> list[Package
         if (p.name.endswith(("-doc", "-docs", "-manual", "-faq", "-howto")) or p.section == "doc") \
                 and 0 < p.size <= 30_000_000:
             docs.append(p)
-        elif p.section in MAN_SECTIONS and not p.name.startswith("lib") and 0 < p.size <= 5_000_000:
+        elif p.section in MAN_SECTIONS and not p.name.startswith("lib") and 0 < p.size <= 15_000_000:
             mans.append(p)
     docs.sort(key=lambda p: _hash(p.name, "doc"))
     mans.sort(key=lambda p: _hash(p.name, "man"))
@@ -222,6 +223,12 @@ def document_kind(rel: str) -> str | None:
         return "man"
     if name.startswith("usr/share/info/") and re.search(r"\.info(?:-\d+)?$", name):
         return "info"
+    if name.startswith("usr/share/help/C/") and base.endswith(".page"):
+        return "xml"  # GNOME help (Mallard)
+    if name.startswith("usr/share/doc/HTML/en/") and base.endswith(".docbook"):
+        return "xml"  # KDE handbooks (DocBook)
+    if "/_sources/" in name or re.search(r"(?:^|/)index-(?:all|files|\d+)\b|(?:^|/)(?:genindex|search)\.html$", name):
+        return None  # Sphinx's copies of the sources, and API indexes
     if not name.startswith("usr/share/doc/") or _SKIP_FILE.search(name) or _LANG_DIR.search(name[14:]):
         return None
     if base.endswith((".html", ".htm", ".xhtml")):
@@ -269,14 +276,14 @@ def documents(roots: list[Path]) -> Iterator[tuple[str, str, list[Section]]]:
             continue
         chars += len(text)
         sections = (man_sections(text) if kind == "man" else html_sections(text) if kind == "html"
-                    else text_sections(text, kind))
+                    else xml_sections(text) if kind == "xml" else text_sections(text, kind))
         title = rel.rsplit("/", 1)[-1].removesuffix(".gz")
         yield rel, title, sections
 
 
 # ------------------------------------------------------------------------------------ pairs
 
-_NUMBER = re.compile(r"^\s*(?:(?:Chapter|Section|Appendix)\s+)?(?:[A-Z]?\d+(?:\.\d+)*[.:)]?|[A-Z][.)]|Q\d*[:.)])\s+")
+_NUMBER = re.compile(r"^\s*(?:#+\s*)?(?:(?:Chapter|Section|Appendix)\s+)?(?:[A-Z]?\d+(?:\.\d+)*[.:)]?|[A-Z][.)]|Q\d*[:.)])\s+")
 
 
 def question_text(heading: str) -> str:

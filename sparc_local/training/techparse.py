@@ -18,7 +18,7 @@ from html.parser import HTMLParser
 
 from sparc_local.ingest.readers import norm_text
 
-KINDS = ("faq", "heading", "option", "term")
+KINDS = ("faq", "howto", "heading", "option", "term")
 
 
 @dataclass(frozen=True)
@@ -30,9 +30,12 @@ class Section:
 
 def heading_kind(text: str, definition: bool = False) -> str:
     """faq: a question; option: a command-line option or flag; term: a definition list's term."""
-    text = text.strip()
-    if text.endswith("?") or re.match(r"^Q\d*[:.)]\s", text):
+    text = re.sub(r"^\s*(?:#+\s*)?(?:[A-Z]?\d+(?:\.\d+)*[.:)]?|[A-Z][.)])\s+", "", text).strip()
+    if re.match(r"^Q\d*[:.)]\s", text) or (text.endswith("?") and not re.search(r"\?\w|\s\?$", text[:-1] + " ")
+                                             and len(text.split()) >= 2 and text[0].isalpha()):
         return "faq"
+    if re.match(r"^(?:How (?:to|do|can|does)|Howto)\b", text, re.I):
+        return "howto"
     if re.match(r"^[‘'`\"]?[-+][-+\w]", text):
         return "option"
     return "term" if definition else "heading"
@@ -90,9 +93,19 @@ _SKIP_CLASSES = frozenset(
 _PERMALINK = re.compile(r"\s*[¶#§]\s*$")
 
 
+# DocBook (KDE handbooks) and Mallard (GNOME help) read as HTML: each tag mapped to its HTML role.
+XML_TAGS = {"title": "h2", "question": "question", "para": "p", "simpara": "p", "programlisting": "pre",
+            "screen": "pre", "synopsis": "pre", "term": "dt", "listitem": "dd", "item": "li",
+            "info": "script", "bookinfo": "script", "articleinfo": "script", "indexterm": "script",
+            "refmeta": "script", "legalnotice": "script", "revhistory": "script", "desc": "script",
+            "authorgroup": "script", "keywordset": "script", "abstract": "script", "example": "pre"}
+_PRIVATE = re.compile("[\ue000-\uf8ff\u200b]")
+
+
 class _Html(HTMLParser):
-    def __init__(self) -> None:
+    def __init__(self, tags: dict[str, str] | None = None) -> None:
         super().__init__(convert_charrefs=True)
+        self.tags = tags or {}
         self.b = _Builder()
         self.buf: list[str] = []
         self.where = ""  # "h", "dt", "pre" or ""
@@ -101,13 +114,16 @@ class _Html(HTMLParser):
         self.after_dt = False  # the open section is a dt's: text outside a dd leaves it
 
     def flush(self) -> None:
-        text = norm_text("".join(self.buf))
+        text = norm_text(_PRIVATE.sub("", "".join(self.buf)))
         self.buf = []
         if not text:
             return
-        if self.where in ("h", "dt"):
+        if self.where in ("h", "dt", "question"):
             text = _PERMALINK.sub("", text)
-            if self.where == "dt":
+            if self.where == "question":
+                self.b.start(text, "faq")
+                self.after_dt = False
+            elif self.where == "dt":
                 self.b.start(text, heading_kind(text, definition=True))
                 self.after_dt = True
             else:
@@ -120,6 +136,7 @@ class _Html(HTMLParser):
             self.b.add(text)
 
     def handle_starttag(self, tag: str, attrs) -> None:
+        tag = self.tags.get(tag, tag)
         if self.skip_depth:
             if tag == self.skip_depth[-1]:
                 self.skip_depth.append(tag)
@@ -134,6 +151,9 @@ class _Html(HTMLParser):
             self.flush()
         if tag in _H:
             self.where = "h"
+        elif tag == "question":
+            self.flush()
+            self.where = "question"
         elif tag == "dt":
             self.where = "dt"
         elif tag == "pre":
@@ -142,13 +162,16 @@ class _Html(HTMLParser):
             self.in_dd += 1
 
     def handle_endtag(self, tag: str) -> None:
+        tag = self.tags.get(tag, tag)
         if self.skip_depth:
             if tag == self.skip_depth[-1]:
                 self.skip_depth.pop()
             return
         if tag in _HTML_BLOCKS:
             self.flush()
-        if tag in _H or tag in ("dt", "pre"):
+        if tag == "question":
+            self.flush()
+        if tag in _H or tag in ("dt", "pre", "question"):
             self.where = ""
         elif tag == "dd":
             self.in_dd = max(0, self.in_dd - 1)
@@ -161,9 +184,24 @@ class _Html(HTMLParser):
         if not self.skip_depth:
             self.buf.append(data)
 
+    def unknown_decl(self, data: str) -> None:
+        if data.startswith("CDATA[") and not self.skip_depth and self.where != "pre":
+            self.buf.append(data[6:])
 
-def html_sections(text: str) -> list[Section]:
-    parser = _Html()
+
+_ENTITY = re.compile(r"&([A-Za-z][\w.-]*);")
+
+
+def xml_sections(text: str) -> list[Section]:
+    """A DocBook or Mallard document; an entity it defines elsewhere (&kappname;) reads as its name."""
+    text = re.sub(r"<!DOCTYPE[^\[>]*(\[.*?\])?\s*>", "", text, count=1, flags=re.S)
+    text = _ENTITY.sub(lambda m: m.group(0) if m.group(1) in ("amp", "lt", "gt", "quot", "apos", "nbsp")
+                       else m.group(1), text)
+    return html_sections(text, XML_TAGS)
+
+
+def html_sections(text: str, tags: dict[str, str] | None = None) -> list[Section]:
+    parser = _Html(tags)
     parser.feed(text)
     parser.close()
     parser.flush()
