@@ -8,8 +8,8 @@ import shutil
 
 import pytest
 
-from sparc_local.training import techdata
-from sparc_local.training.techparse import html_sections, man_sections, render_man, text_sections
+from sparc_local.training import techdata, techpkgs
+from sparc_local.training.techparse import html_sections, man_sections, render_man, text_sections, xml_sections
 
 FAQ = """\
 Frequently asked questions about frobnicate
@@ -120,9 +120,28 @@ def test_unit_pairs_answers_and_never_indexes_a_question(tmp_path):
                                             ("libcurl4-openssl-dev", "curl"), ("r-cran-zoo", "zoo")])
 def test_guard_refuses_kept_out_and_test_set_packages(package, source):
     blocked = frozenset({"git", "curl"})  # as blocked_sources() finds them from git-doc, libcurl4-doc
-    with pytest.raises(techdata.KeptOut):
-        techdata.guard(package, source, blocked)
+    with pytest.raises(techpkgs.KeptOut):
+        techpkgs.guard(package, source, blocked)
 
 
 def test_guard_lets_other_packages_through():
-    techdata.guard("tar", "tar", frozenset({"git"}))
+    techpkgs.guard("tar", "tar", frozenset({"git"}))
+
+
+DOCBOOK = """<?xml version="1.0" ?>
+<!DOCTYPE chapter PUBLIC "-//KDE//DTD DocBook XML V4.5-Based Variant V1.1//EN" "dtd/kdedbx45.dtd" [
+  <!ENTITY frob "Frob">
+]>
+<chapter id="faq"><title>Questions and Answers</title>
+<chapterinfo><authorgroup><author>Someone Else</author></authorgroup></chapterinfo>
+<qandaset><qandaentry>
+<question><para>Can &frob; change two widgets at once</para></question>
+<answer><para>Yes. Give both files on the command line.</para>
+<screen>frob a.dat b.dat</screen></answer>
+</qandaentry></qandaset></chapter>
+"""
+
+
+def test_docbook_question_is_an_faq_even_without_a_question_mark():
+    got = pairs(xml_sections(DOCBOOK))
+    assert ("Can frob change two widgets at once", "faq", ["Yes. Give both files on the command line."]) in got

@@ -97,7 +97,7 @@ _PERMALINK = re.compile(r"\s*[¶#§]\s*$")
 XML_TAGS = {"title": "h2", "question": "question", "para": "p", "simpara": "p", "programlisting": "pre",
             "screen": "pre", "synopsis": "pre", "term": "dt", "listitem": "dd", "item": "li",
             "info": "script", "bookinfo": "script", "articleinfo": "script", "indexterm": "script",
-            "refmeta": "script", "legalnotice": "script", "revhistory": "script", "desc": "script",
+            "refmeta": "script", "chapterinfo": "script", "sectioninfo": "script", "legalnotice": "script", "revhistory": "script", "desc": "script",
             "authorgroup": "script", "keywordset": "script", "abstract": "script", "example": "pre"}
 _PRIVATE = re.compile("[\ue000-\uf8ff\u200b]")
 
