@@ -382,7 +382,7 @@ def test_daemon_start_status_stop(root: Path, sparc_home: Path):
         assert "Watcher:      running (pid" in runner.invoke(app, ["status"]).output
         again = cli("index", "--wait", "0")  # handed to the watcher, which answers as `index` would
         assert (again.returncode, again.stderr) == (0, "")
-        assert re.fullmatch(r"Indexed 0 files \(0 sentences\), 2 unchanged, 0 removed, 0 skipped in \d+\.\ds\.\n",
+        assert re.fullmatch(r"Indexed 0 files \(0 sentences\), 2 unchanged, 0 removed, 0 unreadable in \d+\.\ds\.\n",
                             again.stdout)
         assert "already running" in cli("watch", "--daemon").stderr
     finally:

@@ -155,7 +155,7 @@ def _index(roots: list[str], options: dict, info: ModelInfo, *, threads: int, lo
                                on_event=lambda kind, args: (skipped if kind == "error" else capped)(*args))
     if not quiet:
         typer.echo(f"Indexed {report.indexed} files ({report.sentences} sentences), {report.unchanged} unchanged, "
-                   f"{report.removed} removed, {len(report.errors)} skipped in {report.seconds:.1f}s.")
+                   f"{report.removed} removed, {report.unreadable} unreadable in {report.seconds:.1f}s.")
 
 
 @app.command()

@@ -312,8 +312,8 @@ class Watcher:
                 self._count(rep.indexed, rep.removed, len(rep.errors))
                 if rep.stopped:  # the roots stay to rescan
                     return
-                log.info("catch-up of %s: %d indexed, %d unchanged, %d removed, %d skipped in %.1fs",
-                         ", ".join(roots), rep.indexed, rep.unchanged, rep.removed, len(rep.errors), rep.seconds)
+                log.info("catch-up of %s: %d indexed, %d unchanged, %d removed, %d unreadable in %.1fs",
+                         ", ".join(roots), rep.indexed, rep.unchanged, rep.removed, rep.unreadable, rep.seconds)
             self._rescan.clear()  # roots missing now are rescanned when _check_roots sees them back
             self._busy_failures = 0
         except Exception as err:
