@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from sparc_local.query.ask import Answer
+    from sparc_local.query.pathfilter import NoMatch
     from sparc_local.status import Status
 
 CONTEXT_CHARS = 200  # context shown on each side of the answering sentence
@@ -241,6 +242,20 @@ def format_answers(answers: list[Answer], explain: bool = False, style: _Style |
             parts = [[(f"{'=' if i == 0 else '+'} {term}", _DIM)] for i, term in enumerate(terms)]
             lines += _wrap(parts, width, style)
     return "\n".join(lines) + "\n"
+
+
+SUFFIXES_SHOWN = 6  # extensions a filter that keeps no file names of the indexed files; the rest are counted
+
+
+def format_no_match(filters: str, m: NoMatch) -> str:
+    """The line `ask` prints when its ``filters`` keep no indexed file: what the files are."""
+    kinds = ", ".join(m.suffixes[:SUFFIXES_SHOWN])
+    if len(m.suffixes) > SUFFIXES_SHOWN:
+        kinds += f" and {len(m.suffixes) - SUFFIXES_SHOWN} more"
+    first, last = (dt.datetime.fromtimestamp(t).strftime("%Y-%m-%d") for t in (m.oldest, m.newest))
+    files = f"{m.files} file" if m.files == 1 else f"{m.files} files"
+    return (f"No indexed file matches {filters}; the index holds {files}{f' ({kinds})' if kinds else ''} modified "
+            f"{first if first == last else f'{first} to {last}'}.")
 
 
 def print_answers(answers: list[Answer], explain: bool = False, out: TextIO | None = None) -> None:
