@@ -7,6 +7,7 @@ import re
 import os
 import subprocess
 import sys
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -85,8 +86,12 @@ def test_ask_filters_and_explain(docs: Path):
     drop = lambda a: {key: v for key, v in a.items() if key != "collapsed"}  # noqa: E731
     top_txt = json.loads(run("ask", "green tea", "--json", "-k", "1", "--type", ".TXT").output)
     assert [drop(a) for a in top_txt] == [drop(a) for a in only_txt[:1]]
-    nothing = run("ask", "green tea", "--path", "*.pdf")
-    assert (nothing.exit_code, nothing.output) == (0, "No answer found.\n")
+    nothing = run("ask", "green tea", "--path", "*.pdf")  # bad.pdf is indexed as unreadable: no text
+    days = sorted({datetime.fromtimestamp((docs / f).stat().st_mtime).strftime("%Y-%m-%d")
+                   for f in ("tea.md", "city.txt")})
+    assert (nothing.exit_code, nothing.output) == (
+        0, f"No indexed file matches --path '*.pdf'; the index holds 2 files (.md, .txt) modified "
+           f"{' to '.join(days)}.\n")
     words = {"green", "tea", "steep"}
     for mode, names in (("sparc", words), ("hybrid", words | {f"{w} (bm25)" for w in words}
                                            | {f"{w} (bm25, context)" for w in words})):
