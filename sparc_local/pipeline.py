@@ -60,8 +60,15 @@ class IndexReport:
     sentences: int = 0
     seconds: float = 0.0
     threads: int = 0
-    errors: list[tuple[str, str]] = field(default_factory=list)
+    errors: list[tuple[str, str]] = field(default_factory=list)  # (path, reason): this run could not read them
+    # files recorded as unreadable, unchanged since they failed: not read again (`status` lists them)
+    still_unreadable: int = 0
     stopped: bool = False  # should_stop ended the run early: the rest is left to the next run
+
+    @property
+    def unreadable(self) -> int:
+        """Files under the roots that the index holds no text of, as `status` counts its errors."""
+        return len(self.errors) + self.still_unreadable
 
 
 @dataclass
@@ -253,7 +260,10 @@ def _scan(run: _Run, index: Index, walk_roots: list[Path], ignored: list[str], f
             continue
         rec = index.file(key)
         if not force and rec is not None and rec.size == st.st_size and rec.mtime == st.st_mtime:
-            run.report.unchanged += 1
+            if rec.status == "error":
+                run.report.still_unreadable += 1
+            else:
+                run.report.unchanged += 1
             continue
         todo.append((os.fspath(path), st.st_size, st.st_mtime, rec))
         progress.files_total += 1

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -413,6 +414,50 @@ def test_adapt_goes_ahead_on_sentences_far_from_the_training_text(docs: Path, sp
     assert r.exit_code == 0, r.output
     new = ModelInfo.load(Path((sparc_home / "active-model").read_text().strip()))
     assert new.extra["adapt"]["force"] is False and new.extra["adapt"]["own_share"] > 0.9
+
+
+def test_adapt_piped_says_its_gate_and_progress_in_plain_lines(docs: Path, sparc_home: Path, tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """Not a terminal (a pipe, a log): no live bars, but the gate's share at once and a line per
+    tenth of each phase, with the time left (here a clock that ticks one second per update)."""
+    from sparc_local.cli.progress import AdaptLines
+
+    (sparc_home / "active-model").write_text(str(_with_reference(tmp_path, None).path))
+    assert run("index", str(docs), "-q").exit_code == 0
+    sentences = _status()["sentences"]
+    ticks = iter(range(1000))
+    monkeypatch.setattr(AdaptLines, "clock", staticmethod(lambda: float(next(ticks))))
+    r = runner.invoke(app, ["adapt", "--steps", "3"], catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    loss = r"loss \d+\.\d{3}"
+    share = ModelInfo.load(Path((sparc_home / "active-model").read_text().strip())).extra["adapt"]["own_share"]
+    expected = [re.escape(f"Your sentences are far from the text the model was trained on: {share:.0%} of their "
+                          "words are their own (adapt needs 20%)."),
+                "training: 0 of 3 steps",
+                f"training: 1 of 3 steps, {loss}, 0:02 left",
+                f"training: 2 of 3 steps, {loss}, 0:01 left",
+                f"training: 3 of 3 steps, {loss}",
+                "writing the model",
+                f"re-encoding: 0 of {sentences} sentences",
+                f"re-encoding: {sentences} of {sentences} sentences"]
+    lines = r.stderr.splitlines()
+    assert len(lines) == len(expected) and all(re.fullmatch(e, x) for e, x in zip(expected, lines)), lines
+    assert r.stdout.startswith(f"Adapted tiny-bert to {sentences} sentences in 3 steps")
+    assert run("adapt", "--steps", "3", "-q").stderr == ""  # --quiet: not a line
+
+
+def test_adapt_lines_are_a_tenth_of_a_long_phase_apart() -> None:
+    from rich.console import Console
+
+    from sparc_local.cli.progress import AdaptLines
+
+    out = Console(file=(buf := __import__("io").StringIO()), width=200)
+    lines = AdaptLines(out)
+    for done in range(0, 501):
+        lines.update("train", done, 500, None if done == 0 else 3.0)
+    shown = buf.getvalue().splitlines()
+    assert len(shown) == 11 and shown[0] == "training: 0 of 500 steps" and shown[-1] == "training: 500 of 500 steps, loss 3.000"
+    assert all(s.startswith(f"training: {50 * i} of 500 steps") for i, s in enumerate(shown))
 
 
 def test_adapt_without_head_is_a_clear_error(docs: Path, sparc_home: Path, tmp_path: Path) -> None:

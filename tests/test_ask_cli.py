@@ -62,7 +62,7 @@ def kept(docs: Path, *args: str) -> list[str]:
     """The files (relative to docs) of every answer `ask QUESTION --json ARGS` gives."""
     result = runner.invoke(app, ["ask", QUESTION, "--json", "-k", "50", *args], catch_exceptions=False)
     assert result.exit_code == 0, result.output
-    return sorted({str(Path(a["path"]).relative_to(docs)) for a in json.loads(result.output)})
+    return sorted({str(Path(a["path"]).relative_to(docs)) for a in json.loads(result.stdout)})
 
 
 ALL = ["library/history.txt", "library/trip.htm", "notes/museum.html", "tea.md"]
@@ -88,7 +88,29 @@ def test_path_is_text_or_a_glob_relative_to_the_indexed_folder(docs: Path):
     assert kept(docs, "--path", str(docs / "note")) == []  # a whole folder name, not a prefix of one
     # the indexed folder's own path is not part of the relative path
     nothing = runner.invoke(app, ["ask", QUESTION, "--path", docs.name])
-    assert (nothing.exit_code, nothing.output) == (0, "No answer found.\n")
+    assert (nothing.exit_code, nothing.output) == (0, f"No indexed file matches --path docs{INDEXED}")
+
+
+INDEXED = "; the index holds 4 files (.htm, .html, .md, .txt) modified 2025-06-01 to 2026-02-01.\n"
+
+
+@pytest.mark.parametrize("args, said", [
+    (["--type", "docx"], "--type docx"),
+    (["--since", "2030-01-01"], "--since 2030-01-01"),
+    (["--before", "2025-06-01T12:00", "--path", "my notes"], "--path 'my notes' --before 2025-06-01T12:00"),
+    (["--type", "md", "--before", "2026-01-01"], "--type md --before 2026-01-01"),  # each keeps some, not both
+])
+def test_filters_that_keep_no_indexed_file_say_so(docs: Path, args: list[str], said: str):
+    line = f"No indexed file matches {said}{INDEXED}"
+    result = runner.invoke(app, ["ask", QUESTION, *args])
+    assert (result.exit_code, result.output) == (0, line)
+    result = runner.invoke(app, ["ask", QUESTION, "--json", *args])  # stdout stays valid JSON
+    assert (result.exit_code, result.stdout, result.stderr) == (0, "[]\n", line)
+
+
+def test_filters_that_keep_a_file_without_an_answer_say_no_answer(docs: Path):
+    result = runner.invoke(app, ["ask", "tower", "--type", "md", "--mode", "bm25"])
+    assert (result.exit_code, result.output) == (0, "No answer found.\n")
 
 
 def test_type_keeps_the_extension_and_its_aliases(docs: Path):

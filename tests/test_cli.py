@@ -7,6 +7,7 @@ import re
 import os
 import subprocess
 import sys
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -85,8 +86,12 @@ def test_ask_filters_and_explain(docs: Path):
     drop = lambda a: {key: v for key, v in a.items() if key != "collapsed"}  # noqa: E731
     top_txt = json.loads(run("ask", "green tea", "--json", "-k", "1", "--type", ".TXT").output)
     assert [drop(a) for a in top_txt] == [drop(a) for a in only_txt[:1]]
-    nothing = run("ask", "green tea", "--path", "*.pdf")
-    assert (nothing.exit_code, nothing.output) == (0, "No answer found.\n")
+    nothing = run("ask", "green tea", "--path", "*.pdf")  # bad.pdf is indexed as unreadable: no text
+    days = sorted({datetime.fromtimestamp((docs / f).stat().st_mtime).strftime("%Y-%m-%d")
+                   for f in ("tea.md", "city.txt")})
+    assert (nothing.exit_code, nothing.output) == (
+        0, f"No indexed file matches --path '*.pdf'; the index holds 2 files (.md, .txt) modified "
+           f"{' to '.join(days)}.\n")
     words = {"green", "tea", "steep"}
     for mode, names in (("sparc", words), ("hybrid", words | {f"{w} (bm25)" for w in words}
                                            | {f"{w} (bm25, context)" for w in words})):
@@ -108,15 +113,18 @@ def test_incremental_reindex(docs: Path):
     first = run("index", str(docs))
     assert first.exit_code == 0
     assert re.fullmatch(rf"skipped {re.escape(str(docs / 'bad.pdf'))}: not a valid PDF \(no %PDF header\)\n"
-                        r"Indexed 2 files \(6 sentences\), 0 unchanged, 0 removed, 1 skipped in \d+\.\ds\.\n",
+                        r"Indexed 2 files \(6 sentences\), 0 unchanged, 0 removed, 1 unreadable in \d+\.\ds\.\n",
                         first.output)
     again = run("index")  # bare: refreshes the remembered roots
-    assert "Indexed 0 files (0 sentences), 3 unchanged, 0 removed, 0 skipped" in again.output
+    # bad.pdf is not read again (unchanged), and still counts as unreadable, as `status` says
+    assert re.fullmatch(r"Indexed 0 files \(0 sentences\), 2 unchanged, 0 removed, 1 unreadable in \d+\.\ds\.\n",
+                        again.output)
+    assert len(json.loads(run("status", "--json").output)["errors"]) == 1
     (docs / "city.txt").write_text("Rome is the capital of Italy.\n")
     os.utime(docs / "city.txt", (1, 1))
     (docs / "tea.md").unlink()
     changed = run("index")
-    assert "Indexed 1 files (1 sentences), 1 unchanged, 1 removed, 0 skipped" in changed.output
+    assert "Indexed 1 files (1 sentences), 0 unchanged, 1 removed, 1 unreadable" in changed.output
     answers = json.loads(run("ask", "capital", "--json").output)
     assert [a["sentence"] for a in answers] == ["Rome is the capital of Italy."]
 
@@ -125,7 +133,7 @@ def test_touch_without_change_is_not_reencoded(docs: Path):
     run("index", str(docs), "-q")
     os.utime(docs / "city.txt", (5, 5))
     result = run("index")
-    assert "Indexed 0 files (0 sentences), 3 unchanged" in result.output
+    assert "Indexed 0 files (0 sentences), 2 unchanged, 0 removed, 1 unreadable" in result.output
 
 
 def test_status_json(docs: Path):
@@ -288,12 +296,12 @@ def test_demo_keeps_its_index_apart(sparc_home: Path, active_tiny: Path):
     assert result.exit_code == 0, result.output
     head, ask = result.output.split("\n\n", 1)
     assert re.fullmatch(rf"Indexing the sample files in {re.escape(str(sample_dir()))} \.\.\.\n"
-                        r"Indexed 4 files \(\d+ sentences\), 0 unchanged, 0 removed, 0 skipped in \d+\.\ds\.", head)
+                        r"Indexed 4 files \(\d+ sentences\), 0 unchanged, 0 removed, 0 unreadable in \d+\.\ds\.", head)
     assert ask.startswith(f'$ sparc-local ask "{sample_questions()[0]}" -k 3\n\n1. {sample_dir()}')
     assert dict(os.environ) == env
     assert not (sparc_home / "index.db").exists() and (demo_home / "index.db").exists()
     again = run("demo")
-    assert "Indexed 0 files (0 sentences), 4 unchanged, 0 removed, 0 skipped" in again.output
+    assert "Indexed 0 files (0 sentences), 4 unchanged, 0 removed, 0 unreadable" in again.output
 
 
 def test_shared_options_are_declared_once():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -25,11 +26,16 @@ from tests.helpers import cli, indexed_paths, wait_until
 runner = CliRunner()
 pytestmark = pytest.mark.usefixtures("active_tiny")
 SECRET = "Zanzibar vault passphrase"
-SUMMARY = r"Indexed {} files \({} sentences\), {} unchanged, {} removed, {} skipped in \d+\.\ds\.\n"
+SUMMARY = r"Indexed {} files \({} sentences\), {} unchanged, {} removed, {} unreadable in \d+\.\ds\.\n"
 
 
 def _raw(home: Path) -> bytes:
     return b"".join(f.read_bytes() for f in home.iterdir() if f.name.startswith("index.db"))
+
+
+def _errors(home: Path) -> int:
+    """How many unreadable files `status` lists."""
+    return len(json.loads(runner.invoke(app, ["status", "--json"]).output)["errors"])
 
 
 def test_forget_and_index_through_the_running_watcher(tmp_path: Path, sparc_home: Path):
@@ -67,6 +73,12 @@ def test_forget_and_index_through_the_running_watcher(tmp_path: Path, sparc_home
         assert re.fullmatch(SUMMARY.format(1, 1, 0, 0, 1), lines[1]), lines
         (more / "river.txt").write_text("The river bridge was built in 1890.\n")
         wait_until(lambda: str(more / "river.txt") in indexed_paths(), "the new folder is watched")
+        for name in ("bad2.pdf", "bad3.pdf"):  # the watcher meets two more unreadable files itself
+            (more / name).write_bytes(b"not a pdf either")
+        wait_until(lambda: _errors(sparc_home) == 3, "the watcher recorded them")
+        result = runner.invoke(app, ["index"])  # handed to the watcher: unreadable files count as such
+        assert result.exit_code == 0
+        assert re.fullmatch(SUMMARY.format(0, 0, 4, 0, 3), result.output), result.output
         status = runner.invoke(app, ["status", "--json"]).output
         assert f'"roots": [\n  "{docs}",\n  "{more}"\n ]' in status
         assert "applied a request to forget" in (sparc_home / "watch.log").read_text()

@@ -222,7 +222,7 @@ def test_all_hostile_inputs_in_one_run(tmp_path: Path):
     assert skipped == sorted(c.message.format(path=root / c.name) for c in CASES if c.message)
     n_bad = sum(1 for c in CASES if c.message and c.name not in ("loop.txt", "dangling.txt", "pipe.txt"))
     assert result.output.splitlines()[-1].startswith(f"Indexed 2 files (2 sentences), 0 unchanged, 0 removed, "
-                                                     f"{len(skipped)} skipped in ")
+                                                     f"{len(skipped)} unreadable in ")
     st = json.loads(run("status", "--json").output)
     assert len(st["errors"]) == n_bad  # walk errors (links, FIFO) are not indexed files: not recorded
 
@@ -262,7 +262,7 @@ def test_file_vanishing_during_the_run(tmp_path: Path, monkeypatch: pytest.Monke
     assert result.exit_code == 0
     lines = result.output.splitlines()
     assert lines[0] == f"skipped {gone}: file vanished while reading"
-    assert lines[1].startswith("Indexed 0 files (0 sentences), 1 unchanged, 1 removed, 1 skipped in ")
+    assert lines[1].startswith("Indexed 0 files (0 sentences), 1 unchanged, 1 removed, 1 unreadable in ")
     assert all(a["path"] != str(gone) for a in _answers("paris tower river bridge"))
     assert json.loads(run("status", "--json").output)["errors"] == []
 
@@ -277,14 +277,14 @@ def test_name_that_is_not_utf8(tmp_path: Path):
         f.write(b"The bread is baked in the oven.\n")
     result = run("index", str(root))
     assert result.exit_code == 0
-    assert result.output.startswith("Indexed 2 files (2 sentences), 0 unchanged, 0 removed, 0 skipped in ")
+    assert result.output.startswith("Indexed 2 files (2 sentences), 0 unchanged, 0 removed, 0 unreadable in ")
     shown = f"{root}/caf\\xe9.txt"
     top = _answers("bread oven")[0]
     assert top["path"] == shown and top["sentence"] == "The bread is baked in the oven."
     human = run("ask", "bread oven", "-k", "1")
     assert human.output.splitlines()[0].startswith(f"1. {shown}:1  score ")
     again = run("index", str(root))  # unchanged on a second run, not re-read or removed
-    assert again.output.startswith("Indexed 0 files (0 sentences), 2 unchanged, 0 removed, 0 skipped")
+    assert again.output.startswith("Indexed 0 files (0 sentences), 2 unchanged, 0 removed, 0 unreadable")
     os.unlink(bad)
     assert run("index", str(root)).output.startswith("Indexed 0 files (0 sentences), 1 unchanged, 1 removed")
 
@@ -294,7 +294,7 @@ def test_folder_symlink_loop_is_walked_once(tmp_path: Path):
     (root / "sub").mkdir()
     (root / "sub" / "up").symlink_to(root, target_is_directory=True)
     result = run("index", str(root))
-    assert result.output.startswith("Indexed 1 files (1 sentences), 0 unchanged, 0 removed, 0 skipped in ")
+    assert result.output.startswith("Indexed 1 files (1 sentences), 0 unchanged, 0 removed, 0 unreadable in ")
 
 
 def test_sentence_cap_per_file(tmp_path: Path):
@@ -305,7 +305,7 @@ def test_sentence_cap_per_file(tmp_path: Path):
     assert result.exit_code == 0
     lines = result.output.splitlines()
     assert lines[0] == f"cut {long}: indexed its first 3 sentences (see --max-sentences)"
-    assert lines[1].startswith("Indexed 2 files (4 sentences), 0 unchanged, 0 removed, 0 skipped in ")
+    assert lines[1].startswith("Indexed 2 files (4 sentences), 0 unchanged, 0 removed, 0 unreadable in ")
     assert json.loads(run("status", "--json").output)["errors"] == []
 
 
@@ -340,7 +340,7 @@ def test_empty_mail_files_are_indexed_with_nothing_to_say(tmp_path: Path):
     (root / "empty.eml").write_bytes(b"")
     (root / "empty.mbox").write_bytes(b"")
     result = run("index", str(root))
-    assert result.output.startswith("Indexed 3 files (1 sentences), 0 unchanged, 0 removed, 0 skipped in ")
+    assert result.output.startswith("Indexed 3 files (1 sentences), 0 unchanged, 0 removed, 0 unreadable in ")
     assert json.loads(run("status", "--json").output)["errors"] == []
 
 
@@ -420,7 +420,7 @@ def test_permission_denied_as_unprivileged_user(tiny_model_dir: Path):
         # the walk (which finds the folder unreadable) ends before the first file is read
         assert lines[:2] == [f"skipped {docs / 'locked'}: permission denied",
                              f"skipped {docs / 'secret.txt'}: permission denied"]
-        assert lines[2].startswith("Indexed 1 files (1 sentences), 0 unchanged, 0 removed, 2 skipped in ")
+        assert lines[2].startswith("Indexed 1 files (1 sentences), 0 unchanged, 0 removed, 2 unreadable in ")
         assert json.loads(ask_out)[0]["path"] == str(docs / "good.txt")
     finally:
         (base / "docs" / "locked").chmod(0o755)

@@ -90,7 +90,7 @@ def test_ignore_file_that_is_a_fifo_or_huge(tmp_path: Path):
 
 def test_index_and_no_ignore(tmp_path: Path):
     root = make_tree(tmp_path / "docs")
-    summary = r"Indexed {} files \({} sentences\), {} unchanged, {} removed, 0 skipped in \d+\.\ds\.\n"
+    summary = r"Indexed {} files \({} sentences\), {} unchanged, {} removed, 0 unreadable in \d+\.\ds\.\n"
     result = runner.invoke(app, ["index", str(root)])
     assert result.exit_code == 0 and re.fullmatch(summary.format(5, 5, 0, 0), result.output), result.output
     result = runner.invoke(app, ["index", str(root), "--no-ignore"])

@@ -150,7 +150,8 @@ def test_forget_while_a_reader_holds_the_wal_scrubs_at_the_next_index(docs: Path
 
 
 def test_data_dir_and_database_modes(docs: Path, sparc_home: Path):
-    runner.invoke(app, ["index", str(docs), "-q"])
+    result = runner.invoke(app, ["index", str(docs), "-q"])
+    assert (result.exit_code, result.output) == (0, "")
     for f in sparc_home.iterdir():
         if f.name.startswith("index.db"):
             assert f.stat().st_mode & 0o077 == 0, f.name

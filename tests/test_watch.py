@@ -251,14 +251,19 @@ def test_restart_catches_up(root: Path, start):
         assert top(idx, "phone battery hours") == "The phone battery lasts ten hours."
 
 
-def test_bad_file_is_retried_then_reread_when_fixed(root: Path, start, caplog):
-    caplog.set_level(logging.WARNING, logger="sparc_local.watch.watcher")
+def test_unreadable_file_waits_for_its_next_event(root: Path, start, caplog):
+    """Read once and recorded, not retried in a loop: it is no pending work (queue 0), and reading
+    it again unchanged would only fail again."""
+    caplog.set_level(logging.INFO, logger="sparc_local.watch.watcher")
     w = start([root])
     bad = root / "notes.txt"
     bad.write_bytes(bytes(range(256)) * 2)  # half-written garbage: not text
     until(lambda i: (r := i.file(str(bad))) is not None and r.status == "error", "error recorded")
-    until(lambda i: "giving up on" in caplog.text, "retries exhausted")
-    assert caplog.text.count(f"skipped {bad}") >= 4  # first read + 3 retries after a backoff
+    until(lambda i: w.status()["queue"] == 0, "queue drained")
+    time.sleep(1.0)  # the quiet period and every retry delay (0.2 s) over several times
+    assert w.status()["queue"] == 0
+    assert caplog.text.count(f"skipped {bad}") == 1
+    assert caplog.text.count("batch of 1 paths: 0 indexed, 0 removed, 1 failed") == 1
     # finished later with the very same size and mtime: still read again, on its next event
     st = bad.stat()
     bad.write_text("The river bridge was built in 1890.".ljust(st.st_size - 1) + "\n")
@@ -382,7 +387,7 @@ def test_daemon_start_status_stop(root: Path, sparc_home: Path):
         assert "Watcher:      running (pid" in runner.invoke(app, ["status"]).output
         again = cli("index", "--wait", "0")  # handed to the watcher, which answers as `index` would
         assert (again.returncode, again.stderr) == (0, "")
-        assert re.fullmatch(r"Indexed 0 files \(0 sentences\), 2 unchanged, 0 removed, 0 skipped in \d+\.\ds\.\n",
+        assert re.fullmatch(r"Indexed 0 files \(0 sentences\), 2 unchanged, 0 removed, 0 unreadable in \d+\.\ds\.\n",
                             again.stdout)
         assert "already running" in cli("watch", "--daemon").stderr
     finally:
@@ -479,7 +484,7 @@ def test_run_index_stops_when_asked(root: Path, tiny_model_dir: Path):
         assert len(indexed(idx)) == 6
 
 
-def test_backlog_debounces_retries_then_gives_up(caplog):
+def test_backlog_debounces_and_retries_only_failed_batches(caplog):
     from sparc_local.watch.backlog import Backlog
 
     caplog.set_level(logging.WARNING, logger="sparc_local.watch.watcher")
@@ -493,8 +498,13 @@ def test_backlog_debounces_retries_then_gives_up(caplog):
     assert batch == {"/r/a.txt": False, "/r/sub": True} and backlog.size() == 2  # in flight
     backlog.left(1)
     assert backlog.size() == 1
-    backlog.done(batch, {"/r/a.txt": "cannot read"})
-    assert backlog.size() == 1  # a retry, due later
+    backlog.done(batch)  # a.txt could not be read: it waits for its next event, no retry is due
+    assert backlog.size() == 0 and backlog.take(time.monotonic() + 3600.0) is None
+    backlog.add("/r/a.txt", False)  # it changed: read again
+    batch = backlog.take(time.monotonic() + 5.0)
+    assert batch == {"/r/a.txt": False}
+    backlog.failed(batch, "OSError: boom")  # the batch failed whole: taken again later
+    assert backlog.size() == 1
     now = time.monotonic()
     assert backlog.take(now) is None
     retry = backlog.take(now + 5.0)
@@ -502,8 +512,8 @@ def test_backlog_debounces_retries_then_gives_up(caplog):
     backlog.requeue(retry)  # put back whole (e.g. on battery): pending again, no attempt spent
     assert backlog.size() == 1 and backlog.take(time.monotonic()) is None
     retry = backlog.take(time.monotonic() + 5.0)
-    backlog.done(retry, {"/r/a.txt": "cannot read"})
-    assert backlog.size() == 0 and "giving up on /r/a.txt after 2 attempts: cannot read" in caplog.text
+    backlog.failed(retry, "OSError: boom")
+    assert backlog.size() == 0 and "giving up on /r/a.txt after 2 attempts: OSError: boom" in caplog.text
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")

@@ -77,6 +77,8 @@ def reencode(src: Index, dst_path: Path, info: ModelInfo, encoder_factory: Calla
             if on_progress:
                 on_progress(done, total)
 
+        if on_progress:
+            on_progress(0, total)  # the phase has begun: the first batch takes a while
         writer = BatchWriter(dst, LazyEncoder(encoder_factory), merge=False, on_written=written)
         lexical = Lexical.of(info)
         for rec in src.all_files():

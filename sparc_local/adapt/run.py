@@ -15,7 +15,8 @@ would make every step several times longer (cost grows with sequence length, and
 ~30 tokens while sentence + context fills max_length). Batches are drawn in a seeded random
 order, grouped by length and padded only to their longest member.
 
-The library never prints: progress goes to `on_progress(phase, done, total, loss)`.
+The library never prints: progress goes to `on_progress(phase, done, total, loss)`, and the gate's
+measure, before any training, to `on_distance(Distance)`.
 """
 
 from __future__ import annotations
@@ -296,9 +297,11 @@ def _switch(index: Index, info: ModelInfo, threads: int | None, on_progress: Pro
 
 
 def train_adapted_model(index: Index, opts: AdaptOptions = AdaptOptions(), *, model: ModelInfo | None = None,
-                        on_progress: Progress | None = None) -> AdaptResult:
+                        on_progress: Progress | None = None,
+                        on_distance: Callable[[domain.Distance], None] | None = None) -> AdaptResult:
     """Train E of `model` (default: the active model's base) on the index's sentences and write the
     new model version; the index and the active model are not touched (result.encoded == 0).
+    ``on_distance`` hears the gate's measure when the model has one (``corpus_distance``).
 
     Resumes from the run's checkpoint, which stays until `adapt` has switched to the new model.
     """
@@ -312,6 +315,8 @@ def train_adapted_model(index: Index, opts: AdaptOptions = AdaptOptions(), *, mo
     counts = corpus_counts(index, ids, tokenizer)
     reference = domain.load_reference(base.path)
     dist = corpus_distance(reference, counts, opts.force)  # before any heavy work: it may decline
+    if dist is not None and on_distance:
+        on_distance(dist)
     opts = effective_rows(opts, counts, reference)
     cfg, w, head_meta = load_adapt_weights(base)
     mask_id = tokenizer.token_to_id("[MASK]")
@@ -362,10 +367,11 @@ def train_adapted_model(index: Index, opts: AdaptOptions = AdaptOptions(), *, mo
 
 
 def adapt(index: Index, opts: AdaptOptions = AdaptOptions(), *, model: ModelInfo | None = None,
-          on_progress: Progress | None = None) -> AdaptResult:
+          on_progress: Progress | None = None,
+          on_distance: Callable[[domain.Distance], None] | None = None) -> AdaptResult:
     """Adapt E of `model` (default: the active model's base) to the index's sentences, re-encode the
     index with the new model version and switch to it."""
-    result = train_adapted_model(index, opts, model=model, on_progress=on_progress)
+    result = train_adapted_model(index, opts, model=model, on_progress=on_progress, on_distance=on_distance)
     t1 = time.perf_counter()
     result.encoded = _switch(index, result.model, opts.threads, on_progress)
     result.encode_seconds = time.perf_counter() - t1

@@ -155,7 +155,7 @@ def _index(roots: list[str], options: dict, info: ModelInfo, *, threads: int, lo
                                on_event=lambda kind, args: (skipped if kind == "error" else capped)(*args))
     if not quiet:
         typer.echo(f"Indexed {report.indexed} files ({report.sentences} sentences), {report.unchanged} unchanged, "
-                   f"{report.removed} removed, {len(report.errors)} skipped in {report.seconds:.1f}s.")
+                   f"{report.removed} removed, {report.unreadable} unreadable in {report.seconds:.1f}s.")
 
 
 @app.command()
@@ -272,9 +272,10 @@ def adapt(
     from sparc_local.adapt.run import adapt as run_adapt
     from sparc_local.adapt.run import revert as run_revert
     from sparc_local.index.lock import WriterLock
-    from sparc_local.cli.render import AdaptProgress, print_adapt
+    from sparc_local.cli.progress import adapt_progress
+    from sparc_local.cli.render import format_distance, print_adapt
 
-    console = _console()
+    console = _console(quiet)
     try:
         if not revert:  # revert also mends a damaged adapted model
             _model()
@@ -283,14 +284,14 @@ def adapt(
                 from sparc_local import paths
 
                 with (_open_index() if paths.db_path().exists() else contextlib.nullcontext()) as idx, \
-                        AdaptProgress(console, enabled=not quiet and console.is_terminal) as progress:
+                        adapt_progress(console, quiet) as progress:
                     done = run_revert(idx, threads=threads or None, on_progress=progress.update)
             else:
                 opts = AdaptOptions(steps=steps, batch_size=batch_size, lr=lr, seed=seed, max_length=max_length,
                                     threads=threads or None, force=force)
-                with _open_index() as idx, \
-                        AdaptProgress(console, enabled=not quiet and console.is_terminal) as progress:
-                    done = run_adapt(idx, opts, on_progress=progress.update)
+                with _open_index() as idx, adapt_progress(console, quiet) as progress:
+                    done = run_adapt(idx, opts, on_progress=progress.update,
+                                     on_distance=lambda d: console.print(format_distance(d), markup=False))
     except KeyboardInterrupt:
         raise UserError("interrupted; the index and the active model are unchanged",
                         "Run the same `sparc-local adapt` again to resume from its last checkpoint.") from None

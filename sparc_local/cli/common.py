@@ -42,11 +42,33 @@ def parse_date(text: str) -> float:
         raise ValueError(f'"{text}" is not a date: use {DATE_FORMS}') from None
 
 
+def format_date(seconds: float) -> str:
+    """The local date (and time, when not midnight) of a timestamp, in a form ``parse_date`` reads."""
+    from datetime import datetime
+
+    when = datetime.fromtimestamp(seconds)
+    if when.time() == datetime.min.time():
+        return when.strftime("%Y-%m-%d")
+    return when.isoformat(timespec="minutes" if when.second == when.microsecond == 0 else "seconds")
+
+
+def filter_options(path: str | None, type_: str | None, since: float | None, before: float | None) -> str:
+    """`ask`'s filter options as a command line would give them."""
+    import shlex
+
+    given = [("--path", path), ("--type", type_), ("--since", since), ("--before", before)]
+    return " ".join(f"{name} {shlex.quote(value if isinstance(value, str) else format_date(value))}"
+                    for name, value in given if value is not None)
+
+
 def run_ask(question: str, top_k: int = DEFAULT_TOP_K, as_json: bool = False, path: str | None = None,
             type_: str | None = None, explain: bool = False, since: float | None = None,
             before: float | None = None, mode: str = "hybrid") -> None:
-    """`ask`: the answers on stdout (text, or JSON), and a note on stderr when the index is stale."""
+    """`ask`: the answers on stdout (text, or JSON), and a note on stderr when the index is stale.
+    When the filters keep no indexed file, one line says so and what the indexed files are: in
+    place of "No answer found.", or on stderr beside --json's empty list."""
     from sparc_local.query.ask import Asker
+    from sparc_local.query.pathfilter import PathFilter, no_match
     from sparc_local.model.info import active_model, index_is_stale
 
     info = active_model()
@@ -55,14 +77,25 @@ def run_ask(question: str, top_k: int = DEFAULT_TOP_K, as_json: bool = False, pa
         answers = Asker(idx, info).ask(question, k=top_k, path_glob=path, ext=type_, explain=explain,
                                        since=since, before=before, mode=mode, phrases=None if as_json else 1)
         stale = index_is_stale(idx, info)
+        file_filter = None if answers else PathFilter.of(path, type_, since, before)
+        unmatched = no_match(idx, file_filter) if file_filter else None
+    if unmatched:
+        from sparc_local.cli.render import format_no_match
+
+        line = format_no_match(filter_options(path, type_, since, before), unmatched)
     if as_json:
         import json
 
         print(json.dumps([a.to_json() for a in answers], ensure_ascii=False, indent=1))
+        if unmatched:
+            print(line, file=sys.stderr)
         return
     from sparc_local.cli.render import print_answers
 
-    print_answers(answers, explain=explain)
+    if unmatched:
+        print(line)
+    else:
+        print_answers(answers, explain=explain)
     if stale:
         print("Note: the index was built with another model; run `sparc-local index` to re-encode.",
               file=sys.stderr)

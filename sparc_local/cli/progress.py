@@ -1,4 +1,5 @@
-"""Progress bars for the long-running commands (rich, on stderr)."""
+"""Progress of the long-running commands on stderr: rich bars on a terminal; `adapt` writes plain
+lines elsewhere (a pipe, a log), so a run of minutes is never silent."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import contextlib
 import os
 import time
 from collections.abc import Callable, Iterator
+from statistics import fmean
 from typing import TYPE_CHECKING
 
 from rich.console import Console
@@ -86,3 +88,84 @@ def bar(console: Console, label: str, total: int, enabled: bool = True) -> Itera
                   console=console, transient=True, disable=not enabled) as progress:
         task = progress.add_task(label, total=total)
         yield lambda n: progress.advance(task, n)
+
+
+ADAPT_PHASES = {"train": ("training", "steps"), "export": ("writing the model", None),
+                "encode": ("re-encoding", "sentences")}  # adapt's on_progress phases: label, unit
+
+
+class AdaptProgress:
+    """`adapt`'s progress on a terminal: a bar per phase (training with its loss, re-encoding), with ETA.
+
+    `update(phase, done, total, loss)` is the library's on_progress callback.
+    """
+
+    def __init__(self, console: Console, enabled: bool = True) -> None:
+        self.progress = Progress(TextColumn("{task.description:<18}"), BarColumn(), MofNCompleteColumn(),
+                                 TextColumn("{task.fields[loss]}"), TimeRemainingColumn(), console=console,
+                                 disable=not enabled, transient=True)
+        self.tasks: dict[str, int] = {}
+
+    def __enter__(self) -> "AdaptProgress":
+        self.progress.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.progress.__exit__(*exc)
+
+    def update(self, phase: str, done: int, total: int, loss: float | None) -> None:
+        if phase not in self.tasks:
+            self.tasks[phase] = self.progress.add_task(ADAPT_PHASES.get(phase, (phase,))[0], total=total,
+                                                       completed=done, loss="")
+        self.progress.update(self.tasks[phase], completed=done, total=total,
+                             **({"loss": f"loss {loss:.3f}"} if loss is not None else {}))
+
+
+class AdaptLines:
+    """`adapt`'s progress where stderr is not a terminal: a plain line as each phase begins, at
+    each tenth of it and at its end (at most 12 lines a phase, however long the run), with the
+    mean MLM loss since the line before and the time left. Same ``update`` as AdaptProgress."""
+
+    TENTHS = 10
+    clock = staticmethod(time.monotonic)
+
+    def __init__(self, console: Console, enabled: bool = True) -> None:
+        self.console, self.enabled = console, enabled
+        self.phase: str | None = None
+
+    def __enter__(self) -> "AdaptLines":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        pass
+
+    def update(self, phase: str, done: int, total: int, loss: float | None) -> None:
+        if not self.enabled:
+            return
+        now = self.clock()
+        if phase != self.phase:
+            self.phase, self.began, self.first, self.shown = phase, now, done, None
+            self.losses: list[float] = []
+        if loss is not None:
+            self.losses.append(loss)
+        label, unit = ADAPT_PHASES.get(phase, (phase, "done"))
+        tenth = done * self.TENTHS // max(total, 1)
+        if self.shown is not None and (unit is None or tenth <= self.shown):
+            return
+        self.shown = tenth
+        line = label
+        if unit is not None:
+            line += f": {done} of {total} {unit}"
+            if self.losses:
+                line += f", loss {fmean(self.losses):.3f}"
+                self.losses = []
+            rate = (done - self.first) / (now - self.began) if now > self.began else 0.0
+            if rate > 0 and done < total:
+                line += f", {_clock((total - done) / rate)} left"
+        self.console.print(line, markup=False, highlight=False)
+
+
+def adapt_progress(console: Console, quiet: bool) -> AdaptProgress | AdaptLines:
+    """Bars on a terminal, plain lines elsewhere; nothing with --quiet."""
+    kind = AdaptProgress if console.is_terminal else AdaptLines
+    return kind(console, enabled=not quiet)

@@ -18,6 +18,8 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from sparc_local.query.ask import Answer
+    from sparc_local.adapt.domain import Distance
+    from sparc_local.query.pathfilter import NoMatch
     from sparc_local.status import Status
 
 CONTEXT_CHARS = 200  # context shown on each side of the answering sentence
@@ -243,6 +245,20 @@ def format_answers(answers: list[Answer], explain: bool = False, style: _Style |
     return "\n".join(lines) + "\n"
 
 
+SUFFIXES_SHOWN = 6  # extensions a filter that keeps no file names of the indexed files; the rest are counted
+
+
+def format_no_match(filters: str, m: NoMatch) -> str:
+    """The line `ask` prints when its ``filters`` keep no indexed file: what the files are."""
+    kinds = ", ".join(m.suffixes[:SUFFIXES_SHOWN])
+    if len(m.suffixes) > SUFFIXES_SHOWN:
+        kinds += f" and {len(m.suffixes) - SUFFIXES_SHOWN} more"
+    first, last = (dt.datetime.fromtimestamp(t).strftime("%Y-%m-%d") for t in (m.oldest, m.newest))
+    files = f"{m.files} file" if m.files == 1 else f"{m.files} files"
+    return (f"No indexed file matches {filters}; the index holds {files}{f' ({kinds})' if kinds else ''} modified "
+            f"{first if first == last else f'{first} to {last}'}.")
+
+
 def print_answers(answers: list[Answer], explain: bool = False, out: TextIO | None = None) -> None:
     out = out or sys.stdout
     width = _columns(out) if _terminal(out) else None
@@ -302,35 +318,14 @@ def print_eval(r: dict, k: int) -> None:
               "BM25w: words of the sentence alone (the classic baseline)")
 
 
-class AdaptProgress:
-    """`adapt`'s progress on stderr: a bar per phase (training with its loss, re-encoding), with ETA.
+def format_distance(d: Distance) -> str:
+    """The gate's measure (``adapt.domain``), said before adapt trains."""
+    from sparc_local.adapt.domain import percent
 
-    `update(phase, done, total, loss)` is the library's on_progress callback.
-    """
-
-    _LABELS = {"train": "training", "export": "writing the model", "encode": "re-encoding"}
-
-    def __init__(self, console: Console, enabled: bool = True) -> None:
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-        self.progress = Progress(TextColumn("{task.description:<18}"), BarColumn(), MofNCompleteColumn(),
-                                 TextColumn("{task.fields[loss]}"), TimeRemainingColumn(), console=console,
-                                 disable=not enabled, transient=True)
-        self.tasks: dict[str, int] = {}
-
-    def __enter__(self) -> "AdaptProgress":
-        self.progress.__enter__()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.progress.__exit__(*exc)
-
-    def update(self, phase: str, done: int, total: int, loss: float | None) -> None:
-        if phase not in self.tasks:
-            self.tasks[phase] = self.progress.add_task(self._LABELS.get(phase, phase), total=total, completed=done,
-                                                       loss="")
-        self.progress.update(self.tasks[phase], completed=done, total=total,
-                             **({"loss": f"loss {loss:.3f}"} if loss is not None else {}))
+    share = f"{percent(d.share, d.threshold)} of their words are their own (adapt needs {d.threshold:.0%})"
+    if d.far:
+        return f"Your sentences are far from the text the model was trained on: {share}."
+    return f"Your sentences are close to the text the model was trained on: {share}; adapting anyway (--force)."
 
 
 def print_adapt(result, revert: bool = False) -> None:

@@ -24,9 +24,9 @@ reads ``token_blobs`` and scores them).  A query reads only the rows of its own 
 then one rowid lookup per (token, segment) row.
 
 Files that fail to read (``FileUpdate.error`` set) are recorded with status 'error', the
-reason, and their size/mtime/hash (so the indexer does not retry an unchanged file); any
-sentences indexed from an earlier successful read are tombstoned -- the index never answers
-from content it can no longer vouch for.
+reason, and their size/mtime/hash (so the indexer does not retry an unchanged file; it counts it
+as still unreadable); any sentences indexed from an earlier successful read are tombstoned -- the
+index never answers from content it can no longer vouch for.
 
 Keep module-level imports light: this is on the ``ask`` path.
 """

@@ -174,8 +174,7 @@ class Asker:
             raise NoQueryTokens(f'the question "{question}" has no word to search for',
                                 "Ask with words: punctuation, symbols and characters the model does not know "
                                 "are ignored.")
-        bounded = since is not None or before is not None
-        file_filter = PathFilter(path_glob, ext, since, before) if path_glob or ext or bounded else None
+        file_filter = PathFilter.of(path_glob, ext, since, before)
         want = k * FETCH_FACTOR
         while True:
             ids, scores = self.searcher.search(tokens, n=want, file_filter=file_filter, mode=mode)

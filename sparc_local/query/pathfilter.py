@@ -23,10 +23,15 @@ from __future__ import annotations
 import fnmatch
 import os
 import re
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from sparc_local.paths import is_under
+
+if TYPE_CHECKING:
+    from sparc_local.index.store import Index
 
 # A bracket set fnmatch and SQLite's GLOB read alike: letters, digits and ascending ranges of them.
 _PLAIN_SET = re.compile(r"(?:[A-Za-z0-9](?:-[A-Za-z0-9])?)+")
@@ -53,6 +58,14 @@ class PathFilter:
     ext: str | None = None
     since: float | None = None
     before: float | None = None
+
+    @classmethod
+    def of(cls, glob: str | None = None, ext: str | None = None, since: float | None = None,
+           before: float | None = None) -> "PathFilter | None":
+        """The filter of `ask`'s options; None when they keep every file."""
+        if glob or ext or since is not None or before is not None:
+            return cls(glob, ext, since, before)
+        return None
 
     @property
     def suffixes(self) -> tuple[str, ...]:
@@ -103,6 +116,29 @@ class PathFilter:
             conds.append(f"{mtime_column} < ?")
             args.append(float(self.before))
         return " AND ".join(conds) or "1", args
+
+
+@dataclass(frozen=True)
+class NoMatch:
+    """The indexed files, when a filter keeps none of them: what the user could filter on instead."""
+
+    files: int
+    suffixes: tuple[str, ...]  # their extensions, the most common first
+    oldest: float  # their modification times
+    newest: float
+
+
+def no_match(index: Index, file_filter: PathFilter) -> NoMatch | None:
+    """A ``NoMatch`` when ``file_filter`` keeps none of the files the index holds text of, else
+    None (None too when it holds none: then no filter is to blame). Reads every file's row: for
+    a question that found no answer only."""
+    files = [f for f in index.all_files() if f.status == "ok"]
+    if not files or any(file_filter.keeps([f.path for f in files], index.stored_roots(), [f.mtime for f in files])):
+        return None
+    counts = Counter(os.path.splitext(f.path)[1].lower() for f in files)
+    mtimes = [f.mtime for f in files]
+    suffixes = sorted((s for s in counts if s), key=lambda s: (-counts[s], s))
+    return NoMatch(len(files), tuple(suffixes), min(mtimes), max(mtimes))
 
 
 def type_suffixes(ext: str) -> frozenset[str]:

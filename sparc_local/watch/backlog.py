@@ -1,8 +1,11 @@
 """The paths waiting to be applied: noted by the observer thread, taken in batches by the worker.
 
 Debounced: the pending paths are taken together once no event came for ``quiet_period`` seconds,
-or ``max_delay`` after the first under a burst that never pauses. A file that failed is taken
-again after each of ``retry_delays`` in turn, then given up on until its next event.
+or ``max_delay`` after the first under a burst that never pauses. A file that could not be read
+waits for its next event: reading it again unchanged would fail again, and it is not pending work
+(the index records it as unreadable, `status` lists it). A batch that failed as a whole (an
+unexpected error, not the files) is taken again after each of ``retry_delays`` in turn, then given
+up on until its paths' next events.
 """
 
 from __future__ import annotations
@@ -62,14 +65,12 @@ class Backlog:
         with self._cond:
             self._in_flight = n
 
-    def done(self, batch: dict[str, bool], errors: dict[str, str]) -> None:
-        """The batch was applied; the files in `errors` (path -> reason) are retried later."""
+    def done(self, batch: dict[str, bool]) -> None:
+        """The batch was applied: its paths are done, those that could not be read too (until
+        their next event, see the module docstring)."""
         with self._cond:
             for p in batch:
-                if p not in errors:
-                    self._attempts.pop(p, None)
-            for p, reason in errors.items():
-                self._retry_later(p, reason)
+                self._attempts.pop(p, None)
             self._in_flight = 0
 
     def failed(self, batch: dict[str, bool], reason: str) -> None:
@@ -97,7 +98,7 @@ class Backlog:
         self._retry_due[path] = time.monotonic() + self.retry_delays[n]
 
     def size(self) -> int:
-        """Paths waiting, due for a retry later, or in the batch being applied."""
+        """Paths waiting, due again after a failed batch, or in the batch being applied."""
         with self._cond:
             return len(self._pending) + len(self._retry_due) + self._in_flight
 

@@ -29,7 +29,7 @@ VANISH_TRIES = 3  # a file gone between the check and the read fails its chunk: 
 class BatchResult:
     indexed: int = 0
     removed: int = 0
-    errors: dict[str, str] = field(default_factory=dict)  # path -> reason: files to try again later
+    errors: dict[str, str] = field(default_factory=dict)  # path -> reason: read again on their next event
     stopped: bool = False  # should_stop ended it early: the batch is to be applied again
 
 

@@ -25,7 +25,7 @@ class WatchConfig:
     polling: bool = False  # poll instead of OS events (also chosen when the OS watch limit is hit)
     poll_interval: float = 5.0  # seconds between two polls of the polling observer
     root_poll: float = 5.0  # seconds between two checks for roots that vanished or came back
-    retry_delays: tuple[float, ...] = (5.0, 30.0, 120.0)  # before each new try of an unreadable file
+    retry_delays: tuple[float, ...] = (5.0, 30.0, 120.0)  # before each new try of a batch that failed whole
     busy_delay: float = 1.0  # first wait after "database is locked", doubled on each failure
     busy_timeout_ms: int = 5000  # SQLite's own wait for the write lock
     chunk_files: int = 256  # files per run_index call of a batch: stop() waits for one chunk

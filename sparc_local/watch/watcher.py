@@ -6,9 +6,9 @@ A watchdog observer (``observer.py``) reports paths under the roots. Events are 
 a continuous burst), the batch is applied by looking at the filesystem now (``batch.py``).
 
 One worker thread owns the Index (an Index is single-threaded); the observer thread only touches
-the backlog, under its lock. Per-file read errors are retried after a backoff a few times; a
-busy database retries the whole batch; any other failure is logged, recorded as last_error, and
-the watcher goes on. The caller holds the writer lock (see ``lock.py``) while a Watcher runs.
+the backlog, under its lock. A file that cannot be read is recorded as such and read again on
+its next event, not retried in a loop (``backlog.py``); a busy database retries the whole batch;
+any other failure is logged, recorded as last_error, and the watcher goes on. The caller holds the writer lock (see ``lock.py``) while a Watcher runs.
 Never prints: it logs to the ``sparc_local.watch.watcher`` logger and reports through
 ``WatchConfig.on_status``.
 """
@@ -312,8 +312,8 @@ class Watcher:
                 self._count(rep.indexed, rep.removed, len(rep.errors))
                 if rep.stopped:  # the roots stay to rescan
                     return
-                log.info("catch-up of %s: %d indexed, %d unchanged, %d removed, %d skipped in %.1fs",
-                         ", ".join(roots), rep.indexed, rep.unchanged, rep.removed, len(rep.errors), rep.seconds)
+                log.info("catch-up of %s: %d indexed, %d unchanged, %d removed, %d unreadable in %.1fs",
+                         ", ".join(roots), rep.indexed, rep.unchanged, rep.removed, rep.unreadable, rep.seconds)
             self._rescan.clear()  # roots missing now are rescanned when _check_roots sees them back
             self._busy_failures = 0
         except Exception as err:
@@ -332,7 +332,7 @@ class Watcher:
             if done.stopped and not self._stopping.is_set():  # on battery: all of it again on mains power
                 self._backlog.requeue(batch)
             elif not done.stopped:
-                self._backlog.done(batch, done.errors)
+                self._backlog.done(batch)
                 self._busy_failures = 0
                 with self._lock:
                     self._stats["last_batch_at"] = time.time()
