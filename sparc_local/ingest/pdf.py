@@ -12,7 +12,8 @@ from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
-from sparc_local.ingest.readers import BULLET, ExtractError, RawBlock, Read, norm_text, one_line
+from sparc_local.ingest.readers import (BULLET, ITEM, NUMBERED_TITLE, ExtractError, RawBlock, Read, norm_text,
+                                        one_line)
 
 _quiet_lock = threading.Lock()
 _quiet_depth = 0
@@ -63,11 +64,13 @@ def _join_lines(lines: list[str]) -> str:
     return out
 
 
-def _pdf_paragraphs(text: str) -> list[str]:
-    """Paragraphs of one page: at blank lines, else where a short line ends a sentence/heading."""
+def _pdf_paragraphs(text: str) -> list[tuple[str, bool]]:
+    """Paragraphs of one page, and whether each is a numbered title ("4.3. Good password"): at
+    blank lines, else where a short line ends a sentence/heading; a list item ("• ...") and a
+    numbered title always start their own."""
     text = text.replace("\r\n", "\n").replace("\r", "\n")
     if re.search(r"\n[ \t]*\n", text):
-        return [_join_lines(c.split("\n")) for c in re.split(r"\n[ \t]*\n", text)]
+        return [p for c in re.split(r"\n[ \t]*\n", text) for p in _units(c.split("\n"))]
     lines = [ln.strip() for ln in text.split("\n") if ln.strip()]
     if not lines:
         return []
@@ -80,7 +83,25 @@ def _pdf_paragraphs(text: str) -> list[str]:
         short = len(line) < 0.75 * typical
         if nxt and short and (_SENTENCE_END.search(line) or nxt[0].isupper() or BULLET.match(nxt)):
             paras.append([])
-    return [_join_lines(p) for p in paras]
+    return [p for lines in paras for p in _units(lines)]
+
+
+def _units(lines: list[str]) -> list[tuple[str, bool]]:
+    """Lines of one paragraph cut before each list item and around each numbered title."""
+    out: list[tuple[str, bool]] = []
+    run: list[str] = []
+    for line in lines:
+        title = NUMBERED_TITLE.match(line) is not None
+        if run and (title or ITEM.match(line)):
+            out.append((_join_lines(run), False))
+            run = []
+        if title:
+            out.append((line.strip(), True))
+        elif line.strip():
+            run.append(line)
+    if run:
+        out.append((_join_lines(run), False))
+    return out
 
 
 RUNNING_EDGE = 2  # lines at the top and at the bottom of a page where running heads and page numbers sit
@@ -175,7 +196,7 @@ def pdf_blocks(path: Path, max_chars: int, max_unpacked: int) -> Read:
             if total > max_chars:
                 break
         for number, text in _drop_running_lines(texts):
-            out.extend(RawBlock(p, number, None) for p in _pdf_paragraphs(text))
+            out.extend(RawBlock(p, number, None, (), title) for p, title in _pdf_paragraphs(text))
     if not any(norm_text(b[0]) for b in out):
         if errors:
             raise ExtractError(f"not a valid PDF ({one_line(errors[0])})")
