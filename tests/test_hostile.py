@@ -118,11 +118,11 @@ _GOOD_PDF = pdf_bytes([TEA])
 CASES = [
     Case("corrupt PDF (a %PDF header, then garbage)", "corrupt.pdf",
          _bytes(b"%PDF-1.4\n" + random.Random(0).randbytes(3000)),
-         "skipped {path}: not a valid PDF (Stream has ended unexpectedly)"),
+         "skipped {path}: not a valid PDF (Data format error)"),
     Case("not a PDF at all, named .pdf", "fake.pdf", _bytes(b"this is not a pdf"),
          "skipped {path}: not a valid PDF (no %PDF header)"),
     Case("truncated PDF (first half of a valid one)", "truncated.pdf", _bytes(_GOOD_PDF[: len(_GOOD_PDF) // 2]),
-         "skipped {path}: not a valid PDF (Stream has ended unexpectedly)"),
+         "skipped {path}: not a valid PDF (Data format error)"),
     Case("encrypted PDF (user password)", "locked.pdf", _encrypted, "skipped {path}: encrypted PDF"),
     Case("PDF with no text layer (scanned)", "scan.pdf", _bytes(pdf_bytes([[], []])),
          "skipped {path}: no text layer (scanned PDF?)"),
