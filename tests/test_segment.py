@@ -53,7 +53,7 @@ def sents(text: str) -> list[str]:
             "Wait... Then go. He said it ... Then stopped.",
             ["Wait...", "Then go.", "He said it ... Then stopped."],
         ),
-        ("lowercase after a period. is not split", ["lowercase after a period. is not split"]),
+        ("after an abbreviation, approx. five, cf. the rest", ["after an abbreviation, approx. five, cf. the rest"]),
         ("  padded sentence.   Next one.  ", ["padded sentence.", "Next one."]),
         ("", []),
         ("   ", []),

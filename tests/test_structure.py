@@ -114,3 +114,18 @@ def test_stored_paragraphs_give_the_encoder_the_same_headings(tmp_path: Path) ->
     fresh, stored = paragraphs(sents, blocks), stored_paragraphs(rows)
     assert stored == fresh and [p.heading for p in stored] == [p.heading for p in fresh]
     assert any(p.heading for p in fresh)
+
+
+def test_boundary_before_a_lowercase_command() -> None:
+    from sparc_local.ingest.sentences import split_sentences
+
+    def split(text: str) -> list[str]:
+        return [text[a:b] for a, b in split_sentences(text)]
+
+    assert split("The log keeps root activity. sudo requires only your password.") == [
+        "The log keeps root activity.", "sudo requires only your password."]
+    # abbreviations, initials and acronyms before a lowercase word end nothing
+    assert len(split("Use a tool, e.g. sudo or doas.")) == 1
+    assert len(split("Files, dirs etc. are read.")) == 1
+    assert len(split("Made in the U.S. by hand.")) == 1
+    assert len(split("Wait... and see.")) == 1

@@ -79,10 +79,26 @@ def _starts_sentence(text: str, pos: int) -> bool:
     return i < len(text) and (text[i].isupper() or text[i].isdigit())
 
 
+_LOWER_WORD = re.compile(r"[a-z][a-z0-9_-]*\b")
+_PLAIN_WORD = re.compile(r"[A-Za-z]{3,}$")
+
+
+def _lowercase_opener(text: str, punct_start: int, punct_end: int, next_start: int) -> bool:
+    """"...log root activity. sudo requires...": a sentence that opens with a command or an
+    identifier, after a plain word of 3+ letters (no abbreviation, initial or acronym) and one
+    period (issue 32)."""
+    if punct_end - punct_start != 1 or text[punct_start] != "." or not _LOWER_WORD.match(text, next_start):
+        return False
+    token = _word_before(text, punct_start)
+    key = token.lower()
+    return (_PLAIN_WORD.match(token) is not None and key not in _NEVER_END and key not in _BEFORE_NUMBER
+            and key not in _AMBIGUOUS and token.capitalize() not in _AMBIGUOUS)
+
+
 def _is_boundary(text: str, punct_start: int, punct_end: int, next_start: int) -> bool:
     """Is there a sentence boundary between terminal punctuation and the text at next_start?"""
     if not _starts_sentence(text, next_start):
-        return False
+        return _lowercase_opener(text, punct_start, punct_end, next_start)
     if text.startswith("..", punct_start) or text[punct_start] == "…":
         # "word... Next" ends a sentence; "word ... Next" marks an omission inside one
         attached = punct_start > 0 and (
