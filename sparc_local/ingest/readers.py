@@ -360,10 +360,8 @@ def html_blocks(text: str, keep_title: bool = True, main_only: bool = True) -> l
             self.furniture_depth = 0
             self.link = 0
             self.link_chars = 0
-            # tables: per open table its header row's text; the row being read is all <th>
-            self.headers: list[str] = []
-            self.header_row = False
-            self.in_thead = 0
+            self.headers: list[str] = []  # per open table, its header row's text
+            self.header_row, self.in_thead = False, 0  # the row being read is all <th>; in <thead>
 
         def flush(self) -> None:
             if self.buf:
@@ -372,11 +370,11 @@ def html_blocks(text: str, keep_title: bool = True, main_only: bool = True) -> l
                 if heading:
                     text = _PILCROW.sub("", text)
                 dense = main_only and not heading and self.link_chars >= LINK_DENSE * _alnum(text)
-                if self.header_row and self.headers and not self.headers[-1] and norm_text(text):
+                header = self.headers[-1] if self.headers else ""
+                if self.header_row and self.headers and not header and norm_text(text):
                     self.headers[-1] = text  # a row of <th> only: the context of the rows below
                 elif not dense:
-                    self.out.append(RawBlock(text, None, self.line, (), heading,
-                                             self.headers[-1] if self.headers else ""))
+                    self.out.append(RawBlock(text, None, self.line, (), heading, header))
                 self.buf, self.line = [], None
             self.link_chars = 0
             self.header_row = False
@@ -385,18 +383,13 @@ def html_blocks(text: str, keep_title: bool = True, main_only: bool = True) -> l
             """A table row is one block, its cells joined; a row of header cells (<th> only, or
             in <thead>) is the context of the table's other rows."""
             if tag == "table":
-                if start:
-                    self.headers.append("")
-                elif self.headers:
-                    self.headers.pop()
+                self.headers = [*self.headers, ""] if start else self.headers[:-1]
             elif tag == "thead":
-                self.in_thead += 1 if start else -1 * (self.in_thead > 0)
-            elif tag == "tr" and start:
-                self.header_row = True
-            elif tag in _CELL_TAGS and start:
+                self.in_thead = max(0, self.in_thead + (1 if start else -1))
+            elif start and tag in _CELL_TAGS:
                 self.header_row = self.header_row and (tag == "th" or self.in_thead > 0)
-                if self.buf:
-                    self.buf.append(_CELL)
+                self.buf += [_CELL] if self.buf else []
+            self.header_row = self.header_row or (start and tag == "tr")
 
         def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
             if self.furniture is not None:
