@@ -503,7 +503,7 @@ def test_deeply_nested_furniture_and_unclosed_items(tmp_path: Path) -> None:
         f"<p>Oolong is partly oxidised.<li class='toc'>unclosed item"
         f"<aside>{nested}</aside><p>It steeps three minutes.</article></main>"
         f"<footer><p>Contact us</p></footer></body>")
-    assert _html_texts(page) == ["Oolong Oolong is partly oxidised.", "unclosed item", "It steeps three minutes."]
+    assert _html_texts(page) == ["Oolong Oolong is partly oxidised.", "Oolong unclosed item", "Oolong It steeps three minutes."]
 
 
 def test_inline_links_in_prose_are_kept(tmp_path: Path) -> None:
