@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Protocol
 
 from sparc_local.index.store import FileRecord, FileUpdate, Index, SentenceRow
+from sparc_local.ingest.sentences import Paragraph, heading
 from sparc_local.model.lexical import Lexical
 from sparc_local.model.sparse import SparseVectors
 
@@ -98,23 +99,24 @@ def _chunks(paragraphs: Iterable[Sequence[str]], limit: int) -> Iterable[list[Se
         yield chunk
 
 
-def stored_paragraphs(rows: list[dict]) -> list[list[str]]:
+def stored_paragraphs(rows: list[dict]) -> list[Paragraph]:
     """A file's sentence texts grouped by paragraph, as `index` handed them to the encoder.
 
     A file's sentences are stored in document order; a new paragraph starts where the stored
-    paragraph text changes or the offset inside it does not grow.
+    paragraph text changes or the offset inside it does not grow. Its heading is the stored
+    text before its first sentence (sentences.heading).
     """
-    out: list[list[str]] = []
+    out: list[Paragraph] = []
     prev_ctx, prev_off = None, -1
     for r in rows:
         if not out or r["context"] != prev_ctx or r["offset_in_context"] <= prev_off:
-            out.append([])
+            out.append(Paragraph([], heading(r["context"], r["offset_in_context"])))
         out[-1].append(r["text"])
         prev_ctx, prev_off = r["context"], r["offset_in_context"]
     return out
 
 
-def stored_update(rec: FileRecord, rows: list[dict], lexical: Lexical) -> tuple[FileUpdate, list[list[str]]]:
+def stored_update(rec: FileRecord, rows: list[dict], lexical: Lexical) -> tuple[FileUpdate, list[Paragraph]]:
     """A file's stored sentences (``Index.sentences`` rows, in order) as an update to encode again:
     adapt's re-encode with a new model, and the encoding pass of progressive indexing."""
     sentences = [SentenceRow(r["text"], r["context"], r["offset_in_context"], r["page"], r["line"],

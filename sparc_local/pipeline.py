@@ -32,7 +32,7 @@ from sparc_local.model.encoder import LazyEncoder
 from sparc_local.index.db import LAST_UPDATE, MODEL_PATH
 from sparc_local.model.lexical import Lexical
 from sparc_local.model.info import INDEX_MODEL_KEY, ModelInfo, index_is_stale
-from sparc_local.ingest.sentences import MAX_SENTENCE_CHARS, paragraphs, segment
+from sparc_local.ingest.sentences import MAX_SENTENCE_CHARS, Paragraph, paragraphs, segment
 from sparc_local.paths import is_under
 from sparc_local.index.store import FileRecord, FileUpdate, Index, SentenceRow
 from sparc_local.model.sparse import SparseVectors
@@ -106,7 +106,7 @@ class _Read:
     """One file read for indexing: its new state (vectors still to encode) and its sentence texts."""
 
     update: FileUpdate
-    paragraphs: list[list[str]]  # the sentence texts, grouped by paragraph
+    paragraphs: list[Paragraph]  # the sentence texts, grouped by paragraph, with their headings
     capped: bool = False
 
 
@@ -134,7 +134,7 @@ def _read(path: Path, size: int, mtime: float, digest: str, max_sentences: int, 
                     page=s.page, line=s.line, char_start=s.start, char_end=s.end)
         for s in sents
     ]
-    return _Read(FileUpdate(key, size, mtime, digest, rows, lexical=lexical.rows(rows)), paragraphs(sents), capped)
+    return _Read(FileUpdate(key, size, mtime, digest, rows, lexical=lexical.rows(rows)), paragraphs(sents, blocks), capped)
 
 
 def run_index(index: Index, roots: list[str], model: ModelInfo, encoder_factory: Callable[[], object], *,

@@ -162,13 +162,14 @@ def test_docx_paragraphs_and_table(tmp_path: Path) -> None:
     doc.add_paragraph("Keep the receipt.")
     doc.save(tmp_path / "care.docx")
     blocks = extract(tmp_path / "care.docx")
-    assert texts(blocks) == [
-        "Kettle care",
-        "Descale the kettle once a month.",
-        "Water | Interval",
-        "Hard | Monthly",
-        "Keep the receipt.",
+    assert texts(blocks) == [  # a heading style heads its section; a row is one unit
+        "Kettle care Descale the kettle once a month.",
+        "Kettle care Water | Interval",
+        "Kettle care Hard | Monthly",
+        "Kettle care Keep the receipt.",
     ]
+    assert [s.text for s in segment(blocks)] == ["Descale the kettle once a month.", "Water | Interval",
+                                                  "Hard | Monthly", "Keep the receipt."]
 
 
 def test_docx_zip_bomb_refused(tmp_path: Path) -> None:
@@ -211,15 +212,14 @@ def test_html_drops_script_style_and_splits_blocks(tmp_path: Path) -> None:
 </body></html>"""
     blocks = extract(write(tmp_path / "page.html", html))
     assert texts(blocks) == [
-        "Tea Green tea steeps for two minutes.",  # &nbsp; is whitespace too; the heading joins its paragraph
-        "Black tea & milk.",
-        "Café notes on several lines",
-        "A",
-        "B",
+        "Tea Green tea steeps for two minutes.",  # &nbsp; is whitespace too; the heading heads its section
+        "Tea Black tea & milk.",
+        "Tea Café notes on several lines",
+        "Tea A | B",  # a table row is one unit
     ]
-    assert [b.line for b in blocks[:3]] == [5, 6, 8]
+    assert [b.line for b in blocks[:3]] == [6, 6, 8]  # a block's line is its own text's
     assert [(s.text, s.line) for s in segment(blocks)[:3]] == [
-        ("Tea", 5), ("Green tea steeps for two minutes.", 6), ("Black tea & milk.", 6)]
+        ("Green tea steeps for two minutes.", 6), ("Black tea & milk.", 6), ("Café notes on several lines", 8)]
 
 
 def test_html_title_kept_unless_repeated(tmp_path: Path) -> None:
@@ -253,22 +253,22 @@ def test_markdown_markup_stripped(tmp_path: Path) -> None:
         "- item one\n- item two\n\n```\ncode stays\n```\n"
     )
     blocks = extract(write(tmp_path / "n.md", md))
-    assert texts(blocks) == [
+    assert texts(blocks) == [  # the heading is the context of its section's blocks
         "Title Intro with bold and a link.",
-        "item one",
-        "item two",
-        "code stays",
+        "Title item one",
+        "Title item two",
+        "Title code stays",
     ]
-    assert [b.line for b in blocks] == [1, 4, 5, 8]
-    assert [(s.text, s.line) for s in segment(blocks)[:2]] == [("Title", 1), ("Intro with bold and a link.", 2)]
+    assert [b.line for b in blocks] == [2, 4, 5, 8]
+    assert [(s.text, s.line) for s in segment(blocks)[:2]] == [("Intro with bold and a link.", 2), ("item one", 4)]
 
 
 def test_rst_adornments_and_bullets(tmp_path: Path) -> None:
     rst = "Sourdough\n=========\n\n- 500 g flour\n- 10 g salt\n\nMix it all.\nThen wait.\n"
     blocks = extract(write(tmp_path / "r.rst", rst))
-    assert texts(blocks) == ["Sourdough 500 g flour", "10 g salt", "Mix it all. Then wait."]
-    assert [b.line for b in blocks] == [1, 5, 7]
-    assert [(s.text, s.line) for s in segment(blocks)[:2]] == [("Sourdough", 1), ("500 g flour", 4)]
+    assert texts(blocks) == ["Sourdough 500 g flour", "Sourdough 10 g salt", "Sourdough Mix it all. Then wait."]
+    assert [b.line for b in blocks] == [4, 5, 7]
+    assert [(s.text, s.line) for s in segment(blocks)[:2]] == [("500 g flour", 4), ("10 g salt", 5)]
 
 
 def test_markup_lines_are_not_sentences(tmp_path: Path) -> None:
@@ -526,19 +526,20 @@ def test_sentence_without_word_character_is_not_indexed(tmp_path: Path) -> None:
 def test_heading_and_following_paragraph_are_one_paragraph(tmp_path: Path) -> None:
     md = "# Brewing\n\n## Green tea\n\nUse water at 80 degrees. Steep two minutes.\n\nServe hot.\n"
     blocks = extract(write(tmp_path / "tea.md", md))
-    assert texts(blocks) == ["Brewing Green tea Use water at 80 degrees. Steep two minutes.", "Serve hot."]
-    assert blocks[0].heads == (7, 17)
+    assert texts(blocks) == ["Brewing Green tea Use water at 80 degrees. Steep two minutes.",
+                             "Brewing Green tea Serve hot."]
+    assert [b.heads for b in blocks] == [(17,), (17,)]
     sents = segment(blocks)
     assert [(s.text, s.line, s.block) for s in sents] == [
-        ("Brewing", 1, 0), ("Green tea", 3, 0), ("Use water at 80 degrees.", 5, 0), ("Steep two minutes.", 5, 0),
-        ("Serve hot.", 7, 1)]
-    assert paragraphs(sents) == [["Brewing", "Green tea", "Use water at 80 degrees.", "Steep two minutes."],
-                                 ["Serve hot."]]
+        ("Use water at 80 degrees.", 5, 0), ("Steep two minutes.", 5, 0), ("Serve hot.", 7, 1)]
+    paras = paragraphs(sents, blocks)
+    assert paras == [["Use water at 80 degrees.", "Steep two minutes."], ["Serve hot."]]
+    assert [p.heading for p in paras] == ["Brewing Green tea", "Brewing Green tea"]
 
 
 def test_numbered_html_heading_is_one_sentence_and_heads_its_section(tmp_path: Path) -> None:
     html = "<h2>2. Preparing your program</h2>\n<p>Compile with -g. Use -O0.</p><h3>Last</h3>"
     blocks = extract(write(tmp_path / "guide.html", html))
     assert [(s.text, s.block) for s in segment(blocks)] == [
-        ("2. Preparing your program", 0), ("Compile with -g.", 0), ("Use -O0.", 0), ("Last", 1)]
+        ("Compile with -g.", 0), ("Use -O0.", 0), ("Last", 1)]
     assert [b.heads for b in blocks] == [(25,), (4,)]  # a heading at the end stands alone

@@ -118,11 +118,11 @@ _GOOD_PDF = pdf_bytes([TEA])
 CASES = [
     Case("corrupt PDF (a %PDF header, then garbage)", "corrupt.pdf",
          _bytes(b"%PDF-1.4\n" + random.Random(0).randbytes(3000)),
-         "skipped {path}: not a valid PDF (Stream has ended unexpectedly)"),
+         "skipped {path}: not a valid PDF (Data format error)"),
     Case("not a PDF at all, named .pdf", "fake.pdf", _bytes(b"this is not a pdf"),
          "skipped {path}: not a valid PDF (no %PDF header)"),
     Case("truncated PDF (first half of a valid one)", "truncated.pdf", _bytes(_GOOD_PDF[: len(_GOOD_PDF) // 2]),
-         "skipped {path}: not a valid PDF (Stream has ended unexpectedly)"),
+         "skipped {path}: not a valid PDF (Data format error)"),
     Case("encrypted PDF (user password)", "locked.pdf", _encrypted, "skipped {path}: encrypted PDF"),
     Case("PDF with no text layer (scanned)", "scan.pdf", _bytes(pdf_bytes([[], []])),
          "skipped {path}: no text layer (scanned PDF?)"),
@@ -503,7 +503,7 @@ def test_deeply_nested_furniture_and_unclosed_items(tmp_path: Path) -> None:
         f"<p>Oolong is partly oxidised.<li class='toc'>unclosed item"
         f"<aside>{nested}</aside><p>It steeps three minutes.</article></main>"
         f"<footer><p>Contact us</p></footer></body>")
-    assert _html_texts(page) == ["Oolong Oolong is partly oxidised.", "unclosed item", "It steeps three minutes."]
+    assert _html_texts(page) == ["Oolong Oolong is partly oxidised.", "Oolong unclosed item", "Oolong It steeps three minutes."]
 
 
 def test_inline_links_in_prose_are_kept(tmp_path: Path) -> None:

@@ -133,7 +133,7 @@ def test_ask_shows_the_phrase(docs: Path, sparc_home: Path):
     assert _ask("king tower", "-k", "1", "--mode", "bm25")[0]["phrase"] == {"text": "king", "start": 4, "end": 8}
     with _db(sparc_home) as c:  # one positions row per encoded sentence
         assert c.execute("SELECT count(*) FROM positions").fetchone() == c.execute(
-            "SELECT count(*) FROM sentences WHERE encoded = 1").fetchone() == (4,)
+            "SELECT count(*) FROM sentences WHERE encoded = 1").fetchone() == (3,)  # "# Tea" is context, no sentence
 
 
 def test_an_index_without_positions_answers_and_shows_none(docs: Path, sparc_home: Path):
@@ -162,9 +162,9 @@ def test_positions_die_with_their_sentences(docs: Path, sparc_home: Path):
     with Index(sparc_home / "index.db") as idx:
         idx.merge_all()
     with _db(sparc_home) as c:
-        assert c.execute("SELECT count(*) FROM sentences").fetchone() == (3,)
+        assert c.execute("SELECT count(*) FROM sentences").fetchone() == (2,)
         assert c.execute("SELECT count(*) FROM positions p JOIN sentences s ON s.id = p.sentence_id"
-                         " WHERE s.file_id IS NOT NULL").fetchone() == (3,)
-        assert c.execute("SELECT count(*) FROM positions").fetchone() == (3,)
+                         " WHERE s.file_id IS NOT NULL").fetchone() == (2,)
+        assert c.execute("SELECT count(*) FROM positions").fetchone() == (2,)
     top = _ask("black tea", "-k", "1", "--mode", "sparc")[0]
     assert top["sentence"] == "Black tea takes longer." and top["phrase"]["text"].startswith("Black tea")

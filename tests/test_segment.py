@@ -53,7 +53,7 @@ def sents(text: str) -> list[str]:
             "Wait... Then go. He said it ... Then stopped.",
             ["Wait...", "Then go.", "He said it ... Then stopped."],
         ),
-        ("lowercase after a period. is not split", ["lowercase after a period. is not split"]),
+        ("after an abbreviation, approx. five, cf. the rest", ["after an abbreviation, approx. five, cf. the rest"]),
         ("  padded sentence.   Next one.  ", ["padded sentence.", "Next one."]),
         ("", []),
         ("   ", []),
@@ -108,5 +108,6 @@ def _para(n: int, block: int = 0) -> list[Sentence]:
 
 def test_paragraphs_group_sentences_by_block() -> None:
     ss = _para(3) + _para(1, block=1) + _para(2, block=2)
-    assert paragraphs(ss) == [["S0.", "S1.", "S2."], ["S0."], ["S0.", "S1."]]
-    assert paragraphs([]) == []
+    blocks = [Block("S0. S1. S2.", None, None), Block("S0.", None, None), Block("S0. S1.", None, None)]
+    assert paragraphs(ss, blocks) == [["S0.", "S1.", "S2."], ["S0."], ["S0.", "S1."]]
+    assert paragraphs([], []) == []

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import stat
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -73,9 +74,10 @@ class Block:
     1 for .eml). line is the 1-based line where the paragraph starts (text and HTML).
     line_starts holds, for text files, the offset in `text` where each following source line
     begins, so a sentence can be cited by its own line. truncated marks the last block of a
-    document that was cut at max_chars. heads holds the end offsets of the headings that open
-    the block: a heading is joined to the paragraph it heads, so that both are one SPARC context,
-    and each heading is one sentence of its own (sentences.segment).
+    document that was cut at max_chars. heads holds the end offsets of the context that opens
+    the block (its section's headings, its table's header cells): context of the block's
+    sentences and never a sentence (sentences.segment); a heading that heads nothing is a block
+    of its own whose head ends at its end, one sentence.
     """
 
     text: str
@@ -198,16 +200,50 @@ def _walk(roots: list[Path], rules: Rules, on_error: OnError, base: Path | None)
 # ---------------------------------------------------------------------------------- dispatch
 
 
-def _join_headings(raw: Iterable[RawBlock]) -> Iterator[tuple[str, int | None, int | None, tuple[int, ...],
-                                                               tuple[int, ...]]]:
-    """Normalised non-empty blocks, each heading joined to the block it heads (on the same page):
-    (text, page, line, line_starts, heads). The line numbers of the joined parts stay right:
-    line_starts repeats an offset once per source line skipped (blank lines between a title and
-    its paragraph), since a sentence's line is block.line + the line starts before it."""
-    pending: list[tuple[str, int | None, int | None, tuple[int, ...]]] = []
+# A paragraph that is one question ("(1) How do I create a field?", "Q: Why?", "2.3. How...?"):
+# in an FAQ it heads its answer, as a title does.
+_ENUMERATION = re.compile(r"^(?:\(?\d+(?:\.\d+)*[.):]?|\(?[A-Za-z][.)]|Q\d*[.:)]?)\s+")
+_QUESTION_END = re.compile(r"\?[\"'”’)\]]*$")
+_INNER_END = re.compile(r"[.!?][\"'”’)\]]*\s")
+QUESTION_CHARS = 300  # longer, it is prose that ends with a question, not an FAQ's question line
 
-    def alone() -> Iterator[tuple[str, int | None, int | None, tuple[int, ...], tuple[int, ...]]]:
-        for text, page, line, starts in pending:
+
+def is_question(text: str) -> bool:
+    """One sentence that asks (after an enumeration such as "(1)" or "Q:")."""
+    if len(text) > QUESTION_CHARS or not _QUESTION_END.search(text):
+        return False
+    return not _INNER_END.search(_ENUMERATION.sub("", text, count=1))
+
+
+_Part = tuple[str, "int | None", "int | None", tuple[int, ...]]  # text, page, line, line_starts
+_Joined = tuple[str, "int | None", "int | None", tuple[int, ...], tuple[int, ...]]  # ... and heads
+
+
+def _prefixed(context: str, block: _Joined) -> _Joined:
+    """A block with context-only text in front (its section's headings, its table's header): its
+    end is the block's heads; line and line_starts stay those of the block's own text."""
+    if not context:
+        return block
+    text, page, line, starts, heads = block
+    n = len(context) + 1
+    return (f"{context} {text}", page, line, tuple(n + s for s in starts),
+            (len(context), *(n + h for h in heads)))
+
+
+def _join_headings(raw: Iterable[RawBlock]) -> Iterator[_Joined]:
+    """Normalised non-empty blocks, the headings made their section's context (issue 32): a
+    heading (a title, or an FAQ's question line) is joined to the block it heads, and carried in
+    front of the following blocks of its section (until the next heading, on the same page);
+    its end is in heads, and sentences.segment makes no sentence of it. A heading with no block
+    of its own (followed by another heading, or last on its page) stands alone, a sentence. A
+    question heads only a block that is no heading or question (a list of questions is a table
+    of contents). (text, page, line, line_starts, heads)."""
+    pending: list[tuple[_Part, bool]] = []  # headings waiting for their block; is it a question
+    section = ""  # the heading text of the current section
+    section_page: int | None = None
+
+    def alone() -> Iterator[_Joined]:
+        for (text, page, line, starts), _ in pending:
             yield text, page, line, starts, (len(text),)
         pending.clear()
 
@@ -216,29 +252,22 @@ def _join_headings(raw: Iterable[RawBlock]) -> Iterator[tuple[str, int | None, i
         if not text:
             continue
         heading = len(item) > 4 and bool(item[4])
-        if pending and pending[0][1] != page:
+        context = norm_text(item[5]) if len(item) > 5 else ""
+        question = not heading and not context and is_question(text)
+        if pending and pending[0][0][1] != page:
             yield from alone()
-        if heading:
-            pending.append((text, page, line, line_starts))
+        if section_page != page:
+            section = ""
+        if heading or question:
+            if pending and pending[-1][1]:
+                section = ""
+                yield from alone()
+            pending.append(((text, page, line, line_starts), question))
             continue
-        if not pending:
-            yield text, page, line, line_starts, ()
-            continue
-        parts = [*pending, (text, page, line, line_starts)]
-        pending.clear()
-        joined, heads, starts = "", [], []
-        prev_line, prev_starts = 0, ()  # of the part before (set from the first part on)
-        numbered = all(p[2] is not None for p in parts)
-        for part_text, _, part_line, part_starts in parts:
-            offset = len(joined) + 1 if joined else 0
-            if joined:
-                heads.append(len(joined))
-                if numbered:
-                    starts.extend([offset] * (part_line - prev_line - len(prev_starts)))
-            starts.extend(offset + s for s in part_starts)
-            joined = f"{joined} {part_text}" if joined else part_text
-            prev_line, prev_starts = part_line, part_starts
-        yield joined, parts[0][1], parts[0][2], tuple(starts) if numbered else (), tuple(heads)
+        if pending:
+            section, section_page = " ".join(p[0] for p, _ in pending), page
+            pending.clear()
+        yield _prefixed(" ".join(filter(None, (section, context))), (text, page, line, line_starts, ()))
     yield from alone()
 
 

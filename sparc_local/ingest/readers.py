@@ -37,14 +37,16 @@ def one_line(exc: BaseException) -> str:
 
 
 class RawBlock(NamedTuple):
-    """A reader's paragraph before normalising. heading: it heads the next block (a title, a
-    term before its definition), so extract joins the two and they share one SPARC context."""
+    """A reader's paragraph before normalising. heading: it heads the blocks after it (a title, a
+    term before its definition): extract makes it their context, not a sentence. context: text
+    that is this block's context only (a table row's header cells)."""
 
     text: str
     page: int | None
     line: int | None
     line_starts: tuple[int, ...] = ()
     heading: bool = False
+    context: str = ""
 
 
 Read = tuple[Iterable[RawBlock], bool]  # a reader's raw blocks, and whether it stopped early
@@ -163,6 +165,9 @@ def read_text(path: Path, max_chars: int, html: bool = False) -> tuple[str, bool
 _MD_FENCE = re.compile(r"^\s{0,3}(```|~~~)")
 _MD_HEADING = re.compile(r"^\s{0,3}#{1,6}(\s+|$)")
 BULLET = re.compile(r"^\s*(?:[-*+•]|\d{1,3}[.)])\s+")
+ITEM = re.compile(r"^\s*[•◦▪‣∙·]\s*\S")  # a list item's glyph, which prose never starts a line with
+# "4.3. Good password", "2.1 Overview": a section number of two levels or more, then a short title
+NUMBERED_TITLE = re.compile(r"^\s*\d{1,3}(?:\.\d{1,3})+\.?\s+[A-Z][^.!?:;,]{0,78}$")
 _MD_CLOSING_HASHES = re.compile(r"(^|\s+)#+\s*$")
 _QUOTE = re.compile(r"^\s{0,3}>\s?")
 _RULE = re.compile(r"^\s*([=\-~^*#+_`:'\".])\1{2,}\s*$")
@@ -234,6 +239,12 @@ def text_blocks(text: str, markup: str | None) -> list[RawBlock]:
             if markup == "md":
                 line = _QUOTE.sub("", line)
                 line = _MD_EMPHASIS.sub(r"\2", _MD_IMAGE_LINK.sub(r"\1", line))
+        elif not in_fence and (ITEM.match(line) or NUMBERED_TITLE.match(line)):
+            flush()  # plain text: a list item is a unit of its own, a numbered title heads its text
+            if NUMBERED_TITLE.match(line):
+                para.append((lineno, norm_text(line)))
+                flush(heading=True)
+                continue
         clean = norm_text(line)
         if clean:
             para.append((lineno, clean))
@@ -246,8 +257,11 @@ def text_blocks(text: str, markup: str | None) -> list[RawBlock]:
 # ---------------------------------------------------------------------------------- HTML
 
 _SKIP_TAGS = frozenset({"script", "style", "noscript", "template", "svg"})
+CELL_SEPARATOR = " | "  # between a table row's cells: one unit, and no sentence ends at a cell's end
+_CELL = "\x1f"  # a cell boundary in the parser's buffer (a control character: norm_text drops it)
+_CELL_TAGS = frozenset({"td", "th"})
 _BLOCK_TAGS = frozenset(
-    "p div li ul ol dl dt dd h1 h2 h3 h4 h5 h6 br hr tr td th table thead tbody tfoot caption "
+    "p div li ul ol dl dt dd h1 h2 h3 h4 h5 h6 br hr tr table thead tbody tfoot caption "
     "section article header footer nav aside main blockquote pre figure figcaption form "
     "address details summary title body html option fieldset legend".split()
 )
@@ -346,18 +360,36 @@ def html_blocks(text: str, keep_title: bool = True, main_only: bool = True) -> l
             self.furniture_depth = 0
             self.link = 0
             self.link_chars = 0
+            self.headers: list[str] = []  # per open table, its header row's text
+            self.header_row, self.in_thead = False, 0  # the row being read is all <th>; in <thead>
 
         def flush(self) -> None:
             if self.buf:
-                text = "".join(self.buf)
+                text = "".join(self.buf).strip(_CELL + " \t\r\n").replace(_CELL, CELL_SEPARATOR)
                 heading = self.heading > 0
                 if heading:
                     text = _PILCROW.sub("", text)
                 dense = main_only and not heading and self.link_chars >= LINK_DENSE * _alnum(text)
-                if not dense:
-                    self.out.append(RawBlock(text, None, self.line, (), heading))
+                header = self.headers[-1] if self.headers else ""
+                if self.header_row and self.headers and not header and norm_text(text):
+                    self.headers[-1] = text  # a row of <th> only: the context of the rows below
+                elif not dense:
+                    self.out.append(RawBlock(text, None, self.line, (), heading, header))
                 self.buf, self.line = [], None
             self.link_chars = 0
+            self.header_row = False
+
+        def table_tag(self, tag: str, start: bool) -> None:
+            """A table row is one block, its cells joined; a row of header cells (<th> only, or
+            in <thead>) is the context of the table's other rows."""
+            if tag == "table":
+                self.headers = [*self.headers, ""] if start else self.headers[:-1]
+            elif tag == "thead":
+                self.in_thead = max(0, self.in_thead + (1 if start else -1))
+            elif start and tag in _CELL_TAGS:
+                self.header_row = self.header_row and (tag == "th" or self.in_thead > 0)
+                self.buf += [_CELL] if self.buf else []
+            self.header_row = self.header_row or (start and tag == "tr")
 
         def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
             if self.furniture is not None:
@@ -374,6 +406,7 @@ def html_blocks(text: str, keep_title: bool = True, main_only: bool = True) -> l
                 self.skip += 1
             elif tag in _BLOCK_TAGS or tag in _HEADING_TAGS:
                 self.flush()
+            self.table_tag(tag, True)
             self.heading += tag in _HEADING_TAGS
             self.main += tag in _MAIN_TAGS
             self.link += tag == "a" and any(name == "href" for name, _ in attrs)
@@ -389,6 +422,7 @@ def html_blocks(text: str, keep_title: bool = True, main_only: bool = True) -> l
                 self.skip = max(0, self.skip - 1)
             elif tag in _BLOCK_TAGS or tag in _HEADING_TAGS:
                 self.flush()
+            self.table_tag(tag, False)
             if tag in _HEADING_TAGS:
                 self.heading = max(0, self.heading - 1)
             if tag in _MAIN_TAGS:

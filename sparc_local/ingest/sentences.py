@@ -79,10 +79,26 @@ def _starts_sentence(text: str, pos: int) -> bool:
     return i < len(text) and (text[i].isupper() or text[i].isdigit())
 
 
+_LOWER_WORD = re.compile(r"[a-z][a-z0-9_-]*\b")
+_PLAIN_WORD = re.compile(r"[A-Za-z]{3,}$")
+
+
+def _lowercase_opener(text: str, punct_start: int, punct_end: int, next_start: int) -> bool:
+    """"...log root activity. sudo requires...": a sentence that opens with a command or an
+    identifier, after a plain word of 3+ letters (no abbreviation, initial or acronym) and one
+    period (issue 32)."""
+    if punct_end - punct_start != 1 or text[punct_start] != "." or not _LOWER_WORD.match(text, next_start):
+        return False
+    token = _word_before(text, punct_start)
+    key = token.lower()
+    return (_PLAIN_WORD.match(token) is not None and key not in _NEVER_END and key not in _BEFORE_NUMBER
+            and key not in _AMBIGUOUS and token.capitalize() not in _AMBIGUOUS)
+
+
 def _is_boundary(text: str, punct_start: int, punct_end: int, next_start: int) -> bool:
     """Is there a sentence boundary between terminal punctuation and the text at next_start?"""
     if not _starts_sentence(text, next_start):
-        return False
+        return _lowercase_opener(text, punct_start, punct_end, next_start)
     if text.startswith("..", punct_start) or text[punct_start] == "…":
         # "word... Next" ends a sentence; "word ... Next" marks an omission inside one
         attached = punct_start > 0 and (
@@ -165,15 +181,21 @@ def split_sentences(text: str, max_chars: int = MAX_SENTENCE_CHARS) -> list[tupl
 _WORD = re.compile(r"\w")
 
 
+_ASKS = re.compile(r"\?[\"'”’)\]]*$")
+
+
 def _spans(block: Block, max_chars: int) -> list[tuple[int, int]]:
-    """A block's sentence spans: each heading that opens it is one sentence (a title has no
-    closing punctuation, and its number "2." is not a sentence), then the rest is split."""
-    spans: list[tuple[int, int]] = []
-    start = 0
-    for end in block.heads:
-        spans.extend(_chop(block.text, start, end, max_chars))
-        start = end + 1
-    spans.extend((start + s, start + e) for s, e in split_sentences(block.text[start:], max_chars))
+    """A block's sentence spans. The context in front of it (block.heads) is no sentence, unless
+    it is all the block holds: a heading that heads nothing is one sentence (a title has no
+    closing punctuation, and its number "2." is not a sentence). A question that opens a block
+    of more sentences is its answer's context too ("Why? Because...", "Q: How? A: So.")."""
+    text = block.text
+    if block.heads and block.heads[-1] >= len(text):
+        return _chop(text, 0, len(text), max_chars)
+    start = block.heads[-1] + 1 if block.heads else 0
+    spans = [(start + s, start + e) for s, e in split_sentences(text[start:], max_chars)]
+    if len(spans) > 1 and _ASKS.search(text, spans[0][0], spans[0][1]):
+        del spans[0]
     return spans
 
 
@@ -208,14 +230,38 @@ def segment(blocks: list[Block], max_sentences: int | None = None) -> list[Sente
     return out
 
 
-def paragraphs(sentences: list[Sentence]) -> list[list[str]]:
+class Paragraph(list):
+    """A paragraph's sentence texts, and its heading: text that is context for each of them (a
+    section title, an FAQ question, a table's header) and never encoded as a sentence. Where a
+    list of sentences is expected (model/inputs.py reads `heading` when it is there)."""
+
+    def __init__(self, sentences: list[str], heading: str = "") -> None:
+        super().__init__(sentences)
+        self.heading = heading
+
+
+def paragraphs(sentences: list[Sentence], blocks: list[Block]) -> list[Paragraph]:
     """The sentence texts grouped by paragraph (block), in document order: the encoder's input
-    (inputs.paragraph_inputs draws each sentence's SPARC context from its own paragraph)."""
-    out: list[list[str]] = []
-    block = None
+    (inputs.paragraph_inputs draws each sentence's SPARC context from its own paragraph). A
+    paragraph's heading is its text before its first sentence (see ``heading``)."""
+    out: list[Paragraph] = []
+    group: list[Sentence] = []
     for s in sentences:
-        if s.block != block or not out:
-            out.append([])
-            block = s.block
-        out[-1].append(s.text)
+        if group and s.block != group[0].block:
+            out.append(_paragraph(group, blocks[group[0].block]))
+            group = []
+        group.append(s)
+    if group:
+        out.append(_paragraph(group, blocks[group[0].block]))
     return out
+
+
+def _paragraph(group: list[Sentence], block: Block) -> Paragraph:
+    return Paragraph([s.text for s in group], heading(block.text, group[0].start - block.start))
+
+
+def heading(context: str, first: int) -> str:
+    """A paragraph's context-only text: what its stored context holds before its first sentence
+    (at offset `first`). One rule for `index` and for the stored paragraphs encoded again
+    (batch_writer.stored_paragraphs), so both give the encoder the same inputs."""
+    return context[:first].strip()

@@ -24,6 +24,7 @@ from typing import IO, TYPE_CHECKING
 from urllib.parse import unquote
 
 from sparc_local.ingest.readers import (
+    CELL_SEPARATOR,
     ExtractError,
     RawBlock,
     Read,
@@ -162,20 +163,33 @@ def docx_blocks(path: Path, max_chars: int, max_unpacked: int) -> Read:
         out: list[RawBlock] = []
         for item in doc.iter_inner_content():
             if isinstance(item, Table):
-                for row in item.rows:
+                header = ""
+                for i, row in enumerate(item.rows):
                     cells, seen = [], set()
                     for cell in row.cells:  # merged cells repeat; keep each once
                         if id(cell._tc) not in seen:
                             seen.add(id(cell._tc))
                             cells.append(norm_text(cell.text))
-                    out.append((" | ".join(c for c in cells if c), None, None, ()))
+                    text = CELL_SEPARATOR.join(c for c in cells if c)
+                    if i == 0 and len(item.rows) > 1 and _repeats_as_header(row):
+                        header = text  # "Repeat as header row": the other rows' context
+                    else:
+                        out.append(RawBlock(text, None, None, (), False, header))
             else:
-                out.append((item.text, None, None, ()))
+                style = (item.style.name or "") if item.style is not None else ""
+                out.append(RawBlock(item.text, None, None, (), style == "Title" or style.startswith("Heading")))
     except ExtractError:
         raise
     except Exception as e:  # python-docx / lxml on a damaged package
         raise ExtractError(f"not a valid DOCX ({one_line(e)})") from e
     return out, False
+
+
+def _repeats_as_header(row) -> bool:
+    """Word's own mark of a header row (w:tblHeader in the row's properties)."""
+    tr_pr = row._tr.trPr
+    return tr_pr is not None and any(el.tag.endswith("}tblHeader") for el in tr_pr)
+
 
 # ---------------------------------------------------------------------------------- PPTX
 

@@ -68,10 +68,16 @@ def _nearest(i: int, n: int) -> list[int]:
     return out
 
 
-def _one(tokens: list[list[int]], i: int, spec: InputSpec) -> EncoderInput:
+def heading_of(paragraph: Sequence[str]) -> str:
+    """A paragraph's context-only text (ingest's `Paragraph.heading`); "" for a plain list."""
+    return getattr(paragraph, "heading", "")
+
+
+def _one(tokens: list[list[int]], i: int, spec: InputSpec, head: list[int] = ()) -> EncoderInput:
     s_ids = tokens[i][: spec.max_length - 3]
     room = spec.max_length - 3 - len(s_ids)
-    chosen: list[tuple[int, list[int]]] = []
+    chosen: list[tuple[int, list[int]]] = [(-1, head[:room])] if head and room > 0 else []
+    room -= len(chosen[0][1]) if chosen else 0
     for j in _nearest(i, len(tokens))[: max(spec.context_sentences, 0)]:
         if room <= 0:
             break
@@ -101,19 +107,36 @@ def paragraph_inputs(tokenizer, paragraphs: Sequence[Sequence[str]], spec: Input
 
     Each sentence is tokenized once; BERT's pre-tokenizer splits at whitespace, so a context made
     of token lists equals the tokenization of the joined sentences. The sentence keeps priority:
-    it is cut only if it alone overflows max_length.
+    it is cut only if it alone overflows max_length. A paragraph's heading (`heading_of`) opens
+    the context of each of its sentences, before the nearest sentences.
     """
     if spec.context_order not in CONTEXT_ORDERS:
         raise ValueError(f"context_order must be one of {CONTEXT_ORDERS}")
-    flat = [s for p in paragraphs for s in p]
+    flat, heads = _flat(paragraphs)
     encoded = tokenizer.encode_batch(flat, add_special_tokens=False) if flat else []
     out: list[EncoderInput] = []
     start = 0
-    for p in paragraphs:
+    for p, h in zip(paragraphs, heads):
+        head = encoded[start].ids if h else []
+        start += h
         tokens = [e.ids for e in encoded[start:start + len(p)]]
         start += len(p)
-        out.extend(_one(tokens, i, spec) for i in range(len(tokens)))
+        out.extend(_one(tokens, i, spec, head) for i in range(len(tokens)))
     return out
+
+
+def _flat(paragraphs: Sequence[Sequence[str]]) -> tuple[list[str], list[int]]:
+    """The texts to tokenize, each paragraph's heading (if any) before its sentences, and how
+    many headings (0 or 1) each paragraph put there."""
+    flat: list[str] = []
+    heads: list[int] = []
+    for p in paragraphs:
+        head = heading_of(p)
+        if head:
+            flat.append(head)
+        heads.append(int(bool(head)))
+        flat.extend(p)
+    return flat, heads
 
 
 def _windows(tokens: list[list[int]], spec: InputSpec) -> list[Window]:
@@ -183,14 +206,19 @@ def _nearest_outside(a: int, b: int, n: int) -> list[int]:
 
 
 def window_inputs(tokenizer, paragraphs: Sequence[Sequence[str]], spec: InputSpec) -> list[Window]:
-    """The window scheme's inputs; their spans, in order, are the paragraphs' sentences in order."""
-    flat = [s for p in paragraphs for s in p]
+    """The window scheme's inputs; their spans, in order, are the paragraphs' sentences in order.
+    A paragraph's heading is laid out as a sentence before the first and encoded by none."""
+    flat, heads = _flat(paragraphs)
     encoded = tokenizer.encode_batch(flat, add_special_tokens=False) if flat else []
     out: list[Window] = []
     start = 0
-    for p in paragraphs:
-        out += _windows([e.ids for e in encoded[start:start + len(p)]], spec)
-        start += len(p)
+    for p, h in zip(paragraphs, heads):
+        windows = _windows([e.ids for e in encoded[start:start + h + len(p)]], spec)
+        if h:
+            first = windows[0]
+            windows[0] = Window(first.ids, first.spans[1:], first.types)
+        out += windows
+        start += h + len(p)
     return out
 
 

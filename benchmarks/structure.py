@@ -1,0 +1,108 @@
+"""Document-structure defects in the sentences ingest makes of real files (issue 32), before/after.
+
+    python benchmarks/structure.py                      # this tree
+    python benchmarks/structure.py --tree /work/main    # another checkout's ingest (before)
+
+Files: the PDFs of benchmarks/pdf_text.py (~/.cache/sparc-local-bench/pdfs/set) and valgrind's
+HTML manual (/usr/share/doc/valgrind/html, `apt-get install valgrind`): Debian documentation, none
+of the packages kept out of tuning. Each tree's `extract` + `segment` runs in a subprocess.
+Counts, per defect class:
+
+- glued/split PDF words per 1,000: words unknown to the vocabulary and to pdftotext (pdf_text.py);
+- question lines returned as answers: sentences that are one question (after "(1)", "Q:") and are
+  followed by more text in the file;
+- headings inside sentences: sentences that start with an HTML heading's text (h1-h6) and go on;
+- table cells as sentences: sentences equal to one cell of an HTML table row of 2+ cells;
+- list items merged: sentences holding two or more items of one HTML list (or two "•").
+"""
+
+from __future__ import annotations
+
+import argparse
+import html
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from pdf_text import DEFAULT_PDFS, defects, pdftotext, vocabulary, words
+
+ROOT = Path(__file__).resolve().parents[1]
+HTML_DIR = Path("/usr/share/doc/valgrind/html")
+_DUMP = """
+import json, sys
+from pathlib import Path
+from sparc_local.ingest.extract import extract
+from sparc_local.ingest.sentences import segment
+print(json.dumps({p: [s.text for s in segment(extract(Path(p)))] for p in sys.argv[1:]}))
+"""
+_TAG = re.compile(r"<[^>]+>")
+
+
+def _clean(fragment: str) -> str:
+    return " ".join(html.unescape(_TAG.sub(" ", fragment)).split()).rstrip("¶ ")
+
+
+def sentences(tree: Path, files: list[Path]) -> dict[str, list[str]]:
+    out = subprocess.run([sys.executable, "-c", _DUMP, *map(str, files)], capture_output=True, text=True,
+                         check=True, env={"PYTHONPATH": str(tree), "PATH": "/usr/bin:/bin"}, cwd=tree)
+    return json.loads(out.stdout)
+
+
+def _question(text: str) -> bool:
+    from sparc_local.ingest.extract import is_question
+
+    return is_question(text)
+
+
+def html_defects(path: Path, sents: list[str]) -> dict[str, int]:
+    page = path.read_text(encoding="utf-8", errors="replace")
+    heads = {_clean(h) for h in re.findall(r"<h[1-6][^>]*>(.*?)</h[1-6]>", page, re.S | re.I)} - {""}
+    cells: set[str] = set()
+    for row in re.findall(r"<tr[^>]*>(.*?)</tr>", page, re.S | re.I):
+        found = [_clean(c) for c in re.findall(r"<t[dh][^>]*>(.*?)</t[dh]>", row, re.S | re.I)]
+        if len([c for c in found if c]) > 1:
+            cells.update(c for c in found if c)
+    items = [[_clean(i) for i in re.findall(r"<li[^>]*>(.*?)</li>", lst, re.S | re.I)]
+             for lst in re.findall(r"<[uo]l[^>]*>(.*?)</[uo]l>", page, re.S | re.I)]
+    return {
+        "headings inside sentences": sum(any(s.startswith(h + " ") for h in heads) for s in sents),
+        "table cells as sentences": sum(s in cells for s in sents),
+        "list items merged": sum(any(sum(i in s for i in lst if len(i) > 3) > 1 for lst in items) for s in sents),
+        "question lines as answers": sum(_question(s) for s in sents[:-1]),
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--tree", type=Path, default=ROOT)
+    ap.add_argument("--pdfs", type=Path, default=DEFAULT_PDFS)
+    args = ap.parse_args()
+    pdfs = sorted(args.pdfs.glob("*.pdf"))
+    pages = sorted(HTML_DIR.glob("*.html"))
+    if not pdfs or not pages:
+        sys.exit("missing files: see this file's docstring")
+    got = sentences(args.tree.resolve(), pdfs + pages)
+    vocab = vocabulary()
+    n_words = n_bad = 0
+    counts: dict[str, int] = {}
+    for f in pdfs:
+        text = "\n".join(got[str(f)])
+        n_words += len(words(text))
+        n_bad += len(defects(text, set(words(pdftotext(f))), vocab))
+        counts["question lines as answers"] = counts.get("question lines as answers", 0) + sum(
+            _question(s) for s in got[str(f)][:-1])
+        counts["list items merged"] = counts.get("list items merged", 0) + sum(s.count("•") > 1 for s in got[str(f)])
+    for f in pages:
+        for k, v in html_defects(f, got[str(f)]).items():
+            counts[k] = counts.get(k, 0) + v
+    n_sents = sum(len(v) for v in got.values())
+    print(f"tree {args.tree}: {len(pdfs)} PDFs, {len(pages)} HTML pages, {n_sents} sentences")
+    print(f"  glued/split PDF words per 1,000: {1000 * n_bad / max(n_words, 1):.1f} ({n_bad} of {n_words})")
+    for k in sorted(counts):
+        print(f"  {k}: {counts[k]}")
+
+
+if __name__ == "__main__":
+    main()
