@@ -36,10 +36,9 @@ from sparc_local import paths
 from sparc_local.adapt import domain
 from sparc_local.adapt.train_embeddings import TokenBatch, adapt_embeddings, pad_sequences
 from sparc_local.errors import ModelError, ModelMissing, SparcError
-from sparc_local.model.info import load_tokenizer
-from sparc_local.model.info import ACTIVE_POINTER as POINTER
-from sparc_local.model.info import ModelInfo, active_model, index_is_stale, shipped_model_dir
 from sparc_local.index.store import Index
+from sparc_local.model.info import ACTIVE_POINTER as POINTER
+from sparc_local.model.info import ModelInfo, active_model, index_is_stale, load_tokenizer, shipped_model_dir
 
 NEW_DB_SUFFIX = ".adapting"
 ROWS_OWN = "own"  # the rows of the corpus's own tokens (adapt.domain.own_tokens): the default
@@ -144,7 +143,8 @@ def _cleanup_models(keep: ModelInfo | None) -> None:
 
 # ---------------------------------------------------------------- training data
 
-def _corpus_ids(index: Index, minimum: int) -> np.ndarray:
+def corpus_ids(index: Index, minimum: int) -> np.ndarray:
+    """The live sentence ids adapt trains on; refused when there are fewer than ``minimum``."""
     from sparc_local.adapt.reencode import live_sentence_ids
 
     ids = live_sentence_ids(index)
@@ -307,7 +307,7 @@ def train_adapted_model(index: Index, opts: AdaptOptions = AdaptOptions(), *, mo
     if opts.swap not in SWAP_RULES:
         raise AdaptError(f"unknown swap rule {opts.swap!r}", f"Use one of {', '.join(SWAP_RULES)}.")
     base = base_model(model or active_model())
-    ids = _corpus_ids(index, opts.min_sentences)
+    ids = corpus_ids(index, opts.min_sentences)
     tokenizer = load_tokenizer(base.tokenizer_path)
     counts = corpus_counts(index, ids, tokenizer)
     reference = domain.load_reference(base.path)
