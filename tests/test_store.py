@@ -341,7 +341,7 @@ def test_exception_mid_write_rolls_back(db, monkeypatch):
         good = _update(rng, "/d/a.txt", 3, "new")
         bad = _update(rng, "/d/b.txt", 3, "bad")
         # a SentenceRow sqlite cannot bind: fails after /d/a.txt was already tombstoned+rewritten
-        bad.sentences[1] = SentenceRow(object(), "ctx", 0)  # type: ignore[arg-type]
+        bad.sentences[1] = SentenceRow(object(), "ctx", 0)  # type: ignore[arg-type]  # a bad row on purpose
         with pytest.raises(sqlite3.Error):
             ix.write_files([good, bad])
         assert not ix.conn.in_transaction

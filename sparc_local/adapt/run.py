@@ -335,7 +335,7 @@ def train_adapted_model(index: Index, opts: AdaptOptions = AdaptOptions(), *, mo
     batches = token_batches(index, ids, tokenizer, base, opts.batch_size, opts.max_length, opts.seed)
     E = adapt_embeddings(cfg, w, batches, steps=opts.steps, lr=opts.lr, seed=opts.seed, checkpoint_path=ckpt,
                          checkpoint_every=opts.checkpoint_every, on_step=on_step, mask_id=mask_id,
-                         mode=opts.mode, rows=trainable_rows(counts, opts, reference))  # type: ignore[arg-type]
+                         mode=opts.mode, rows=trainable_rows(counts, opts, reference))  # type: ignore[arg-type]  # opts.mode is a plain str: adapt.mlm.Mode names its values
     train_seconds = time.perf_counter() - t0
     del w
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())

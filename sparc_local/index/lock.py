@@ -28,7 +28,7 @@ from sparc_local.errors import SparcError
 try:
     import fcntl
 except ImportError:  # pragma: no cover - Windows is not a target
-    fcntl = None  # type: ignore[assignment]
+    fcntl = None  # type: ignore[assignment]  # no module there: the lock tests `fcntl is not None`
 
 LOCK_NAME = "writer.lock"
 

@@ -180,7 +180,7 @@ class Index(Database):
         if not batch:
             return None
         # built before the transaction: the write lock is not held for this CPU work
-        phrase = {str(u.path): [positions.encode(u.vectors.row(i)[0], u.vectors.row_positions(i))  # type: ignore[arg-type]
+        phrase = {str(u.path): [positions.encode(u.vectors.row(i)[0], u.vectors.row_positions(i))  # type: ignore[arg-type]  # encoded rows have positions
                                 for i in range(len(u.vectors))]
                   for u in batch if u.error is None and u.vectors is not None and u.vectors.positions is not None}
         now = time.time()
