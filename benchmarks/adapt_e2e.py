@@ -38,9 +38,9 @@ def build_index(data: Path, model_dir: Path | None, threads: int | None = None) 
     """Index the corpus's sentences with the base model (skipped if the index already has them)."""
     from sparc_local.evaluation import reqa
     from sparc_local.evaluation.evaluate import encode_corpus
+    from sparc_local.index.store import FileUpdate, Index, SentenceRow
     from sparc_local.model.info import ModelInfo, active_model
     from sparc_local.paths import db_path
-    from sparc_local.index.store import FileUpdate, Index, SentenceRow
 
     info = ModelInfo.load(model_dir) if model_dir else active_model()
     ds = reqa.load(data)
@@ -102,8 +102,8 @@ def first_sentences(data: Path, n: int, out: Path) -> Path:
 
 def child(args: argparse.Namespace) -> dict:
     from sparc_local.adapt.run import AdaptError, AdaptOptions, adapt, revert, train_adapted_model
-    from sparc_local.paths import db_path
     from sparc_local.index.store import Index
+    from sparc_local.paths import db_path
 
     if args.model:  # the base the pointer names; adapt starts from the active model's base
         (Path(os.environ["SPARC_LOCAL_HOME"]) / "active-model").write_text(str(Path(args.model).resolve()))

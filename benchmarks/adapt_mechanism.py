@@ -28,12 +28,12 @@ import os
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")  # the machine is shared; before numpy loads BLAS
 
-import argparse  # noqa: E402
-import json  # noqa: E402
-import time  # noqa: E402
-from pathlib import Path  # noqa: E402
+import argparse
+import json
+import time
+from pathlib import Path
 
-import numpy as np  # noqa: E402
+import numpy as np
 
 BUCKETS = ((0, 0), (1, 4), (5, 49), (50, None))  # corpus count ranges (inclusive)
 TOP = 15
@@ -56,7 +56,7 @@ def corpus_counts(index, tokenizer, vocab: int) -> np.ndarray:
 def train(index, mlm_dir: Path, steps: int, lr: float, rows: str, seed: int = 0) -> tuple[np.ndarray, list[float], float]:
     """E trained by adapt's loop with `mlm_dir`'s MLM; returns (E, losses, seconds)."""
     from sparc_local.adapt.model_folder import load_adapt_weights
-    from sparc_local.adapt.run import AdaptOptions, _corpus_ids, corpus_counts, token_batches, trainable_rows
+    from sparc_local.adapt.run import AdaptOptions, corpus_counts, corpus_ids, token_batches, trainable_rows
     from sparc_local.adapt.train_embeddings import adapt_embeddings
     from sparc_local.model.info import ModelInfo, load_tokenizer
 
@@ -64,7 +64,7 @@ def train(index, mlm_dir: Path, steps: int, lr: float, rows: str, seed: int = 0)
     opts = AdaptOptions(steps=steps, lr=lr, seed=seed, rows=rows)
     cfg, w, _ = load_adapt_weights(info)
     tok = load_tokenizer(info.tokenizer_path)
-    ids = _corpus_ids(index, opts.min_sentences)
+    ids = corpus_ids(index, opts.min_sentences)
     losses: list[float] = []
     t0 = time.perf_counter()
     batches = token_batches(index, ids, tok, info, opts.batch_size, opts.max_length, seed)
@@ -145,7 +145,7 @@ def main() -> None:
     from sparc_local.paths import db_path
 
     base = ModelInfo.load(shipped_model_dir())
-    from sparc_local.adapt.model_folder import load_encoder_weights
+    from sparc_local.model.folder import load_encoder_weights
 
     _, w0 = load_encoder_weights(base)
     E0 = w0["emb.word"]

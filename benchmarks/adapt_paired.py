@@ -20,11 +20,11 @@ if __name__ == "__main__":  # BLAS reads its thread count when numpy is imported
     for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ[var] = _t
 
-import json  # noqa: E402
-import time  # noqa: E402
-from pathlib import Path  # noqa: E402
+import json
+import time
+from pathlib import Path
 
-import numpy as np  # noqa: E402
+import numpy as np
 
 
 def side(spec: str, index, ids):

@@ -33,7 +33,8 @@ def summed(vectors, vocab_size: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def write_control(base, adapted, out: Path, seed: int = 0) -> None:
-    from sparc_local.adapt.model_folder import load_encoder_weights, write_adapted_model
+    from sparc_local.adapt.model_folder import write_adapted_model
+    from sparc_local.model.folder import load_encoder_weights
 
     E0 = load_encoder_weights(base)[1]["emb.word"].astype(np.float64)
     dE = load_encoder_weights(adapted)[1]["emb.word"].astype(np.float64) - E0

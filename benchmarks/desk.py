@@ -75,7 +75,9 @@ HOME_PREFIX = "home"  # the default scratch home: BENCH/home, or BENCH/home-NAME
 TOP_K = 10
 MANY_FILES = 5  # a sentence in this many files or more counts as boilerplate
 MAN_WIDTH = "80"
-BOOTSTRAP = 10_000  # resamples of the questions for --against's interval
+# the levels a hit is counted at, and what a hit there is
+LEVELS = (("sentence", "the sentence shown"), ("passage", "the sentence shown or one collapsed under it"),
+          ("file", ""))
 _WS = re.compile(r"\s+")
 
 
@@ -204,23 +206,16 @@ def check_unique(questions: list[tuple[str, str, str]], files: dict[str, list[st
     return failures
 
 
-def rr(rank: int) -> float:
-    return 1 / rank if rank else 0.0
-
-
 def paired_line(before: dict[str, int], after: dict[str, int], seed: int = 0) -> str:
     """Questions ranked better and worse than in BEFORE, and the mean reciprocal-rank difference
     with a 95% bootstrap interval: is a before/after difference more than question noise?"""
-    import numpy as np  # only here: the rest of the benchmark runs on any Python
+    from sparc_local.evaluation.metrics import paired_bootstrap  # numpy: the rest runs on any Python
 
     shared = [q for q in after if q in before]
-    diff = np.array([rr(after[q]) - rr(before[q]) for q in shared])
-    rng = np.random.default_rng(seed)
-    means = diff[rng.integers(0, len(diff), (BOOTSTRAP, len(diff)))].mean(axis=1)
-    low, high = np.percentile(means, [2.5, 97.5])
-    return (f"paired with the earlier ranks ({len(shared)} questions): {int((diff > 0).sum())} better, "
-            f"{int((diff < 0).sum())} worse; sentence MRR@{TOP_K} {diff.mean():+.4f}, 95% interval "
-            f"[{low:+.4f}, {high:+.4f}]")
+    p = paired_bootstrap([before[q] for q in shared], [after[q] for q in shared], seed=seed)
+    return (f"paired with the earlier ranks ({p.questions} questions): {p.better} better, "
+            f"{p.worse} worse; sentence MRR@{TOP_K} {p.mean:+.4f}, 95% interval "
+            f"[{p.low:+.4f}, {p.high:+.4f}]")
 
 
 def read_ranks(path: Path) -> dict[str, int]:
@@ -305,7 +300,7 @@ def main() -> None:
     print(shape_line(desk_sentences(tree)))
 
     questions = read_questions()
-    hits = {"sentence": Counter(), "passage": Counter(), "file": Counter()}  # level -> hit@1, found, rr
+    level_ranks: dict[str, list[int]] = {level: [] for level, _ in LEVELS}  # per question; 0: not in the top
     unlikely = Counter()  # (hit at 1, top answer called unlikely)
     sentence_ranks: dict[str, int] = {}
     for question, name, answer in questions:
@@ -321,8 +316,8 @@ def main() -> None:
                     ranks.setdefault("sentence", i)
                 if any(want in norm(s) for s in [r["sentence"], *(c["sentence"] for c in r.get("collapsed", []))]):
                     ranks.setdefault("passage", i)
-        for level, rank in ranks.items():
-            hits[level].update({"hit@1": rank == 1, "found": 1, "rr": 1 / rank})
+        for level, got in level_ranks.items():
+            got.append(ranks.get(level, 0))
         rank = ranks.get("sentence")
         sentence_ranks[question] = rank or 0
         if results and results[0].get("likely") is not None:
@@ -330,13 +325,15 @@ def main() -> None:
         if args.misses and rank != 1:
             top = results[0] if results else {"path": "-", "sentence": ""}
             print(f"  [{rank or '-'}] {question}\n      top: {Path(top['path']).name}: {top['sentence'][:110]!r}")
+    from sparc_local.evaluation.metrics import summary  # numpy: --check runs on any Python
+
     n = len(questions)
     print(f"questions: {n}")
-    for level, note in (("sentence", "the sentence shown"), ("passage", "the sentence shown or one collapsed "
-                                                                        "under it"), ("file", "")):
-        h = hits[level]
-        print(f"{level}: hit@1 {h['hit@1'] / n:.3f} ({h['hit@1']}/{n}), MRR@{TOP_K} {h['rr'] / n:.3f} "
-              f"(found in top {TOP_K}: {h['found']}/{n})" + (f"; {note}" if note else ""))
+    for level, note in LEVELS:
+        got = level_ranks[level]
+        m = summary(got, TOP_K)
+        print(f"{level}: hit@1 {m['r@1']:.3f} ({got.count(1)}/{n}), MRR@{TOP_K} {m[f'mrr@{TOP_K}']:.3f} "
+              f"(found in top {TOP_K}: {n - got.count(0)}/{n})" + (f"; {note}" if note else ""))
     if unlikely:
         print(f"top answer called unlikely: {unlikely[True, True]} of {unlikely[True, True] + unlikely[True, False]} "
               f"hits at 1, {unlikely[False, True]} of {unlikely[False, True] + unlikely[False, False]} others")

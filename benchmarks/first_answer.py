@@ -27,7 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from sparc_local.evaluation import reqa  # noqa: E402
+from sparc_local.evaluation import reqa
 
 WORK = Path.home() / ".cache" / "sparc-local-bench" / "first-answer"
 FORMATS = (".txt", ".md", ".html", ".docx", ".pdf")

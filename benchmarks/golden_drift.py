@@ -25,7 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.golden.make_golden import compare  # noqa: E402
+from tests.golden.make_golden import compare
 
 
 def run(model: Path, cpu: str | None) -> dict:
@@ -64,8 +64,8 @@ def main() -> None:
     models = args.models or [shipped_model_dir()]
     with tempfile.TemporaryDirectory() as tmp:
         if args.dynamic:
-            from sparc_local.adapt.model_folder import load_encoder_weights
             from sparc_local.model.export import QUANT_DYNAMIC, export_model
+            from sparc_local.model.folder import load_encoder_weights
 
             info = ModelInfo.load(models[0])
             cfg, w = load_encoder_weights(info)

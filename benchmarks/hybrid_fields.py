@@ -24,7 +24,6 @@ import time
 from pathlib import Path
 
 import numpy as np
-
 import scale
 
 VARIANTS = ("sparc", "hybrid", "sentence only", "paragraph only")
@@ -57,7 +56,7 @@ def main() -> None:
     weights = {"sparc": shipped, "hybrid": shipped,
                "sentence only": {SENTENCE_FIELD: shipped[SENTENCE_FIELD]},
                "paragraph only": {PARAGRAPH_FIELD: shipped[PARAGRAPH_FIELD]}}
-    for size in map(scale._parse_size, args.sizes.split(",")):
+    for size in map(scale.parse_size, args.sizes.split(",")):
         db = scale.cache_db(args.workdir, size, info)
         if not db.exists():
             raise SystemExit(f"{db} is missing: build it with benchmarks/scale.py --sizes {size} --build-only")

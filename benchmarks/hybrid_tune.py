@@ -27,10 +27,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from sparc_local.evaluation.evaluate import eval_index, rank  # noqa: E402
-from sparc_local.model.info import ModelInfo, shipped_model_dir  # noqa: E402
-from sparc_local.model.lexical import PARAGRAPH_FIELD, SENTENCE_FIELD  # noqa: E402
-from sparc_local.query import fusion  # noqa: E402
+from sparc_local.evaluation.evaluate import eval_index, rank
+from sparc_local.model.info import ModelInfo, shipped_model_dir
+from sparc_local.model.lexical import PARAGRAPH_FIELD, SENTENCE_FIELD
+from sparc_local.query import fusion
 
 SETS = {"du2017-train": ROOT.parent / "shared" / "data" / "reqa" / "du2017-train",
         "heldout": Path.home() / ".cache" / "sparc-local-train" / "input-rule" / "passages"}

@@ -45,11 +45,11 @@ def main() -> None:
         for name in names:
             (docs / f"{name}.txt").write_text(" ".join(passages[name]) + "\n")
 
+        from sparc_local.index.store import Index
         from sparc_local.model.encoder import Encoder
-        from sparc_local.pipeline import run_index
         from sparc_local.model.info import ModelInfo, active_model
         from sparc_local.paths import db_path
-        from sparc_local.index.store import Index
+        from sparc_local.pipeline import run_index
 
         info = ModelInfo.load(Path(args.model)) if args.model else active_model()
         if args.model:

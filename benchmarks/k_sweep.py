@@ -18,10 +18,9 @@ from pathlib import Path
 
 import numpy as np
 
-from sparc_local.index import postings
-
 from sparc_local.evaluation import reqa
 from sparc_local.evaluation.evaluate import encode_corpus
+from sparc_local.index import postings
 from sparc_local.model.info import ModelInfo
 from sparc_local.model.sparse import SparseVectors
 from sparc_local.training.validate import validate

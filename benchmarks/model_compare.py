@@ -20,11 +20,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from desk import paired_line  # noqa: E402  (benchmarks/desk.py: the desks' paired bootstrap)
+from desk import paired_line  # benchmarks/desk.py: the desks' paired bootstrap
 
-from sparc_local.evaluation.evaluate import evaluate  # noqa: E402
-from sparc_local.model.info import ModelInfo  # noqa: E402
-from sparc_local.query.fusion import BM25, HYBRID, MODES, SPARC  # noqa: E402
+from sparc_local.evaluation.evaluate import evaluate
+from sparc_local.model.info import ModelInfo
+from sparc_local.query.fusion import BM25, HYBRID, MODES, SPARC
 
 
 def hits_of(data: Path, folder: Path, threads: int | None) -> tuple[dict, dict[str, dict[int, int]]]:

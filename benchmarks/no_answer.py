@@ -41,7 +41,7 @@ from sparc_local.model.info import active_model
 from sparc_local.query import fusion
 from sparc_local.query.ask import LIKELY_SCORE, Asker
 
-DATA = Path("/work/shared/data/reqa")
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "reqa"
 RECALL = 0.95  # right top answers kept "likely"
 NONSENSE = 500  # random letter strings asked
 SEED = 17
@@ -95,7 +95,7 @@ def main() -> None:
 
     ds = reqa.load(args.calibrate)
     passage_of = dict(zip(ds.ids, ds.passages))
-    indexed = lambda p: article(p) % 2 == 0  # noqa: E731
+    indexed = lambda p: article(p) % 2 == 0
     asked = [(q, set(a)) for _, q, a in ds.queries] + [(q, set()) for q in nonsense(NONSENSE)]
     s, right, likely = top_answers(ds, args.calibrate, indexed, asked)
     n_real = len(ds.queries)

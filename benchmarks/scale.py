@@ -1,6 +1,6 @@
 """The query engine at scale (issue #6): indexes of 10k, 100k and 1M sentences.
 
-    OMP_NUM_THREADS=1 nice -n 5 /work/venv/bin/python benchmarks/scale.py [--sizes 10k,100k,1M]
+    OMP_NUM_THREADS=1 nice -n 5 python benchmarks/scale.py [--sizes 10k,100k,1M]
     ... benchmarks/scale.py --paired OTHER_WORKTREE --paired-db INDEX_IT_READS --rounds 8
 
 Postings are real encoder output of the shipped model (the eval cache of squad-dev and
@@ -94,7 +94,7 @@ def cache_db(workdir: Path, size: int, info) -> Path:
                       f"-k{info.top_k}.db")
 
 
-def _parse_size(s: str) -> int:
+def parse_size(s: str) -> int:
     s = s.strip().lower()
     mult = {"k": 1_000, "m": 1_000_000}.get(s[-1], 1)
     return int(float(s[:-1] if s[-1] in "km" else s) * mult)
@@ -111,8 +111,7 @@ def _paragraph(texts: list[str]) -> tuple[str, list[int]]:
 def load_real(info, eval_home: Path) -> list[dict]:
     """Real passages (paragraphs): [{name, texts, T (n, K) token ids, W (n, K) weights,
     L lexical postings (SparseVectors, a row per sentence)}] for both sets."""
-    from sparc_local.evaluation import evaluate
-    from sparc_local.evaluation import reqa
+    from sparc_local.evaluation import evaluate, reqa
     from sparc_local.model.lexical import Lexical
 
     K = info.top_k
@@ -121,7 +120,7 @@ def load_real(info, eval_home: Path) -> list[dict]:
     out = []
     for name in ("squad-dev", "newsqa-dev"):
         ds = reqa.load(DATA / name)
-        cache = evaluate._cache_file(DATA / name, info)
+        cache = evaluate.cache_file(DATA / name, info)
         if not cache.exists():
             raise SystemExit(f"no encoded corpus for {name} at {cache}: run `sparc-local eval` once")
         with np.load(cache) as z:
@@ -168,8 +167,8 @@ def crossover(rng, TA, WA, TB, WB):
 def batches(passages: list[dict], size: int, batch: int, lexical, seed: int = 0):
     """Yield lists of FileUpdate holding ``size`` sentences in all, ~``batch`` sentences each.
     ``lexical`` (``Lexical``) computes the postings of a passage cut short (its paragraph is shorter)."""
-    from sparc_local.model.sparse import SparseVectors
     from sparc_local.index.store import FileUpdate, SentenceRow
+    from sparc_local.model.sparse import SparseVectors
 
     rng = np.random.default_rng(seed)
     allT = np.concatenate([p["T"] for p in passages])
@@ -348,9 +347,9 @@ def _percentiles(runs: list[np.ndarray]) -> dict:
 
 
 def measure(db: Path, questions: list[str], tokens: list[np.ndarray], check: int, rounds: int, k: int = 10) -> dict:
+    from sparc_local.index.store import Index
     from sparc_local.query.fusion import MODES
     from sparc_local.query.pathfilter import PathFilter
-    from sparc_local.index.store import Index
     from sparc_local.query.searcher import Searcher
 
     ask = ask_process(db, questions[:20])
@@ -490,7 +489,7 @@ def paired(base_tree: Path, base_db: Path, workdir: Path, tokens: list[np.ndarra
     alternating child processes (see the module docstring) -> the report."""
     import shutil
 
-    from sparc_local.index.store import Index, SCHEMA_VERSION
+    from sparc_local.index.store import SCHEMA_VERSION, Index
 
     here = Path(__file__).resolve().parents[1]
     db = workdir / f"{base_db.stem}-migrated-v{SCHEMA_VERSION}.db"
@@ -548,8 +547,7 @@ def main() -> None:
     os.sched_setaffinity(0, {cpu})
 
     from sparc_local.evaluation import reqa
-    from sparc_local.model.info import load_tokenizer
-    from sparc_local.model.info import ModelInfo, shipped_model_dir
+    from sparc_local.model.info import ModelInfo, load_tokenizer, shipped_model_dir
     from sparc_local.query.tokens import query_token_ids
 
     info = ModelInfo.load(shipped_model_dir())
@@ -563,7 +561,7 @@ def main() -> None:
         return
     passages = None
     results = {}
-    for size in map(_parse_size, args.sizes.split(",")):
+    for size in map(parse_size, args.sizes.split(",")):
         db = cache_db(args.workdir, size, info)
         if args.rebuild or not db.exists():
             if passages is None:

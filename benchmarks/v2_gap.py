@@ -30,10 +30,11 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
+from sparc_local.evaluation.metrics import first_hits_by_score, positions, reciprocal
 from sparc_local.model.encoder import Encoder
 from sparc_local.model.info import ModelInfo
 from sparc_local.query.tokens import query_token_ids
-from sparc_local.training.validate import _held_out_paragraphs
+from sparc_local.training.validate import held_out_paragraphs
 
 MUS = (0.0, 0.1, 0.2, 0.3, 0.5, 1.0)
 CLASSES = ("own", "neighbour", "expansion")
@@ -90,13 +91,8 @@ def swap_report(ref, other, queries, gold) -> str:
 
 
 def reciprocal_ranks(scores: list[np.ndarray], gold: list[set[int]], k: int = 10) -> np.ndarray:
-    """1/rank of the first gold sentence in each question's top k (0 if none); ties keep index order."""
-    out = np.zeros(len(scores))
-    for i, (s, g) in enumerate(zip(scores, gold)):
-        top = np.argsort(-s, kind="stable")[:k]
-        hit = next((r for r, j in enumerate(top) if int(j) in g and s[j] > 0), None)
-        out[i] = 0.0 if hit is None else 1.0 / (hit + 1)
-    return out
+    """1/rank of the first gold sentence in each question's top k (0 if none), by metrics.py's tie rule."""
+    return reciprocal(first_hits_by_score(scores, gold, k))
 
 
 def main() -> None:
@@ -109,10 +105,9 @@ def main() -> None:
     pool = pickle.loads((args.run.expanduser() / "pool.pkl").read_bytes())
     valid = pool.valid
     sents = sorted({s for ex in valid for s in ex.answers + ex.passage_negs})
-    where = {s: i for i, s in enumerate(sents)}
-    paras = _held_out_paragraphs(pool, sents)
+    paras = held_out_paragraphs(pool, sents)
     para_of = np.concatenate([[i] * len(p) for i, p in enumerate(paras)])
-    gold = [{where[a] for a in ex.answers if a in where} for ex in valid]
+    gold = positions(sents, (ex.answers for ex in valid))
     kinds = None
     ref = None
     print(f"{len(valid)} held-out questions, {len(sents)} sentences in {len(paras)} passages")

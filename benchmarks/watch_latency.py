@@ -1,7 +1,7 @@
 """How fast does `sparc-local watch` make a saved sentence answerable, and what does it cost idle?
 
-    /work/venv/bin/python benchmarks/watch_latency.py                  # shipped model, default 2 s quiet period
-    /work/venv/bin/python benchmarks/watch_latency.py --quiet-period 0.3 --tiny
+    python benchmarks/watch_latency.py                  # shipped model, default 2 s quiet period
+    python benchmarks/watch_latency.py --quiet-period 0.3 --tiny
 
 Runs the real detached daemon (`python -m sparc_local watch --daemon`) in a throw-away
 SPARC_LOCAL_HOME and measures, from this process:
@@ -63,9 +63,9 @@ def main() -> None:
         nouns, cities = WORDS[30:60], WORDS[60:]
     else:
         nouns, cities = NOUNS, CITIES
-    from sparc_local.query.ask import Asker
-    from sparc_local.model.info import active_model
     from sparc_local.index.store import Index
+    from sparc_local.model.info import active_model
+    from sparc_local.query.ask import Asker
 
     info = active_model()
     root = Path(tempfile.mkdtemp(prefix="sparc-watch-bench-docs-"))

@@ -1,9 +1,10 @@
 """The one base of every error a user can fix.
 
-The library raises these and never prints; cli.py turns each into ``Error: <message>``, its remedy
-on the next line, and exit code 1, in one place. Anything else that escapes is a bug and keeps its
-traceback. Modules that own a condition define their subclass beside it (``DiskFull``,
-``LockHeld``, ``AdaptError`` ...); the ones shared by several modules live here.
+The library raises these and never prints; ``cli/common.py`` (``report``) turns each into
+``Error: <message>``, its remedy on the next line, and exit code 1, in one place. Anything else
+that escapes is a bug and keeps its traceback. Modules that own a condition define their
+subclass beside it (``DiskFull``, ``LockHeld``, ``AdaptError`` ...); the ones shared by several
+modules live here.
 """
 
 from __future__ import annotations

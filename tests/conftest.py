@@ -30,3 +30,14 @@ def active_tiny(sparc_home: Path, tiny_model_dir: Path) -> Path:
     """Make the tiny model the active one; modules opt in with pytest.mark.usefixtures."""
     (sparc_home / "active-model").write_text(str(tiny_model_dir))
     return tiny_model_dir
+
+
+@pytest.fixture
+def docs(tmp_path: Path) -> Path:
+    """Two small files with known answers (tea steeping, the tower), not indexed."""
+    root = tmp_path / "docs"
+    root.mkdir()
+    (root / "tea.md").write_text("# Tea\n\nGreen tea should steep for three minutes. Then drink it.\n\n"
+                                 "Boil the water first.\n")
+    (root / "city.txt").write_text("Paris is the capital of France. The tower was built in one year.\n")
+    return root

@@ -10,9 +10,9 @@ import pytest
 torch = pytest.importorskip("torch")
 F = torch.nn.functional
 
-from sparc_local.adapt import TokenBatch, adapt_embeddings, forward_backward, mask_tokens  # noqa: E402
-from sparc_local.training.model import TorchEncoder  # noqa: E402
-from sparc_local.model.weights import random_weights  # noqa: E402
+from sparc_local.adapt import TokenBatch, adapt_embeddings, forward_backward, mask_tokens
+from sparc_local.training.model import TorchEncoder
+from tests.tiny import random_weights
 
 LAYOUTS = ["bert", "distilbert"]
 PAD, MASK_ID = 0, 4
@@ -38,7 +38,7 @@ def _batch(seed: int = 0, b: int = 3, l: int = 11, vocab: int = 120):
 def _torch_ref(cfg, w, ids, types, mask, labels, input_side: bool):
     """Loss and dL/dE from torch autograd (float64), MLM head written out here."""
     enc = TorchEncoder(cfg, w).double()
-    t = lambda k: torch.from_numpy(np.asarray(w[k], dtype=np.float64))  # noqa: E731
+    t = lambda k: torch.from_numpy(np.asarray(w[k], dtype=np.float64))
     if input_side:
         enc.word.requires_grad_(True)
         e_dec = enc.word

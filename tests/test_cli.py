@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import json
-import re
 import os
+import re
 import subprocess
 import sys
 from datetime import datetime
@@ -19,18 +19,15 @@ from sparc_local.cli.app import app
 runner = CliRunner()
 
 
-pytestmark = pytest.mark.usefixtures("active_tiny")
+pytestmark = pytest.mark.usefixtures("active_tiny", "bad_pdf")
 
 
 @pytest.fixture
-def docs(tmp_path: Path) -> Path:
-    root = tmp_path / "docs"
-    root.mkdir()
-    (root / "tea.md").write_text("# Tea\n\nGreen tea should steep for three minutes. Then drink it.\n\n"
-                                 "Boil the water first.\n")
-    (root / "city.txt").write_text("Paris is the capital of France. The tower was built in one year.\n")
-    (root / "bad.pdf").write_bytes(b"this is not a pdf")
-    return root
+def bad_pdf(docs: Path) -> Path:
+    """Beside conftest's docs, a file `index` must skip and report."""
+    path = docs / "bad.pdf"
+    path.write_bytes(b"this is not a pdf")
+    return path
 
 
 def run(*args: str):
@@ -83,7 +80,7 @@ def test_ask_filters_and_explain(docs: Path):
     # the filter is applied inside the top k, not to the unfiltered top k
     assert json.loads(run("ask", "green tea", "--json", "-k", "1").output)[0]["path"] == str(docs / "tea.md")
     # the same passage first; -k 1 collapses only what ranks above it (ask.collapse)
-    drop = lambda a: {key: v for key, v in a.items() if key != "collapsed"}  # noqa: E731
+    drop = lambda a: {key: v for key, v in a.items() if key != "collapsed"}
     top_txt = json.loads(run("ask", "green tea", "--json", "-k", "1", "--type", ".TXT").output)
     assert [drop(a) for a in top_txt] == [drop(a) for a in only_txt[:1]]
     nothing = run("ask", "green tea", "--path", "*.pdf")  # bad.pdf is indexed as unreadable: no text

@@ -11,10 +11,10 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from sparc_local.training import companion  # noqa: E402
-from sparc_local.training.mlm_head import load_sentences  # noqa: E402
-from tests.test_adapt_cli import _fake_reqa, _sentences  # noqa: E402
-from tests.tiny import make_tiny_adapt_model  # noqa: E402
+from sparc_local.training import companion
+from sparc_local.training.mlm_head import load_sentences
+from tests.test_adapt_cli import _fake_reqa, _sentences
+from tests.tiny import make_tiny_adapt_model
 
 
 @pytest.fixture(scope="module")
@@ -139,7 +139,8 @@ def test_devil_sentences_skip_the_header(tmp_path: Path, monkeypatch: pytest.Mon
 
 
 def test_export_writes_a_model_adapt_runs_through_the_companion(setup, tmp_path: Path) -> None:
-    from sparc_local.adapt.model_folder import ENCODER_FILE, load_adapt_weights
+    from sparc_local.adapt.model_folder import load_adapt_weights
+    from sparc_local.model.folder import ENCODER_FILE
     from sparc_local.model.info import ModelInfo
 
     torch.manual_seed(0)

@@ -180,10 +180,10 @@ def test_kill_during_forget(tmp_path: Path, tiny_model_dir: Path):
     forgotten) leaves the folder forgotten and its text gone from the database files."""
     import shutil
 
-    from sparc_local.model.encoder import Encoder
     from sparc_local.forget import forget
-    from sparc_local.pipeline import run_index
+    from sparc_local.model.encoder import Encoder
     from sparc_local.model.info import ModelInfo
+    from sparc_local.pipeline import run_index
     from sparc_local.query.pathfilter import is_under
 
     docs, private = tmp_path / "docs", tmp_path / "private"
@@ -193,7 +193,7 @@ def test_kill_during_forget(tmp_path: Path, tiny_model_dir: Path):
     for i in range(3):
         (private / f"p{i}.txt").write_text(f"The {SECRET} number {i} is in the green book. Keep it safe.\n")
     info = ModelInfo.load(tiny_model_dir)
-    encoder = lambda: Encoder(info, threads=1)  # noqa: E731
+    encoder = lambda: Encoder(info, threads=1)
     base = tmp_path / "base.db"
     with Index(base) as idx:
         run_index(idx, [str(docs), str(private)], info, encoder)
@@ -264,8 +264,8 @@ def _synthetic_index(db: Path) -> None:
     then a tenth of the files rewritten, so the merge also has tombstones to drop."""
     import numpy as np
 
-    from sparc_local.model.sparse import SparseVectors
     from sparc_local.index.store import FileUpdate, SentenceRow
+    from sparc_local.model.sparse import SparseVectors
 
     rng = np.random.default_rng(5)
 

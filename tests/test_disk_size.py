@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from sparc_local.pipeline import run_index
-from sparc_local.model.info import ModelInfo
 from sparc_local.index.store import Index
+from sparc_local.model.info import ModelInfo
+from sparc_local.pipeline import run_index
 
 pytestmark = pytest.mark.usefixtures("active_tiny")
 

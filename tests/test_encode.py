@@ -3,8 +3,8 @@ import pytest
 
 from sparc_local.model.encoder import Encoder
 from sparc_local.model.info import ModelInfo
-from sparc_local.model.weights import canonicalize, random_weights, to_checkpoint_names
-from tests.tiny import make_tiny_model, tiny_weights
+from sparc_local.model.weights import canonicalize
+from tests.tiny import make_tiny_model, random_weights, tiny_weights, to_checkpoint_names
 
 torch = pytest.importorskip("torch")
 
@@ -163,8 +163,8 @@ def test_inputs_never_padded_by_the_tokenizer_file(tmp_path):
     """A tokenizer.json with fixed padding (as all-MiniLM-L6-v2's has) must not leak [PAD] into inputs."""
     import json
 
-    from sparc_local.model.inputs import InputSpec, paragraph_inputs
     from sparc_local.model.info import load_tokenizer
+    from sparc_local.model.inputs import InputSpec, paragraph_inputs
     from tests.tiny import write_tokenizer
 
     path = write_tokenizer(tmp_path / "tok.json")

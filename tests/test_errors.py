@@ -16,9 +16,9 @@ import pytest
 from typer.testing import CliRunner
 
 from sparc_local.cli.app import app
+from sparc_local.index.store import SCHEMA_VERSION, Index
 from sparc_local.model.info import ACTIVE_POINTER, CONFIG_FILE, ModelInfo, shipped_model_dir
 from sparc_local.paths import db_path
-from sparc_local.index.store import SCHEMA_VERSION, Index
 
 pytestmark = pytest.mark.usefixtures("active_tiny")
 
@@ -27,15 +27,6 @@ COMMANDS = [["ask", "green tea"], ["status"], ["index", "-q"]]
 CORRUPT_REMEDY = "Move it away, then run `sparc-local index FOLDER` to build it again (your files are not touched)."
 DATA_DIR_REMEDY = "Make it a folder you can read and write, or set SPARC_LOCAL_HOME to another folder."
 FOLDER_REMEDY = "Give a model folder exported by sparc-local (sparc.json, model.onnx and tokenizer.json)."
-
-
-@pytest.fixture
-def docs(tmp_path: Path) -> Path:
-    root = tmp_path / "docs"
-    root.mkdir()
-    (root / "tea.md").write_text("# Tea\n\nGreen tea should steep for three minutes. Then drink it.\n")
-    (root / "city.txt").write_text("Paris is the capital of France. The tower was built in one year.\n")
-    return root
 
 
 def fails(args: list[str], message: str, remedy: str) -> None:

@@ -14,12 +14,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from sparc_local.watch import handoff
-
-from sparc_local.watch import files as watchfiles
 from sparc_local.cli.app import app
-from sparc_local.model.info import ModelInfo
 from sparc_local.index.store import Index
+from sparc_local.model.info import ModelInfo
+from sparc_local.watch import files as watchfiles
+from sparc_local.watch import handoff
 from sparc_local.watch.watcher import Watcher
 from tests.helpers import cli, indexed_paths, wait_until
 

@@ -10,10 +10,10 @@ import pytest
 from typer.testing import CliRunner
 
 from sparc_local.cli.app import app
+from sparc_local.index.store import Index
 from sparc_local.ingest.extract import iter_files
 from sparc_local.ingest.ignore import Rules
 from sparc_local.model.info import ModelInfo
-from sparc_local.index.store import Index
 from sparc_local.watch.config import WatchConfig
 from sparc_local.watch.watcher import Watcher
 from tests.helpers import indexed_paths, wait_until

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from sparc_local.model.inputs import InputSpec, paragraph_inputs
 from sparc_local.model.info import load_tokenizer
+from sparc_local.model.inputs import InputSpec, paragraph_inputs
 from tests.tiny import write_tokenizer
 
 WORDS = "tea green black steep minutes water boil cup tower paris".split()  # one token each
@@ -72,11 +72,11 @@ PASSAGE = ["Green tea should steep for three minutes.", "Black tea takes longer.
 def test_index_and_eval_give_the_encoder_the_same_inputs(tmp_path, tiny_model_dir, monkeypatch):
     """A ReQA passage written as a file and indexed gets, sentence for sentence, the encoder
     inputs `eval` builds for it (issue #12: every figure is the product's own path)."""
-    from sparc_local.model import encoder as encode
     from sparc_local.evaluation.evaluate import evaluate
-    from sparc_local.pipeline import run_index
-    from sparc_local.model.info import ModelInfo
     from sparc_local.index.store import Index
+    from sparc_local.model import encoder as encode
+    from sparc_local.model.info import ModelInfo
+    from sparc_local.pipeline import run_index
 
     seen: list[list] = []
 

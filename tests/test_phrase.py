@@ -100,7 +100,7 @@ def test_the_phrase_is_underlined_in_the_top_sentence_only():
 
 
 @pytest.fixture
-def docs(tmp_path: Path, active_tiny: Path) -> Path:
+def indexed_docs(tmp_path: Path, active_tiny: Path) -> Path:
     root = tmp_path / "docs"
     root.mkdir()
     (root / "tea.md").write_text("# Tea\n\nGreen tea should steep for three minutes. Then drink it.\n")
@@ -120,13 +120,13 @@ def _db(home: Path) -> sqlite3.Connection:
     return sqlite3.connect(home / "index.db")
 
 
-def test_ask_shows_the_phrase(docs: Path, sparc_home: Path):
+def test_ask_shows_the_phrase(indexed_docs: Path, sparc_home: Path):
     top = _ask("green tea steep", "-k", "1", "--mode", "sparc")[0]
     assert top["sentence"] == "Green tea should steep for three minutes."
     assert top["phrase"] == {"text": "Green tea", "start": 0, "end": 9}
     result = runner.invoke(app, ["ask", "green tea steep", "-k", "1", "--mode", "sparc"])
     assert (result.exit_code, result.output) == (0, (
-        f"1. {docs / 'tea.md'}:3  score {top['score']:.2f}\n"
+        f"1. {indexed_docs / 'tea.md'}:3  score {top['score']:.2f}\n"
         "   Tea Green tea should steep for three minutes. Then drink it.\n"
         "   phrase: Green tea\n"))
     # BM25 matches are literal: "--mode bm25" reads no positions and still finds the words
@@ -136,7 +136,7 @@ def test_ask_shows_the_phrase(docs: Path, sparc_home: Path):
             "SELECT count(*) FROM sentences WHERE encoded = 1").fetchone() == (3,)  # "# Tea" is context, no sentence
 
 
-def test_an_index_without_positions_answers_and_shows_none(docs: Path, sparc_home: Path):
+def test_an_index_without_positions_answers_and_shows_none(indexed_docs: Path, sparc_home: Path):
     """An index encoded before migration 5 has no positions: SPARC gives no phrase (BM25's
     literal matches still do) until its sentences are encoded again."""
     with _db(sparc_home) as c:
@@ -151,12 +151,12 @@ def test_an_index_without_positions_answers_and_shows_none(docs: Path, sparc_hom
         assert c.execute("SELECT count(*) FROM positions").fetchone() == (0,)
 
 
-def test_positions_die_with_their_sentences(docs: Path, sparc_home: Path):
+def test_positions_die_with_their_sentences(indexed_docs: Path, sparc_home: Path):
     """Re-indexing a changed file and `forget` tombstone sentences; the merge that purges them
     deletes their positions too (the trigger), in its own transaction."""
-    (docs / "tea.md").write_text("# Tea\n\nBlack tea takes longer. Use water below boiling.\n")
-    assert runner.invoke(app, ["index", str(docs), "-q"]).exit_code == 0
-    assert runner.invoke(app, ["forget", str(docs / "tower.txt")]).exit_code == 0
+    (indexed_docs / "tea.md").write_text("# Tea\n\nBlack tea takes longer. Use water below boiling.\n")
+    assert runner.invoke(app, ["index", str(indexed_docs), "-q"]).exit_code == 0
+    assert runner.invoke(app, ["forget", str(indexed_docs / "tower.txt")]).exit_code == 0
     from sparc_local.index.store import Index
 
     with Index(sparc_home / "index.db") as idx:

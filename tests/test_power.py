@@ -12,11 +12,10 @@ import pytest
 from typer.testing import CliRunner
 
 from sparc_local import power
-
-from sparc_local.watch import daemon
 from sparc_local.cli.app import app
-from sparc_local.model.info import ModelInfo
 from sparc_local.index.store import Index
+from sparc_local.model.info import ModelInfo
+from sparc_local.watch import daemon
 from sparc_local.watch.config import WatchConfig
 from sparc_local.watch.watcher import Watcher
 from tests.helpers import indexed_paths, wait_until

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from sparc_local.index import postings as P
 from sparc_local.index import bitmap
+from sparc_local.index import postings as P
 from sparc_local.query import maxscore as MS
 from sparc_local.query import scoring as S
 

@@ -29,8 +29,8 @@ def test_encoder_matches_golden_values():
 @pytest.mark.parametrize("change", ["int8 kernels", "one LayerNorm 1% off"])
 def test_golden_check_fails_when_the_model_changes(tmp_path, change):
     """The check is not so loose that it passes a different model or export."""
-    from sparc_local.adapt.model_folder import load_encoder_weights
     from sparc_local.model.export import QUANT_DYNAMIC, QUANT_WEIGHTS, export_model
+    from sparc_local.model.folder import load_encoder_weights
     from tests.golden.make_golden import compare, golden
 
     info = ModelInfo.load(shipped_model_dir())

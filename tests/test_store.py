@@ -12,13 +12,13 @@ import textwrap
 import numpy as np
 import pytest
 
-from sparc_local.index import postings as P
-from sparc_local.index import bitmap
-from sparc_local.query import scoring as S
-from sparc_local.index import segments
 from sparc_local.errors import SchemaTooNew
-from sparc_local.model.sparse import SparseVectors
+from sparc_local.index import bitmap, segments
+from sparc_local.index import db as db_errors
+from sparc_local.index import postings as P
 from sparc_local.index.store import MIGRATIONS, SCHEMA_VERSION, FileUpdate, Index, SentenceRow
+from sparc_local.model.sparse import SparseVectors
+from sparc_local.query import scoring as S
 from sparc_local.query.searcher import Searcher
 
 VOCAB = 500
@@ -341,7 +341,7 @@ def test_exception_mid_write_rolls_back(db, monkeypatch):
         good = _update(rng, "/d/a.txt", 3, "new")
         bad = _update(rng, "/d/b.txt", 3, "bad")
         # a SentenceRow sqlite cannot bind: fails after /d/a.txt was already tombstoned+rewritten
-        bad.sentences[1] = SentenceRow(object(), "ctx", 0)  # type: ignore[arg-type]
+        bad.sentences[1] = SentenceRow(object(), "ctx", 0)  # type: ignore[arg-type]  # a bad row on purpose
         with pytest.raises(sqlite3.Error):
             ix.write_files([good, bad])
         assert not ix.conn.in_transaction
@@ -414,14 +414,41 @@ def test_reader_during_write_transaction(db):
         np.testing.assert_array_equal(got[0], expect[0])
         assert reader.roots() == [] and reader.stats()["files"] == 1
         # a second writer cannot get in (times out instead of corrupting anything)
-        with pytest.raises(sqlite3.OperationalError, match="locked"):
+        with pytest.raises(sqlite3.OperationalError, match="locked") as busy:
             reader.add_roots(["/y"])
+        assert db_errors.is_busy(busy.value) and not db_errors.is_full(busy.value)
         c.execute("ROLLBACK")
         c.execute("BEGIN IMMEDIATE")
     got = rs.search(_all_tokens(), None)
     np.testing.assert_array_equal(got[0], expect[0])
     writer.close()
     reader.close()
+
+
+def test_sqlite_errors_are_classified_by_code_not_text(tmp_path):
+    """is_full, is_busy and is_corrupt read SQLite's result code: a full database, another
+    connection's lock and a file that is not a database, each raised by SQLite itself."""
+    c = sqlite3.connect(tmp_path / "small.db", isolation_level=None)
+    c.execute("PRAGMA max_page_count = 8")
+    c.execute("CREATE TABLE t(x BLOB)")
+    with pytest.raises(sqlite3.OperationalError) as full:
+        c.execute("INSERT INTO t VALUES (zeroblob(1 << 20))")
+    other = sqlite3.connect(tmp_path / "small.db", isolation_level=None, timeout=0)
+    c.execute("BEGIN IMMEDIATE")
+    with pytest.raises(sqlite3.OperationalError) as busy:
+        other.execute("BEGIN IMMEDIATE")
+    c.execute("ROLLBACK")
+    (tmp_path / "junk.db").write_bytes(b"not a database, " * 512)
+    with pytest.raises(sqlite3.DatabaseError) as corrupt:
+        sqlite3.connect(tmp_path / "junk.db").execute("SELECT * FROM sqlite_master")
+    kinds = (db_errors.is_full, db_errors.is_busy, db_errors.is_corrupt)
+    for err, want in ((full.value, 0), (busy.value, 1), (corrupt.value, 2)):
+        assert [kind(err) for kind in kinds] == [i == want for i in range(3)], err
+    # the same words from elsewhere are not SQLite's: no code, no class
+    assert not any(kind(sqlite3.OperationalError("database is locked, disk is full")) for kind in kinds)
+    assert not any(kind(OSError(28, "No space left on device")) for kind in kinds)
+    c.close()
+    other.close()
 
 
 def test_search_sees_other_connections_commits(db):

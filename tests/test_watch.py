@@ -21,11 +21,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from sparc_local.query.ask import Asker
 from sparc_local.cli.app import app
 from sparc_local.index.lock import WriterLock
-from sparc_local.model.info import ModelInfo
 from sparc_local.index.store import Index
+from sparc_local.model.info import ModelInfo
+from sparc_local.query.ask import Asker
 from sparc_local.watch.config import WatchConfig
 from sparc_local.watch.watcher import Watcher
 from tests.helpers import cli as run_cli

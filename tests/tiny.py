@@ -7,10 +7,10 @@ from pathlib import Path
 
 import numpy as np
 
-from sparc_local.adapt.model_folder import HEAD_FILE, save_npz
 from sparc_local.model.export import QUANT_FP32, QUANT_WEIGHTS, export_model
+from sparc_local.model.folder import HEAD_FILE, save_npz
 from sparc_local.model.info import ModelInfo
-from sparc_local.model.weights import random_weights
+from sparc_local.model.weights import EMB_NAMES, LAYER_NAMES, MLM_NAMES, ArchConfig, Weights
 
 WORDS = (
     "the a of and to in is was for on with as by at it from that this which who what when where how why "
@@ -83,3 +83,49 @@ def make_tiny_adapt_model(folder: Path, layout: str = "bert", int8: bool = False
     head = {k: w[k].astype(np.float16) for k in w if k.startswith("mlm.")}
     save_npz(folder / HEAD_FILE, head, {"encoder": "model", "encoder_digest": info.extra["digest"]})
     return info
+
+
+def random_weights(layout: str = "bert", vocab: int = 120, hidden: int = 32, layers: int = 2,
+                   heads: int = 4, intermediate: int = 64, max_positions: int = 64,
+                   seed: int = 0, mlm_head: bool = True) -> tuple[ArchConfig, Weights]:
+    """A tiny deterministic encoder, so tests never depend on the big model."""
+    rng = np.random.default_rng(seed)
+
+    def r(*shape: int, scale: float = 0.2) -> np.ndarray:
+        return (rng.standard_normal(shape) * scale).astype(np.float32)
+
+    cfg = ArchConfig(layout, vocab, hidden, layers, heads, intermediate, max_positions,
+                     2 if layout == "bert" else 0)
+    w: Weights = {"emb.word": r(vocab, hidden, scale=1.0), "emb.pos": r(max_positions, hidden),
+                  "emb.ln.w": 1 + r(hidden, scale=0.05), "emb.ln.b": r(hidden, scale=0.05)}
+    if layout == "bert":
+        w["emb.type"] = r(2, hidden)
+    for i in range(layers):
+        for canon in LAYER_NAMES:
+            out_in = {"ff1.w": (intermediate, hidden), "ff2.w": (hidden, intermediate), "ff1.b": (intermediate,)}
+            if canon in out_in:
+                shape = out_in[canon]
+            elif canon.endswith(".w") and not canon.startswith("ln"):
+                shape = (hidden, hidden)
+            else:
+                shape = (hidden,)
+            w[f"l{i}.{canon}"] = (1 + r(*shape, scale=0.05)) if canon.startswith("ln") and canon.endswith(".w") else r(*shape)
+    if mlm_head:
+        w.update({"mlm.dense.w": r(hidden, hidden), "mlm.dense.b": r(hidden, scale=0.05),
+                  "mlm.ln.w": 1 + r(hidden, scale=0.05), "mlm.ln.b": r(hidden, scale=0.05),
+                  "mlm.bias": r(vocab, scale=0.05)})
+    return cfg, w
+
+
+def to_checkpoint_names(cfg: ArchConfig, w: Weights) -> Weights:
+    """Inverse of canonicalize, for tests that feed both layouts through the loader."""
+    idx = 0 if cfg.layout == "bert" else 1
+    layer_prefix = "encoder.layer." if cfg.layout == "bert" else "transformer.layer."
+    out = {name: w[c] for c, name in EMB_NAMES.items() if c in w}
+    for i in range(cfg.layers):
+        for canon, names in LAYER_NAMES.items():
+            out[f"{layer_prefix}{i}.{names[idx]}"] = w[f"l{i}.{canon}"]
+    for canon, names in MLM_NAMES.items():
+        if canon in w:
+            out[names[idx]] = w[canon]
+    return out

@@ -197,7 +197,7 @@ def prepare(cfg: ArchConfig, w: Weights, dtype: np.dtype | type = np.float32) ->
     missing = [k for k in ("mlm.dense.w", "mlm.dense.b", "mlm.ln.w", "mlm.ln.b", "mlm.bias") if k not in w]
     if missing:
         raise ValueError(f"weights have no MLM head ({', '.join(missing)}): adapt needs the pretraining head")
-    c = lambda k: np.ascontiguousarray(w[k], dtype=dt)  # noqa: E731
+    c = lambda k: np.ascontiguousarray(w[k], dtype=dt)
     layers = []
     for i in range(cfg.layers):
         p = f"l{i}."

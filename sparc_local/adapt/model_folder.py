@@ -17,15 +17,21 @@ from pathlib import Path
 
 import numpy as np
 
-from sparc_local.model.folder import (  # noqa: F401 (adapt's API: the folder's files, read back)
-    ENCODER_FILE, HEAD_FILE, HEAD_NAMES, INITIALIZER_NAME, META_KEY, OUTPUT_E, OUTPUT_E_INT8, OUTPUT_E_SCALE,
-    ModelFolderError, arch_config, file_digest,
-    load_encoder_weights, load_npz, load_onnx, save_npz)
+from sparc_local.model.folder import (
+    HEAD_FILE,
+    HEAD_NAMES,
+    INITIALIZER_NAME,
+    OUTPUT_E,
+    OUTPUT_E_INT8,
+    OUTPUT_E_SCALE,
+    ModelFolderError,
+    file_digest,
+    load_encoder_weights,
+    load_npz,
+    load_onnx,
+)
 from sparc_local.model.info import CONFIG_FILE, ModelInfo
 from sparc_local.model.weights import ArchConfig, Weights
-
-def has_mlm_head(info: ModelInfo) -> bool:
-    return (info.path / HEAD_FILE).is_file()
 
 
 def load_adapt_weights(info: ModelInfo) -> tuple[ArchConfig, Weights, dict]:

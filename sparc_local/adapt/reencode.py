@@ -24,11 +24,11 @@ from pathlib import Path
 import numpy as np
 
 from sparc_local.batch_writer import BatchWriter, stored_update
-from sparc_local.model.encoder import Encoder, LazyEncoder
 from sparc_local.index.db import LAST_UPDATE, MODEL_PATH, WEIGHT_SCALE
-from sparc_local.model.lexical import Lexical
-from sparc_local.model.info import INDEX_MODEL_KEY, ModelInfo
 from sparc_local.index.store import FileUpdate, Index
+from sparc_local.model.encoder import Encoder, LazyEncoder
+from sparc_local.model.info import INDEX_MODEL_KEY, ModelInfo
+from sparc_local.model.lexical import Lexical
 
 _SKIP_META = {WEIGHT_SCALE, INDEX_MODEL_KEY, MODEL_PATH, LAST_UPDATE}
 

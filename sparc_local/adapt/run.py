@@ -37,10 +37,9 @@ from sparc_local import paths
 from sparc_local.adapt import domain
 from sparc_local.adapt.train_embeddings import TokenBatch, adapt_embeddings, pad_sequences
 from sparc_local.errors import ModelError, ModelMissing, SparcError
-from sparc_local.model.info import load_tokenizer
-from sparc_local.model.info import ACTIVE_POINTER as POINTER
-from sparc_local.model.info import ModelInfo, active_model, index_is_stale, shipped_model_dir
 from sparc_local.index.store import Index
+from sparc_local.model.info import ACTIVE_POINTER as POINTER
+from sparc_local.model.info import ModelInfo, active_model, index_is_stale, load_tokenizer, shipped_model_dir
 
 NEW_DB_SUFFIX = ".adapting"
 ROWS_OWN = "own"  # the rows of the corpus's own tokens (adapt.domain.own_tokens): the default
@@ -145,7 +144,8 @@ def _cleanup_models(keep: ModelInfo | None) -> None:
 
 # ---------------------------------------------------------------- training data
 
-def _corpus_ids(index: Index, minimum: int) -> np.ndarray:
+def corpus_ids(index: Index, minimum: int) -> np.ndarray:
+    """The live sentence ids adapt trains on; refused when there are fewer than ``minimum``."""
     from sparc_local.adapt.reencode import live_sentence_ids
 
     ids = live_sentence_ids(index)
@@ -310,7 +310,7 @@ def train_adapted_model(index: Index, opts: AdaptOptions = AdaptOptions(), *, mo
     if opts.swap not in SWAP_RULES:
         raise AdaptError(f"unknown swap rule {opts.swap!r}", f"Use one of {', '.join(SWAP_RULES)}.")
     base = base_model(model or active_model())
-    ids = _corpus_ids(index, opts.min_sentences)
+    ids = corpus_ids(index, opts.min_sentences)
     tokenizer = load_tokenizer(base.tokenizer_path)
     counts = corpus_counts(index, ids, tokenizer)
     reference = domain.load_reference(base.path)
@@ -340,7 +340,7 @@ def train_adapted_model(index: Index, opts: AdaptOptions = AdaptOptions(), *, mo
     batches = token_batches(index, ids, tokenizer, base, opts.batch_size, opts.max_length, opts.seed)
     E = adapt_embeddings(cfg, w, batches, steps=opts.steps, lr=opts.lr, seed=opts.seed, checkpoint_path=ckpt,
                          checkpoint_every=opts.checkpoint_every, on_step=on_step, mask_id=mask_id,
-                         mode=opts.mode, rows=trainable_rows(counts, opts, reference))  # type: ignore[arg-type]
+                         mode=opts.mode, rows=trainable_rows(counts, opts, reference))  # type: ignore[arg-type]  # opts.mode is a plain str: adapt.mlm.Mode names its values
     train_seconds = time.perf_counter() - t0
     del w
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())

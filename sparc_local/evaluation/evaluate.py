@@ -14,25 +14,27 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from sparc_local import paths
-
 from sparc_local.evaluation import reqa
+from sparc_local.evaluation.metrics import first_hits, summary
 from sparc_local.model.info import INDEX_MODEL_KEY, ModelInfo, load_tokenizer
 from sparc_local.model.lexical import Lexical
 from sparc_local.model.sparse import SparseVectors
 
 if TYPE_CHECKING:
     from sparc_local.index.store import Index
+    from sparc_local.query.searcher import Searcher
 
 CACHE_K = 1000  # encode once at the largest K we study; smaller K is a prefix of it
 
 
-def _cache_file(ds_dir: Path, info: ModelInfo) -> Path:
+def cache_file(ds_dir: Path, info: ModelInfo) -> Path:
+    """Where the set's corpus, encoded by ``info``, is cached (benchmarks/scale.py reads it too)."""
     h = hashlib.sha256()
     for name in ("corpus.jsonl.gz",):
         h.update((ds_dir / name).read_bytes())
@@ -44,7 +46,7 @@ def _cache_file(ds_dir: Path, info: ModelInfo) -> Path:
 
 def encode_corpus(ds: reqa.ReqaSet, ds_dir: Path, info: ModelInfo, threads: int | None,
                   progress: Callable[[int], None] | None = None) -> SparseVectors:
-    cache = _cache_file(ds_dir, info)
+    cache = cache_file(ds_dir, info)
     if cache.exists():
         with np.load(cache) as z:
             return SparseVectors(z["indptr"], z["token_ids"], z["weights"])
@@ -57,18 +59,6 @@ def encode_corpus(ds: reqa.ReqaSet, ds_dir: Path, info: ModelInfo, threads: int 
     return vectors
 
 
-def first_hits(ranked: list[list[str]], answers: list[set[str]], depth: int) -> list[int]:
-    """Each question's rank (from 1) of its first answer in the top ``depth``; 0: none there.
-    Kept per question so that two models can be compared question by question."""
-    return [next((r + 1 for r, sid in enumerate(got[:depth]) if sid in gold), 0) for got, gold in zip(ranked, answers)]
-
-
-def _means(hits: list[int], depth: int) -> dict:
-    h = np.array(hits)
-    rr = np.where(h > 0, 1.0 / np.maximum(h, 1), 0.0)
-    return {f"mrr@{depth}": float(rr.mean()), "r@1": float(np.mean(h == 1)), f"r@{depth}": float(np.mean(h > 0))}
-
-
 @dataclass
 class EvalIndex:
     """A ReQA set written into a throw-away index through the product's write path, with its
@@ -76,7 +66,7 @@ class EvalIndex:
 
     ds: reqa.ReqaSet
     vectors: SparseVectors
-    searcher: object  # query.searcher.Searcher
+    searcher: Searcher
     questions: list[np.ndarray]
     answers: list[set[str]]
     to_sid: dict[int, str]
@@ -137,7 +127,7 @@ def eval_index(ds_dir: Path, info: ModelInfo, *, top_k: int | None = None, threa
 
 def rank(ev: EvalIndex, mode: str, depth: int = 10, with_hits: bool = False) -> dict:
     """MRR@depth, R@1, R@depth and the query latency of one `ask --mode` (and with_hits, each
-    question's first_hits rank, under "hits")."""
+    question's first-hit rank, under "hits"; see metrics.py)."""
     ranked, latency = [], []
     for tokens in ev.questions:
         t0 = time.perf_counter()
@@ -145,7 +135,7 @@ def rank(ev: EvalIndex, mode: str, depth: int = 10, with_hits: bool = False) -> 
         latency.append((time.perf_counter() - t0) * 1000)
         ranked.append([ev.to_sid[int(i)] for i in ids])
     hits = first_hits(ranked, ev.answers, depth)
-    out = _means(hits, depth)
+    out: dict[str, object] = dict(summary(hits, depth))
     if with_hits:
         out["hits"] = hits
     out.update(latency_ms_p50=float(np.percentile(latency, 50)), latency_ms_p99=float(np.percentile(latency, 99)))
@@ -166,4 +156,4 @@ def evaluate(ds_dir: Path, info: ModelInfo, *, depth: int = 10, top_k: int | Non
     words_ranked = [[ds.ids[i] for i in words.search(q, depth)[0]] for _, q, _ in ds.queries]
     results[SPARC]["nnz_median"] = int(np.median(np.diff(ev.vectors.indptr)))
     return {"dataset": ds.name, "queries": len(ds.queries), "sentences": len(ds.ids), "model": info.id,
-            **results, "bm25_words": _means(first_hits(words_ranked, ev.answers, depth), depth)}
+            **results, "bm25_words": summary(first_hits(words_ranked, ev.answers, depth), depth)}

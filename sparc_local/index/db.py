@@ -24,13 +24,37 @@ from . import postings as codec
 from .schema import MIGRATIONS, SCHEMA_VERSION
 
 BUSY_TIMEOUT_MS = 5000
-_CORRUPT_CODES = (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB)  # primary codes: "malformed", "not a database"
+# primary result codes (an extended code's low byte): errors are classified by code, never by message text
+_CORRUPT_CODES = (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB)  # "malformed", "not a database"
+_BUSY_CODES = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)  # "database is locked", "database table is locked"
+_FULL_CODES = (sqlite3.SQLITE_FULL,)  # "database or disk is full"
 MMAP_BYTES = 2 << 30  # address space only; pages come from the OS page cache (SQLite caps it near 2 GB)
 WAL_LIMIT_BYTES = 8 << 20  # a checkpointed WAL is truncated back to this size, not kept at its high-water mark
 WEIGHT_SCALE = "weight_scale"  # meta key: the quantization step, see postings.py
 LAST_UPDATE = "last_update"  # meta key: time of the last write
 MODEL_PATH = "model_path"  # meta key: the folder of the model that last wrote
 MAX_PARAMS = 900  # bound parameters per IN (...) list, below SQLite's old default limit of 999
+
+
+def _primary_code(err: BaseException) -> int | None:
+    """SQLite's primary result code of ``err``; None when SQLite did not raise it."""
+    code = getattr(err, "sqlite_errorcode", None)  # set only on errors that come from SQLite itself
+    return code & 0xFF if isinstance(err, sqlite3.Error) and code is not None else None
+
+
+def is_corrupt(err: BaseException) -> bool:
+    """The database file is damaged or is not a database."""
+    return _primary_code(err) in _CORRUPT_CODES
+
+
+def is_busy(err: BaseException) -> bool:
+    """Another connection holds a lock the operation needed (past the busy timeout): try again later."""
+    return _primary_code(err) in _BUSY_CODES
+
+
+def is_full(err: BaseException) -> bool:
+    """The disk (or the database's size limit) is full."""
+    return _primary_code(err) in _FULL_CODES
 
 
 def chunks(seq: Sequence, n: int = MAX_PARAMS) -> Iterator[Sequence]:
@@ -64,7 +88,8 @@ class Database:
 
             path = db_path()
         self.path = Path(path)
-        self._conn: sqlite3.Connection | None = None
+        # None only before _connect and after close(): typed as connected, which it is wherever it is used
+        self._conn: sqlite3.Connection = None  # type: ignore[assignment]  # see the line above
         self._depth = 0  # open write_transaction levels: 0 = none, 1 = BEGIN IMMEDIATE, more = SAVEPOINTs
         self._scale: float | None = None
         try:
@@ -102,12 +127,11 @@ class Database:
 
     def _user_error(self, err: BaseException) -> SparcError | None:
         """The user-facing form of an error opening or reading the database, None if it is not one."""
-        if isinstance(err, sqlite3.DatabaseError) and err.sqlite_errorcode & 0xFF in _CORRUPT_CODES:
+        if is_corrupt(err):
             return IndexCorrupt(f"the index {self.path} is damaged ({err})",
                                 "Move it away, then run `sparc-local index FOLDER` to build it again "
                                 "(your files are not touched).")
-        if isinstance(err, (PermissionError, IsADirectoryError)) or (
-                isinstance(err, sqlite3.OperationalError) and err.sqlite_errorcode & 0xFF == sqlite3.SQLITE_CANTOPEN):
+        if isinstance(err, (PermissionError, IsADirectoryError)) or _primary_code(err) == sqlite3.SQLITE_CANTOPEN:
             reason = err.strerror if isinstance(err, OSError) else str(err)
             return DataDirUnusable(f"cannot open the index {self.path} ({reason})",
                                    "Make it a file you can read and write (chmod 600), or move it away.")
@@ -116,7 +140,7 @@ class Database:
     def close(self) -> None:
         if self._conn is not None:
             self._conn.close()
-            self._conn = None  # type: ignore[assignment]
+            self._conn = None  # type: ignore[assignment]  # closed: see __init__
 
     def __enter__(self) -> Self:
         return self

@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from . import postings as codec
 from sparc_local.model.info import INDEX_MODEL_KEY
 
+from . import postings as codec
 from .db import LAST_UPDATE, chunks, qmarks
 
 if TYPE_CHECKING:

@@ -28,7 +28,7 @@ from sparc_local.errors import SparcError
 try:
     import fcntl
 except ImportError:  # pragma: no cover - Windows is not a target
-    fcntl = None  # type: ignore[assignment]
+    fcntl = None  # type: ignore[assignment]  # no module there: the lock tests `fcntl is not None`
 
 LOCK_NAME = "writer.lock"
 
@@ -117,7 +117,7 @@ class WriterLock:
     def held(self) -> bool:
         return self._fd is not None
 
-    def acquire(self, wait: float = 0.0, poll: float = 0.1) -> "WriterLock":
+    def acquire(self, wait: float = 0.0, poll: float = 0.1) -> WriterLock:
         """Take the lock, waiting up to `wait` seconds; raises LockHeld if still taken."""
         if self._fd is not None:
             raise RuntimeError("lock already held by this object")
@@ -155,7 +155,7 @@ class WriterLock:
             os.ftruncate(fd, 0)
         os.close(fd)  # closing the descriptor releases the flock
 
-    def __enter__(self) -> "WriterLock":
+    def __enter__(self) -> WriterLock:
         if self._fd is None:
             self.acquire()
         return self

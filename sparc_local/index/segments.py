@@ -16,7 +16,7 @@ import time
 import numpy as np
 
 from . import postings as codec
-from .db import Database, chunks, qmarks
+from .db import Database, chunks, is_busy, qmarks
 
 MERGE_FACTOR = 10
 MIN_MERGE_POSTINGS = 10_000  # segments below this many live postings are all "level 0"
@@ -219,7 +219,7 @@ class Segments:
             if c.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]:  # busy: a reader holds old frames
                 return False
         except sqlite3.OperationalError as err:
-            if "locked" in str(err) or "busy" in str(err):
+            if is_busy(err):
                 return False
             raise
         with self.db.write_transaction() as c:

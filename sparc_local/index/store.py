@@ -41,15 +41,16 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
+from sparc_local.model.lexical import as_pending
+from sparc_local.model.sparse import SparseVectors
+from sparc_local.paths import is_under
+
 from . import positions
 from . import postings as codec
 from .db import LAST_UPDATE, Database, chunks, qmarks
 from .records import FILE_COLS, FileRecord, FileUpdate, SentenceRow  # noqa: F401 (the write API's types)
 from .schema import MIGRATIONS, SCHEMA_VERSION  # noqa: F401 (the schema's names, read by callers)
 from .segments import MAX_DELETED_RATIO, MERGE_FACTOR, Segments
-from sparc_local.model.lexical import as_pending
-from sparc_local.model.sparse import SparseVectors
-from sparc_local.paths import is_under
 
 FORGOTTEN = "forgotten"  # meta key: JSON list of the paths `forget` removed
 
@@ -179,7 +180,7 @@ class Index(Database):
         if not batch:
             return None
         # built before the transaction: the write lock is not held for this CPU work
-        phrase = {str(u.path): [positions.encode(u.vectors.row(i)[0], u.vectors.row_positions(i))  # type: ignore[arg-type]
+        phrase = {str(u.path): [positions.encode(u.vectors.row(i)[0], u.vectors.row_positions(i))  # type: ignore[arg-type]  # encoded rows have positions
                                 for i in range(len(u.vectors))]
                   for u in batch if u.error is None and u.vectors is not None and u.vectors.positions is not None}
         now = time.time()

@@ -77,7 +77,7 @@ class ModelInfo:
         return json.dumps(d, indent=1, sort_keys=True)
 
     @classmethod
-    def load(cls, folder: Path) -> "ModelInfo":
+    def load(cls, folder: Path) -> ModelInfo:
         """Raises ModelMissing without sparc.json, ModelDamaged when it cannot be read."""
         folder = Path(folder)
         cfg_file = folder / CONFIG_FILE

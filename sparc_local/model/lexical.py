@@ -76,7 +76,7 @@ class Lexical:
         self.skip = frozenset(skip.tolist()) | (stop - {None})
 
     @classmethod
-    def of(cls, info) -> "Lexical":
+    def of(cls, info) -> Lexical:
         """The lexical side of a model folder (``ModelInfo``): its tokenizer and skip set."""
         from sparc_local.model.info import load_tokenizer
 

@@ -41,13 +41,13 @@ class SparseVectors:
             return None
         return self.positions[int(self.indptr[i]):int(self.indptr[i + 1])]
 
-    def slice(self, start: int, stop: int) -> "SparseVectors":
+    def slice(self, start: int, stop: int) -> SparseVectors:
         """Rows start..stop-1 as their own batch (views, no copy)."""
         a, b = int(self.indptr[start]), int(self.indptr[stop])
         return SparseVectors(self.indptr[start:stop + 1] - a, self.token_ids[a:b], self.weights[a:b],
                              None if self.positions is None else self.positions[a:b])
 
-    def head(self, k: int) -> "SparseVectors":
+    def head(self, k: int) -> SparseVectors:
         """Each row's first k pairs: its k largest weights, as the encoder returns them sorted by
         weight (TopK), so a smaller K is a prefix of a larger one."""
         lengths = np.diff(self.indptr)
@@ -57,7 +57,7 @@ class SparseVectors:
                              None if self.positions is None else self.positions[keep])
 
     @classmethod
-    def concat(cls, parts: Sequence["SparseVectors"]) -> "SparseVectors":
+    def concat(cls, parts: Sequence[SparseVectors]) -> SparseVectors:
         """The rows of every part, in order."""
         if len(parts) == 1:
             return parts[0]
@@ -65,13 +65,13 @@ class SparseVectors:
             return cls.from_rows([])
         ends = np.cumsum([int(v.indptr[-1]) for v in parts[:-1]])
         indptr = np.concatenate([parts[0].indptr] + [v.indptr[1:] + e for v, e in zip(parts[1:], ends)])
-        positions = (np.concatenate([v.positions for v in parts])  # type: ignore[misc]
+        positions = (np.concatenate([v.positions for v in parts])
                      if all(v.positions is not None for v in parts) else None)
         return cls(indptr, np.concatenate([v.token_ids for v in parts]), np.concatenate([v.weights for v in parts]),
                    positions)
 
     @classmethod
-    def from_rows(cls, rows: list[tuple[np.ndarray, ...]]) -> "SparseVectors":
+    def from_rows(cls, rows: list[tuple[np.ndarray, ...]]) -> SparseVectors:
         """Rows of (token ids, weights) or (token ids, weights, positions); positions are kept
         when every row has them."""
         indptr = np.zeros(len(rows) + 1, dtype=np.int64)

@@ -17,7 +17,7 @@ import numpy as np
 Weights = dict[str, np.ndarray]
 
 # canonical per-layer name -> (BERT suffix, DistilBERT suffix); weights keep torch's (out, in) layout
-_LAYER_NAMES = {
+LAYER_NAMES = {
     "q.w": ("attention.self.query.weight", "attention.q_lin.weight"),
     "q.b": ("attention.self.query.bias", "attention.q_lin.bias"),
     "k.w": ("attention.self.key.weight", "attention.k_lin.weight"),
@@ -35,7 +35,7 @@ _LAYER_NAMES = {
     "ln2.w": ("output.LayerNorm.weight", "output_layer_norm.weight"),
     "ln2.b": ("output.LayerNorm.bias", "output_layer_norm.bias"),
 }
-_EMB_NAMES = {
+EMB_NAMES = {
     "emb.word": "embeddings.word_embeddings.weight",
     "emb.pos": "embeddings.position_embeddings.weight",
     "emb.type": "embeddings.token_type_embeddings.weight",
@@ -43,7 +43,7 @@ _EMB_NAMES = {
     "emb.ln.b": "embeddings.LayerNorm.bias",
 }
 # the masked-LM head (adapt, SPARC §5.1); the decoder is tied to emb.word
-_MLM_NAMES = {
+MLM_NAMES = {
     "mlm.dense.w": ("cls.predictions.transform.dense.weight", "vocab_transform.weight"),
     "mlm.dense.b": ("cls.predictions.transform.dense.bias", "vocab_transform.bias"),
     "mlm.ln.w": ("cls.predictions.transform.LayerNorm.weight", "vocab_layer_norm.weight"),
@@ -70,7 +70,7 @@ class ArchConfig:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict) -> "ArchConfig":
+    def from_dict(cls, d: dict) -> ArchConfig:
         return cls(**{k: d[k] for k in cls.__dataclass_fields__ if k in d})
 
 
@@ -100,15 +100,15 @@ def canonicalize(raw: Weights, heads: int, eps: float = 1e-12) -> tuple[ArchConf
     idx = 0 if layout == "bert" else 1
     layer_prefix = "encoder.layer." if layout == "bert" else "transformer.layer."
     w: Weights = {}
-    for canon, name in _EMB_NAMES.items():
+    for canon, name in EMB_NAMES.items():
         if name in raw:
             w[canon] = np.asarray(raw[name], dtype=np.float32)
     n_layers = 0
-    while f"{layer_prefix}{n_layers}.{_LAYER_NAMES['q.w'][idx]}" in raw:
-        for canon, names in _LAYER_NAMES.items():
+    while f"{layer_prefix}{n_layers}.{LAYER_NAMES['q.w'][idx]}" in raw:
+        for canon, names in LAYER_NAMES.items():
             w[f"l{n_layers}.{canon}"] = np.asarray(raw[f"{layer_prefix}{n_layers}.{names[idx]}"], dtype=np.float32)
         n_layers += 1
-    for canon, names in _MLM_NAMES.items():
+    for canon, names in MLM_NAMES.items():
         if names[idx] in raw:
             w[canon] = np.asarray(raw[names[idx]], dtype=np.float32)
     vocab, hidden = w["emb.word"].shape
@@ -144,49 +144,3 @@ def load_canonical(path: Path) -> tuple[ArchConfig, Weights]:
     with np.load(path) as z:
         cfg = ArchConfig.from_dict(json.loads(bytes(z["__config__"]).decode()))
         return cfg, {k: z[k] for k in z.files if k != "__config__"}
-
-
-def random_weights(layout: str = "bert", vocab: int = 120, hidden: int = 32, layers: int = 2,
-                   heads: int = 4, intermediate: int = 64, max_positions: int = 64,
-                   seed: int = 0, mlm_head: bool = True) -> tuple[ArchConfig, Weights]:
-    """A tiny deterministic encoder, so tests never depend on the big model."""
-    rng = np.random.default_rng(seed)
-
-    def r(*shape: int, scale: float = 0.2) -> np.ndarray:
-        return (rng.standard_normal(shape) * scale).astype(np.float32)
-
-    cfg = ArchConfig(layout, vocab, hidden, layers, heads, intermediate, max_positions,
-                     2 if layout == "bert" else 0)
-    w: Weights = {"emb.word": r(vocab, hidden, scale=1.0), "emb.pos": r(max_positions, hidden),
-                  "emb.ln.w": 1 + r(hidden, scale=0.05), "emb.ln.b": r(hidden, scale=0.05)}
-    if layout == "bert":
-        w["emb.type"] = r(2, hidden)
-    for i in range(layers):
-        for canon in _LAYER_NAMES:
-            out_in = {"ff1.w": (intermediate, hidden), "ff2.w": (hidden, intermediate), "ff1.b": (intermediate,)}
-            if canon in out_in:
-                shape = out_in[canon]
-            elif canon.endswith(".w") and not canon.startswith("ln"):
-                shape = (hidden, hidden)
-            else:
-                shape = (hidden,)
-            w[f"l{i}.{canon}"] = (1 + r(*shape, scale=0.05)) if canon.startswith("ln") and canon.endswith(".w") else r(*shape)
-    if mlm_head:
-        w.update({"mlm.dense.w": r(hidden, hidden), "mlm.dense.b": r(hidden, scale=0.05),
-                  "mlm.ln.w": 1 + r(hidden, scale=0.05), "mlm.ln.b": r(hidden, scale=0.05),
-                  "mlm.bias": r(vocab, scale=0.05)})
-    return cfg, w
-
-
-def to_checkpoint_names(cfg: ArchConfig, w: Weights) -> Weights:
-    """Inverse of canonicalize, for tests that feed both layouts through the loader."""
-    idx = 0 if cfg.layout == "bert" else 1
-    layer_prefix = "encoder.layer." if cfg.layout == "bert" else "transformer.layer."
-    out = {name: w[c] for c, name in _EMB_NAMES.items() if c in w}
-    for i in range(cfg.layers):
-        for canon, names in _LAYER_NAMES.items():
-            out[f"{layer_prefix}{i}.{names[idx]}"] = w[f"l{i}.{canon}"]
-    for canon, names in _MLM_NAMES.items():
-        if canon in w:
-            out[names[idx]] = w[canon]
-    return out

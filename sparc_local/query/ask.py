@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from sparc_local.errors import NoQueryTokens
+from sparc_local.index.store import Index
 from sparc_local.model.info import ModelInfo
 from sparc_local.model.lexical import FIELD_BASE, PARAGRAPH_FIELD, SENTENCE_FIELD
 from sparc_local.query import fusion
@@ -18,8 +19,6 @@ from sparc_local.query.pathfilter import PathFilter
 from sparc_local.query.phrase import Phrase, find_phrase
 from sparc_local.query.searcher import Searcher
 from sparc_local.query.tokens import QueryTokenizer, query_token_ids
-from sparc_local.index.store import Index
-
 
 _FIELD_LABELS = {SENTENCE_FIELD: " (bm25)", PARAGRAPH_FIELD: " (bm25, context)"}
 

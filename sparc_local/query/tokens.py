@@ -68,7 +68,7 @@ class _AsciiBert:
         self.split = re.compile(f"({alternatives})").split if specials else None
 
     @classmethod
-    def of(cls, spec: dict) -> "_AsciiBert | None":
+    def of(cls, spec: dict) -> _AsciiBert | None:
         """The splitter of a tokenizer.json whose every step is one it reproduces, else None."""
         try:
             norm, model, added = spec["normalizer"], spec["model"], spec.get("added_tokens") or []

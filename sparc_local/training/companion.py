@@ -40,12 +40,22 @@ import numpy as np
 import torch
 from torch import nn
 
-from sparc_local.adapt.model_folder import ENCODER_FILE, HEAD_FILE, load_adapt_weights
+from sparc_local.adapt.model_folder import load_adapt_weights
 from sparc_local.ingest.sentences import split_sentences
+from sparc_local.model.folder import ENCODER_FILE, HEAD_FILE
 from sparc_local.model.info import ModelInfo, load_tokenizer, shipped_model_dir
 from sparc_local.model.weights import ArchConfig, Weights
-from sparc_local.training.mlm_head import (HELD_OUT, Head, _masked, _save, _step_loss, encode_sentences,
-                                           evaluate, held_out_batches, load_sentences)
+from sparc_local.training.mlm_head import (
+    HELD_OUT,
+    Head,
+    encode_sentences,
+    evaluate,
+    held_out_batches,
+    load_sentences,
+    masked_batch,
+    save_head,
+    step_loss,
+)
 from sparc_local.training.model import TorchEncoder
 
 DEFAULT_RUN = Path.home() / ".cache" / "sparc-local-train" / "companion"
@@ -142,7 +152,7 @@ def _setup(model_dir: Path, data_dir: Path, texts: dict[str, list[str]], *, batc
     t0 = time.perf_counter()
     corp_train, corp_valid = load_sentences(data_dir)
     text_train, text_valid = split_held_out([s for v in texts.values() for s in v])
-    enc = lambda xs: encode_sentences(tok, xs, info.cls_id, info.sep_id, max_length)  # noqa: E731
+    enc = lambda xs: encode_sentences(tok, xs, info.cls_id, info.sep_id, max_length)
     pools = [p for p in (enc(corp_train), enc(text_train)) if p]
     valid = {CORPORA: held_out_batches(tok, info, cfg, corp_valid, n=n_valid, batch=batch, max_length=max_length,
                                        seed=seed, mask_id=mask_id)[0]}
@@ -221,8 +231,8 @@ def train_companion(model_dir: Path, run_dir: Path, *, data_dir: Path, texts: di
     while step < steps:
         which = rng.choice(len(pools), size=batch, p=shares)
         seqs = [pools[j][i] for j in range(len(pools)) for i in rng.integers(0, len(pools[j]), int((which == j).sum()))]
-        inputs, attn, labels = _masked(seqs, rng, cfg, mask_id)
-        loss, _, _ = _step_loss(model.enc, model.head, inputs, attn, labels, encoder_grad=True)
+        inputs, attn, labels = masked_batch(seqs, rng, cfg, mask_id)
+        loss, _, _ = step_loss(model.enc, model.head, inputs, attn, labels, encoder_grad=True)
         opt.zero_grad()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params.values(), 1.0)
@@ -257,7 +267,7 @@ def export_companion(model_dir: Path, run_dir: Path, out_dir: Path, *, data_dir:
     if out_dir.exists():
         raise SystemExit(f"{out_dir} exists: export into a new folder")
     shutil.copytree(su.info.path, out_dir, ignore=shutil.ignore_patterns(HEAD_FILE, ENCODER_FILE))
-    return _save(ModelInfo.load(out_dir), model.head, su.cfg, model.enc.export_weights(),
+    return save_head(ModelInfo.load(out_dir), model.head, su.cfg, model.enc.export_weights(),
                  f"companion:{run_dir.name}@{state['step']}", final, su.valid[CORPORA],
                  dict(steps=state["step"], batch=batch, max_length=max_length, seed=seed), log)
 
@@ -285,7 +295,7 @@ def main(argv: list[str] | None = None) -> None:
     a = p.parse_args(argv)
     torch.set_num_threads(a.threads)
     torch.manual_seed(a.seed)
-    log = lambda s: print(time.strftime("%H:%M:%S ") + s, flush=True)  # noqa: E731
+    log = lambda s: print(time.strftime("%H:%M:%S ") + s, flush=True)
     if a.export:
         out = export_companion(a.model or shipped_model_dir(), a.run, a.export, data_dir=a.data, batch=a.batch,
                                max_length=a.max_length, seed=a.seed, n_valid=a.valid, log=log)

@@ -30,9 +30,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from sparc_local.adapt.model_folder import (ENCODER_FILE, HEAD_FILE, HEAD_NAMES, load_adapt_weights,
-                                           load_encoder_weights, save_npz)
+from sparc_local.adapt.model_folder import load_adapt_weights
 from sparc_local.adapt.train_embeddings import mask_tokens, pad_sequences
+from sparc_local.model.folder import ENCODER_FILE, HEAD_FILE, HEAD_NAMES, load_encoder_weights, save_npz
 from sparc_local.model.info import CONFIG_FILE, ModelInfo
 from sparc_local.model.weights import ArchConfig, Weights
 from sparc_local.training.data import TRAIN_SETS
@@ -84,7 +84,7 @@ class Head(nn.Module):
         return self.ln(F.gelu(self.dense(h))) @ E.T + self.bias
 
     def export(self) -> Weights:
-        g = lambda t: t.detach().cpu().numpy().astype(np.float32).copy()  # noqa: E731
+        g = lambda t: t.detach().cpu().numpy().astype(np.float32).copy()
         return {"mlm.dense.w": g(self.dense.weight), "mlm.dense.b": g(self.dense.bias), "mlm.ln.w": g(self.ln.weight),
                 "mlm.ln.b": g(self.ln.bias), "mlm.bias": g(self.bias)}
 
@@ -109,14 +109,14 @@ def _load_encoder(path: Path, model: ModelInfo) -> tuple[ArchConfig, Weights, st
     return cfg, w, kind
 
 
-def _masked(seqs: list[np.ndarray], rng: np.random.Generator, cfg: ArchConfig, mask_id: int):
+def masked_batch(seqs: list[np.ndarray], rng: np.random.Generator, cfg: ArchConfig, mask_id: int):
     """(inputs, attention mask, labels) of one padded, BERT-masked batch."""
     ids, attn, special = pad_sequences(seqs)
     inputs, labels = mask_tokens(ids, special, rng, cfg.vocab_size, mask_id=mask_id)
     return inputs, attn, labels
 
 
-def _step_loss(enc, head: Head, inputs: np.ndarray, attn: np.ndarray, labels: np.ndarray,
+def step_loss(enc, head: Head, inputs: np.ndarray, attn: np.ndarray, labels: np.ndarray,
                encoder_grad: bool = False) -> tuple[torch.Tensor, int, int]:
     """(mean CE over masked tokens, correct top-1, masked count); a frozen encoder runs without grad."""
     ids_t, attn_t = torch.from_numpy(inputs), torch.from_numpy(attn)
@@ -136,14 +136,14 @@ def held_out_batches(tok, model: ModelInfo, cfg: ArchConfig, texts: list[str], *
     vrng = np.random.default_rng([seed, key])
     vsel = vrng.choice(len(texts), size=min(n, len(texts)), replace=False)
     vseqs = encode_sentences(tok, [texts[i] for i in sorted(vsel)], model.cls_id, model.sep_id, max_length)
-    return [_masked(vseqs[i:i + batch], vrng, cfg, mask_id) for i in range(0, len(vseqs), batch)], len(vseqs)
+    return [masked_batch(vseqs[i:i + batch], vrng, cfg, mask_id) for i in range(0, len(vseqs), batch)], len(vseqs)
 
 
 def evaluate(enc, head: Head, valid: list[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> dict:
     loss = correct = n = 0.0
     with torch.no_grad():
         for inputs, attn, labels in valid:
-            l, c, m = _step_loss(enc, head, inputs, attn, labels)
+            l, c, m = step_loss(enc, head, inputs, attn, labels)
             loss += float(l) * m
             correct += c
             n += m
@@ -224,8 +224,8 @@ def train_head(encoder_path: Path, model_dir: Path, run_dir: Path, *, data_dir: 
         log(f"step 0: held-out loss {ev['loss']:.4f} acc {ev['acc']:.4f}")
     tick, run_loss = time.perf_counter(), []
     while step < steps:
-        inputs, attn, labels = _masked([train[i] for i in rng.integers(0, len(train), size=batch)], rng, cfg, mask_id)
-        loss, _, _ = _step_loss(enc, head, inputs, attn, labels)
+        inputs, attn, labels = masked_batch([train[i] for i in rng.integers(0, len(train), size=batch)], rng, cfg, mask_id)
+        loss, _, _ = step_loss(enc, head, inputs, attn, labels)
         opt.zero_grad()
         loss.backward()
         opt.step()
@@ -242,11 +242,11 @@ def train_head(encoder_path: Path, model_dir: Path, run_dir: Path, *, data_dir: 
             tick, run_loss = time.perf_counter(), []
 
     final = evaluate(enc, head, valid)
-    return _save(model, head, cfg, w, kind, final, valid, dict(steps=steps, batch=batch, max_length=max_length, lr=lr,
+    return save_head(model, head, cfg, w, kind, final, valid, dict(steps=steps, batch=batch, max_length=max_length, lr=lr,
                                                            seed=seed, data=list(TRAIN_SETS)), log)
 
 
-def _save(model: ModelInfo, head: Head, cfg: ArchConfig, w: Weights, kind: str, final: dict, valid, recipe: dict,
+def save_head(model: ModelInfo, head: Head, cfg: ArchConfig, w: Weights, kind: str, final: dict, valid, recipe: dict,
           log: Callable[[str], None]) -> dict:
     """Write mlm_head.npz (and mlm_encoder.npz for a separate encoder), fp16 if that costs nothing."""
     hw = head.export()

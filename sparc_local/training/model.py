@@ -19,7 +19,7 @@ class TorchEncoder(nn.Module):
     def __init__(self, cfg: ArchConfig, w: Weights) -> None:
         super().__init__()
         self.cfg = cfg
-        t = lambda k: nn.Parameter(torch.from_numpy(np.array(w[k], dtype=np.float32)))  # noqa: E731
+        t = lambda k: nn.Parameter(torch.from_numpy(np.array(w[k], dtype=np.float32)))
         # the word-embedding matrix stays frozen during fine-tuning (SPARC §5.1), which is what
         # lets `adapt` later swap in an embedding matrix trained on the user's corpus
         self.word = nn.Parameter(torch.from_numpy(np.array(w["emb.word"], dtype=np.float32)), requires_grad=False)

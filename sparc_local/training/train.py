@@ -309,13 +309,11 @@ class Trainer:
 
 
 def _mrr(g: torch.Tensor, sents: list[int], examples: list) -> float:
-    """MRR@10 of the scores ``g`` (examples × ``sents``)."""
-    mrr = 0.0
-    for row, ex in zip(g, examples):
-        order = torch.argsort(row, descending=True)[:10].tolist()
-        ranks = [r for r, j in enumerate(order) if sents[j] in set(ex.answers)]
-        mrr += 1.0 / (ranks[0] + 1) if ranks else 0.0
-    return round(mrr / len(examples), 4)
+    """MRR@10 of the scores ``g`` (examples × ``sents``), by evaluation/metrics.py's tie rule."""
+    from sparc_local.evaluation.metrics import first_hits_by_score, mrr, positions
+
+    relevant = positions(sents, (ex.answers for ex in examples))
+    return round(mrr(first_hits_by_score(g.detach().float().cpu().numpy(), relevant, 10)), 4)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

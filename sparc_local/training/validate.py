@@ -16,13 +16,16 @@ from pathlib import Path
 
 import numpy as np
 
+from sparc_local.evaluation.metrics import first_hits, positions, summary
 from sparc_local.model.encoder import Encoder
 from sparc_local.model.info import ModelInfo
-from sparc_local.query.tokens import query_token_ids
 from sparc_local.query.scoring import score
+from sparc_local.query.tokens import query_token_ids
+
+DEPTH = 10  # MRR@10, the figure training's validation reports too
 
 
-def _held_out_paragraphs(pool, sents: list[int]) -> list[list[str]]:
+def held_out_paragraphs(pool, sents: list[int]) -> list[list[str]]:
     """The paragraphs that hold exactly the held-out sentences (whole passages, in order)."""
     out, start, want = [], 0, set(sents)
     for para in pool.paragraphs:
@@ -38,7 +41,8 @@ def validate(info: ModelInfo, pool, ks: list[int], threads: int | None = None) -
     valid = pool.valid
     sents = sorted({s for ex in valid for s in ex.answers + ex.passage_negs})
     enc = Encoder(info, threads=threads)
-    vectors = enc.encode(_held_out_paragraphs(pool, sents), top_k=max(ks))
+    vectors = enc.encode(held_out_paragraphs(pool, sents), top_k=max(ks))
+    gold = positions(sents, (ex.answers for ex in valid))
     out = {}
     for k in ks:
         v = vectors.head(k)
@@ -46,19 +50,16 @@ def validate(info: ModelInfo, pool, ks: list[int], threads: int | None = None) -
         rows = np.repeat(np.arange(len(v)), np.diff(v.indptr))
         order = np.argsort(v.token_ids, kind="stable")
         tok_sorted = v.token_ids[order]
-        mrr, r1 = 0.0, 0.0
+        ranked = []
         for ex in valid:
             q = query_token_ids(enc.tokenizer, ex.question, info.skip_array())
             lists = []
             for t in q:
                 a, b = np.searchsorted(tok_sorted, t), np.searchsorted(tok_sorted, t, side="right")
                 lists.append((rows[order[a:b]], v.weights[order[a:b]]))
-            ids, _ = score(lists, 10, size=len(v))
-            gold = {sents.index(a) for a in ex.answers if a in sents}
-            hit = next((r for r, i in enumerate(ids) if int(i) in gold), None)
-            mrr += 0.0 if hit is None else 1.0 / (hit + 1)
-            r1 += 1.0 if hit == 0 else 0.0
-        out[k] = {"mrr@10": round(mrr / len(valid), 4), "r@1": round(r1 / len(valid), 4),
+            ranked.append(score(lists, DEPTH, size=len(v))[0].tolist())
+        m = summary(first_hits(ranked, gold, DEPTH), DEPTH)
+        out[k] = {"mrr@10": round(m["mrr@10"], 4), "r@1": round(m["r@1"], 4),
                   "nnz_median": int(np.median(np.diff(v.indptr)))}
     return out
 
@@ -66,7 +67,7 @@ def validate(info: ModelInfo, pool, ks: list[int], threads: int | None = None) -
 def full_nnz(info: ModelInfo, pool, threads: int | None = None) -> int:
     """Median number of vocabulary tokens with f(v,s) > 0 before TopK, on the held-out sentences."""
     sents = sorted({s for ex in pool.valid for s in ex.answers + ex.passage_negs})
-    vectors = Encoder(info, threads=threads).encode(_held_out_paragraphs(pool, sents), top_k=info.vocab_size)
+    vectors = Encoder(info, threads=threads).encode(held_out_paragraphs(pool, sents), top_k=info.vocab_size)
     return int(np.median(np.diff(vectors.indptr)))
 
 

@@ -37,8 +37,8 @@ QUESTIONS = [("How long should green tea steep?", 0), ("When was the Eiffel Towe
 def golden(model_dir: Path | None = None) -> dict:
     """Every sentence's top K (token, weight) and each sample question's answer rank."""
     from sparc_local.model.encoder import Encoder
-    from sparc_local.model.runtime import onnxruntime
     from sparc_local.model.info import ModelInfo, shipped_model_dir
+    from sparc_local.model.runtime import onnxruntime
     from sparc_local.query.tokens import query_token_ids
 
     info = ModelInfo.load(model_dir or shipped_model_dir())
