@@ -30,7 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from sparc_local.ingest.pdf import _LIGATURES  # noqa: E402
+from sparc_local.ingest.pdf import _LIGATURES  # noqa: E402  (after the sys.path insert)
 
 DEFAULT_PDFS = Path.home() / ".cache/sparc-local-bench/pdfs/set"
 _WORD = re.compile(r"[A-Za-z]{2,}")

@@ -24,19 +24,17 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-
 from sparc_local.batch_writer import BATCH_SENTENCES, BatchWriter, stored_update
 from sparc_local.errors import SparcError
-from sparc_local.ingest.extract import MAX_CHARS, VANISHED, ExtractError, extract, iter_files, path_key
-from sparc_local.model.encoder import LazyEncoder
-from sparc_local.index.db import LAST_UPDATE, MODEL_PATH
-from sparc_local.model.lexical import Lexical
-from sparc_local.model.info import INDEX_MODEL_KEY, ModelInfo, index_is_stale
-from sparc_local.ingest.sentences import MAX_SENTENCE_CHARS, Paragraph, paragraphs, segment
-from sparc_local.paths import is_under
+from sparc_local.index.db import LAST_UPDATE, MODEL_PATH, is_full
 from sparc_local.index.store import FileRecord, FileUpdate, Index, SentenceRow
+from sparc_local.ingest.extract import MAX_CHARS, VANISHED, ExtractError, extract, iter_files, path_key
+from sparc_local.ingest.sentences import MAX_SENTENCE_CHARS, Paragraph, paragraphs, segment
+from sparc_local.model.encoder import LazyEncoder
+from sparc_local.model.info import INDEX_MODEL_KEY, ModelInfo, index_is_stale
+from sparc_local.model.lexical import Lexical
 from sparc_local.model.sparse import SparseVectors
-
+from sparc_local.paths import is_under
 
 MAX_SENTENCES = 100_000  # per file: a 1 GB log must not take the index over (`index --max-sentences`)
 SCAN_REPORT = 256  # files walked between two progress reports while scanning
@@ -48,7 +46,7 @@ class DiskFull(SparcError):
 
 def _is_disk_full(err: BaseException) -> bool:
     if isinstance(err, sqlite3.OperationalError):
-        return "full" in str(err)  # "database or disk is full" (SQLITE_FULL)
+        return is_full(err)  # SQLITE_FULL
     return isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)
 
 
@@ -364,7 +362,7 @@ def _run_index(index: Index, roots: list[str], model: ModelInfo, encoder_factory
                  ignore_files=ignore_files)
     run.progress.phase = "indexing"
     run.tell()
-    encoder = LazyEncoder(encoder_factory)  # type: ignore[arg-type]
+    encoder = LazyEncoder(encoder_factory)  # type: ignore[arg-type]  # LazyEncoder has the encode() the writer calls
     # progressive: first every new or changed file's text and BM25 postings (answerable at once),
     # then the encoder over what is stored and not encoded, this run's files and a killed run's
     reader = BatchWriter(index, None, batch_sentences=batch_sentences, on_written=run.written)

@@ -17,8 +17,8 @@ from sparc_local.adapt import domain
 from sparc_local.adapt.model_folder import load_adapt_weights, load_encoder_weights
 from sparc_local.adapt.run import LOSS_WINDOW, AdaptOptions, adapt
 from sparc_local.cli.app import app
-from sparc_local.model.info import ModelInfo, load_tokenizer
 from sparc_local.index.store import Index
+from sparc_local.model.info import ModelInfo, load_tokenizer
 from tests.tiny import WORDS, make_tiny_adapt_model, make_tiny_model, tiny_vocab, tiny_weights
 
 runner = CliRunner()
@@ -517,9 +517,9 @@ def test_head_trainer_writes_a_head_adapt_can_use(tmp_path: Path, encoder: str) 
     pytest.importorskip("torch")
     from safetensors.numpy import save_file
 
-    from sparc_local.training.mlm_head import train_head
     from sparc_local.adapt.model_folder import ENCODER_FILE
     from sparc_local.model.weights import to_checkpoint_names
+    from sparc_local.training.mlm_head import train_head
 
     data = _fake_reqa(tmp_path / "reqa")
     info = make_tiny_model(tmp_path / "model", int8=True)

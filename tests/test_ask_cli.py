@@ -18,12 +18,12 @@ import pytest
 import typer.main
 from typer.testing import CliRunner
 
-from sparc_local.query import ask as ask_module
-from sparc_local.query.ask import Answer, collapse
 from sparc_local.cli.app import app
 from sparc_local.cli.common import run_ask
 from sparc_local.cli.entry import ASK_FLAGS, ASK_VALUES, plain_ask
 from sparc_local.cli.render import NO_LIKELY_ANSWER, _Style, format_answers
+from sparc_local.query import ask as ask_module
+from sparc_local.query.ask import Answer, collapse
 
 pytestmark = pytest.mark.usefixtures("active_tiny")
 

@@ -12,7 +12,7 @@ import contextlib
 import json
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING
 
 import typer
 from typer.core import TyperArgument, TyperCommand, TyperGroup
@@ -20,8 +20,22 @@ from typer.core import TyperArgument, TyperCommand, TyperGroup
 from sparc_local import __version__
 from sparc_local.cli.common import DATE_FORMS, DEFAULT_TOP_K, report, run_ask
 from sparc_local.cli.common import open_index as _open_index
-from sparc_local.cli.options import (DEFAULT_WAIT, TYPE_ALIASES_HELP, AsJson, Exclude, Hidden, Mode, NoIgnore,
-                                     NormalPriority, Quiet, Threads, Wait, complete_type, not_empty, to_timestamp)
+from sparc_local.cli.options import (
+    DEFAULT_WAIT,
+    TYPE_ALIASES_HELP,
+    AsJson,
+    Exclude,
+    Hidden,
+    Mode,
+    NoIgnore,
+    NormalPriority,
+    Quiet,
+    Threads,
+    Wait,
+    complete_type,
+    not_empty,
+    to_timestamp,
+)
 from sparc_local.errors import SparcError, UserError
 
 if TYPE_CHECKING:
@@ -164,15 +178,15 @@ def ask(
                                    help="A question in natural language."),
     top_k: int = typer.Option(DEFAULT_TOP_K, "--top-k", "-k", min=1, help="Number of answers."),
     as_json: AsJson = False,
-    path: Optional[str] = typer.Option(
+    path: str | None = typer.Option(
         None, "--path", metavar="TEXT|GLOB",
         help="Only files whose path in the indexed folder contains TEXT or matches GLOB (a GLOB may also "
              "match the file name or the absolute path)."),
-    type_: Optional[str] = typer.Option(None, "--type", metavar="EXT", autocompletion=complete_type,
+    type_: str | None = typer.Option(None, "--type", metavar="EXT", autocompletion=complete_type,
                                         help=f"Only files with this extension ({TYPE_ALIASES_HELP} count as one)."),
-    since: Optional[str] = typer.Option(None, "--since", metavar="DATE", callback=to_timestamp,
+    since: str | None = typer.Option(None, "--since", metavar="DATE", callback=to_timestamp,
                                         help=f"Only files modified on or after DATE ({DATE_FORMS}, local time)."),
-    before: Optional[str] = typer.Option(None, "--before", metavar="DATE", callback=to_timestamp,
+    before: str | None = typer.Option(None, "--before", metavar="DATE", callback=to_timestamp,
                                          help="Only files modified before DATE."),
     explain: bool = typer.Option(False, "--explain", help="Show each question token's contribution."),
     mode: Mode = typer.Option(
@@ -201,8 +215,8 @@ def status(as_json: AsJson = False) -> None:
 @app.command()
 def forget(path: Path = typer.Argument(..., metavar="PATH", help="A file or folder to remove from the index.")) -> None:
     """Remove a file or folder and all its sentences, and scrub their text from the database file."""
-    from sparc_local.watch import handoff
     from sparc_local.forget import forget as forget_path
+    from sparc_local.watch import handoff
 
     target = str(path.expanduser().absolute())
 
@@ -225,14 +239,14 @@ def eval_(
     as_json: AsJson = False,
     k: int = typer.Option(10, "--k", min=1, help="Rank cut-off for MRR@k and R@k."),
     top_k: int = typer.Option(0, "--top-k", help="Postings kept per sentence (0: the model's K)."),
-    model: Optional[Path] = typer.Option(None, "--model", help="A model folder (default: the active model)."),
+    model: Path | None = typer.Option(None, "--model", help="A model folder (default: the active model)."),
     threads: Threads = 0,
 ) -> None:
     """Measure retrieval quality (MRR, recall) of SPARC and BM25 on a ReQA dataset."""
+    from sparc_local.cli.progress import bar
     from sparc_local.evaluation import reqa
     from sparc_local.evaluation.evaluate import evaluate
     from sparc_local.model.info import ModelInfo
-    from sparc_local.cli.progress import bar
 
     info = ModelInfo.load(model) if model else _model()
     n = len(reqa.load(dataset).ids)
@@ -271,9 +285,9 @@ def adapt(
     from sparc_local.adapt.run import AdaptOptions
     from sparc_local.adapt.run import adapt as run_adapt
     from sparc_local.adapt.run import revert as run_revert
-    from sparc_local.index.lock import WriterLock
     from sparc_local.cli.progress import adapt_progress
     from sparc_local.cli.render import format_distance, print_adapt
+    from sparc_local.index.lock import WriterLock
 
     console = _console(quiet)
     try:

@@ -67,9 +67,9 @@ def run_ask(question: str, top_k: int = DEFAULT_TOP_K, as_json: bool = False, pa
     """`ask`: the answers on stdout (text, or JSON), and a note on stderr when the index is stale.
     When the filters keep no indexed file, one line says so and what the indexed files are: in
     place of "No answer found.", or on stderr beside --json's empty list."""
+    from sparc_local.model.info import active_model, index_is_stale
     from sparc_local.query.ask import Asker
     from sparc_local.query.pathfilter import PathFilter, no_match
-    from sparc_local.model.info import active_model, index_is_stale
 
     info = active_model()
     with open_index() as idx:

@@ -17,8 +17,8 @@ def render() -> str:
              "a test fails when this file is stale.", ""]
     ctx = click.Context(command, info_name="sparc-local", terminal_width=100, max_content_width=100)
     lines += ["```text", command.get_help(ctx).rstrip(), "```", ""]
-    for name in sorted(command.commands):  # type: ignore[attr-defined]
-        sub = command.commands[name]  # type: ignore[attr-defined]
+    for name in sorted(command.commands):  # type: ignore[attr-defined]  # a click Group, typed as Command
+        sub = command.commands[name]  # type: ignore[attr-defined]  # a click Group, typed as Command
         sub_ctx = click.Context(sub, info_name=name, parent=ctx, terminal_width=100, max_content_width=100)
         lines += [f"## sparc-local {name}", "", "```text", sub.get_help(sub_ctx).rstrip(), "```", ""]
     return "\n".join(lines)

@@ -65,7 +65,7 @@ class IndexProgress:
         self.started: float | None = None  # when the current phase began (reading, encoding)
         self.phase = "scanning"
 
-    def __enter__(self) -> "IndexProgress":
+    def __enter__(self) -> IndexProgress:
         self.progress.__enter__()
         self.task = self.progress.add_task("scanning")
         return self
@@ -106,7 +106,7 @@ class AdaptProgress:
                                  disable=not enabled, transient=True)
         self.tasks: dict[str, int] = {}
 
-    def __enter__(self) -> "AdaptProgress":
+    def __enter__(self) -> AdaptProgress:
         self.progress.__enter__()
         return self
 
@@ -133,7 +133,7 @@ class AdaptLines:
         self.console, self.enabled = console, enabled
         self.phase: str | None = None
 
-    def __enter__(self) -> "AdaptLines":
+    def __enter__(self) -> AdaptLines:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, TextIO
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from sparc_local.query.ask import Answer
     from sparc_local.adapt.domain import Distance
+    from sparc_local.query.ask import Answer
     from sparc_local.query.pathfilter import NoMatch
     from sparc_local.status import Status
 
@@ -66,7 +66,7 @@ class _Style:
         self.colour = colour
 
     @classmethod
-    def of(cls, stream: TextIO) -> "_Style":
+    def of(cls, stream: TextIO) -> _Style:
         return cls(_terminal(stream) and os.environ.get("TERM") != "dumb", not os.environ.get("NO_COLOR"))
 
     def __call__(self, text: str, code: str | None) -> str:

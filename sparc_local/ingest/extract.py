@@ -16,14 +16,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sparc_local.ingest import mail
-
-from sparc_local.ingest import odt
-
-from sparc_local.ingest import readers
-from sparc_local.ingest import pdf
-
-from sparc_local.ingest import zipdocs
+from sparc_local.ingest import mail, odt, pdf, readers, zipdocs
 from sparc_local.ingest.readers import ExtractError, RawBlock, Read, norm_text, one_line
 
 if TYPE_CHECKING:

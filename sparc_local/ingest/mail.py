@@ -22,9 +22,9 @@ from sparc_local.ingest.readers import (
     _detect,
     _html_charset,
     _is_binary,
-    one_line,
     declared_charset,
     html_blocks,
+    one_line,
     text_blocks,
 )
 
@@ -87,7 +87,7 @@ def _parse(data: bytes) -> EmailMessage:
     from email import policy
     from email.parser import BytesParser
 
-    return BytesParser(policy=policy.default).parsebytes(data)  # type: ignore[return-value]
+    return BytesParser(policy=policy.default).parsebytes(data)  # type: ignore[return-value]  # policy.default builds EmailMessage
 
 
 def _message_blocks(msg: EmailMessage, number: int) -> list[RawBlock]:

@@ -29,10 +29,10 @@ from sparc_local.ingest.readers import (
     RawBlock,
     Read,
     _detect,
-    norm_text,
-    one_line,
     declared_charset,
     html_blocks,
+    norm_text,
+    one_line,
 )
 
 if TYPE_CHECKING:

@@ -13,9 +13,15 @@ import numpy as np
 
 from sparc_local.errors import ModelDamaged, ModelMissing
 from sparc_local.model.export import POSITIONS
-from sparc_local.model.inputs import (SCHEME_WINDOW, pad_batch, paragraph_inputs, sentence_span, span_index,
-                                      window_inputs)
 from sparc_local.model.info import ModelInfo, load_tokenizer, model_remedy
+from sparc_local.model.inputs import (
+    SCHEME_WINDOW,
+    pad_batch,
+    paragraph_inputs,
+    sentence_span,
+    span_index,
+    window_inputs,
+)
 from sparc_local.model.runtime import onnxruntime
 from sparc_local.model.sparse import MAX_POSITION, NO_POSITION, SparseVectors
 
@@ -84,7 +90,7 @@ class Encoder:
                 rows[i] = _kept(weights[row], token_ids[row], at)
             if progress:
                 progress(len(batch))
-        return SparseVectors.from_rows(rows)  # type: ignore[arg-type]
+        return SparseVectors.from_rows(rows)  # type: ignore[arg-type]  # rows of (ids, weights, positions) arrays
 
     def _encode_windows(self, paragraphs: Sequence[Sequence[str]], k: np.ndarray,
                         progress: Callable[[int], None] | None) -> SparseVectors:
@@ -114,7 +120,7 @@ class Encoder:
                     n += 1
             if progress:
                 progress(n)
-        return SparseVectors.from_rows(rows)  # type: ignore[arg-type]
+        return SparseVectors.from_rows(rows)  # type: ignore[arg-type]  # rows of (ids, weights, positions) arrays
 
     def _batches(self, lengths: list[int]) -> list[list[int]]:
         """Input indices sorted by length, cut into batches of similar length, so little is padding;

@@ -21,11 +21,11 @@ from pathlib import Path
 
 import numpy as np
 
-from sparc_local.model.inputs import SCHEME_PAIR, SCHEME_WINDOW
 from sparc_local.model.info import CONFIG_FILE, WEIGHT_AXIS, ModelInfo
+from sparc_local.model.inputs import SCHEME_PAIR, SCHEME_WINDOW
 from sparc_local.model.runtime import onnxruntime
-from sparc_local.query.tokens import skip_token_ids
 from sparc_local.model.weights import ArchConfig, Weights
+from sparc_local.query.tokens import skip_token_ids
 
 OPSET = 17
 WINDOW_OPSET = 18  # ScatterND's reduction="max" pools the window scheme's spans

@@ -73,10 +73,10 @@ def heading_of(paragraph: Sequence[str]) -> str:
     return getattr(paragraph, "heading", "")
 
 
-def _one(tokens: list[list[int]], i: int, spec: InputSpec, head: list[int] = ()) -> EncoderInput:
+def _one(tokens: list[list[int]], i: int, spec: InputSpec, head: Sequence[int] = ()) -> EncoderInput:
     s_ids = tokens[i][: spec.max_length - 3]
     room = spec.max_length - 3 - len(s_ids)
-    chosen: list[tuple[int, list[int]]] = [(-1, head[:room])] if head and room > 0 else []
+    chosen: list[tuple[int, list[int]]] = [(-1, list(head[:room]))] if head and room > 0 else []
     room -= len(chosen[0][1]) if chosen else 0
     for j in _nearest(i, len(tokens))[: max(spec.context_sentences, 0)]:
         if room <= 0:

@@ -61,7 +61,7 @@ class PathFilter:
 
     @classmethod
     def of(cls, glob: str | None = None, ext: str | None = None, since: float | None = None,
-           before: float | None = None) -> "PathFilter | None":
+           before: float | None = None) -> PathFilter | None:
         """The filter of `ask`'s options; None when they keep every file."""
         if glob or ext or since is not None or before is not None:
             return cls(glob, ext, since, before)

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
-from sparc_local.query.bm25 import BM25
 from sparc_local.evaluation.reqa import ReqaSet, load
+from sparc_local.query.bm25 import BM25
 
 TRAIN_SETS = ("squad-train-head", "du2017-train", "wikiqa-train")  # never squad-dev or newsqa-dev
 # du2017 articles a00-a11 repeat squad-train-head's questions (lowercased): drop that copy.
@@ -90,9 +90,9 @@ def build_pool(data_dir: Path, seed: int = 13, tech_dir: Path | None = None, tec
         texts += ds.texts
         paragraphs += ds.paragraphs()
         if name == "du2017-train":
-            keep = lambda p: _article(p) not in DU_DUPLICATE_ARTICLES  # noqa: E731
+            keep = lambda p: _article(p) not in DU_DUPLICATE_ARTICLES
         else:
-            keep = lambda p: True  # noqa: E731
+            keep = lambda p: True
         for passage, ex in _examples(ds, offset, keep, rng):
             if name == "du2017-train" and _article(passage) in DU_VALIDATION_ARTICLES:
                 valid.append(ex)

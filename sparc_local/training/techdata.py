@@ -32,10 +32,25 @@ from pathlib import Path
 from sparc_local.errors import SparcError
 from sparc_local.ingest.readers import norm_text
 from sparc_local.ingest.sentences import split_sentences
-from sparc_local.training.techpkgs import (CACHE, KEPT_OUT_PATH, available, blocked_sources, choose, fetch, guard,
-                                          stable_hash)
-from sparc_local.training.techparse import (KINDS, Section, html_sections, man_sections, render_man, text_sections,
-                                            xml_sections)
+from sparc_local.training.techparse import (
+    KINDS,
+    Section,
+    html_sections,
+    man_sections,
+    render_man,
+    text_sections,
+    xml_sections,
+)
+from sparc_local.training.techpkgs import (
+    CACHE,
+    KEPT_OUT_PATH,
+    available,
+    blocked_sources,
+    choose,
+    fetch,
+    guard,
+    stable_hash,
+)
 
 OUT = CACHE / "tech"
 

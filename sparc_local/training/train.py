@@ -26,16 +26,24 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from sparc_local.model.inputs import (CONTEXT_ORDERS, SCHEME_PAIR, SCHEME_WINDOW, InputSpec, pad_batch, paragraph_inputs,
-                                span_index, window_inputs)
 from sparc_local.errors import UserError
 from sparc_local.model.info import load_tokenizer, shipped_model_dir
+from sparc_local.model.inputs import (
+    CONTEXT_ORDERS,
+    SCHEME_PAIR,
+    SCHEME_WINDOW,
+    InputSpec,
+    pad_batch,
+    paragraph_inputs,
+    span_index,
+    window_inputs,
+)
+from sparc_local.model.weights import ArchConfig, load_canonical, load_checkpoint, save_canonical
 from sparc_local.query.tokens import query_token_ids, skip_token_ids
 from sparc_local.training.data import TRAIN_SETS, Pool, build_pool, sample_batch
 from sparc_local.training.distill import Teacher, kl_term
 from sparc_local.training.hybrid import LexicalFeatures
 from sparc_local.training.model import TorchEncoder
-from sparc_local.model.weights import ArchConfig, load_checkpoint, load_canonical, save_canonical
 
 
 def _atomic_save(obj, path: Path) -> None:

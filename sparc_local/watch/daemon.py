@@ -29,8 +29,18 @@ from logging.handlers import RotatingFileHandler
 from sparc_local.errors import SparcError
 from sparc_local.index.lock import WriterLock, pid_alive
 from sparc_local.watch.config import LOG_NAME
-from sparc_local.watch.files import (COMMAND, POLL, inbox_path, log_path, out_path, pid_path, proc_start,
-                                    running_pid, state_path, write_json)
+from sparc_local.watch.files import (
+    COMMAND,
+    POLL,
+    inbox_path,
+    log_path,
+    out_path,
+    pid_path,
+    proc_start,
+    running_pid,
+    state_path,
+    write_json,
+)
 
 log = logging.getLogger(LOG_NAME)
 LOG_BYTES, LOG_BACKUPS = 1_000_000, 3  # watch.log rotates at 1 MB and keeps 3 old files
@@ -81,7 +91,7 @@ def serve(watcher, lock: WriterLock, on_tick: Callable[[dict], None] | None = No
     state(watcher.status())  # phase "starting"; whether it takes requests is known from now on
     pidfile.write_text(f"{os.getpid()}\n")
     log.info("watcher started (pid %d) on %s; lock %s", os.getpid(), ", ".join(watcher.roots),
-             "recovered from dead pid %s" % lock.stale.get("pid") if lock.stale else "taken")
+             f"recovered from dead pid {lock.stale.get('pid')}" if lock.stale else "taken")
     try:
         watcher.start(wait=False)
         while not stop.wait(tick):

@@ -27,11 +27,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from sparc_local.watch.files import (COMMAND, POLL, inbox_path, log_path, read_json, running_pid, state_path,
-                                    write_json)
 from sparc_local.errors import SparcError
 from sparc_local.index.lock import LockHeld, WriterLock, pid_alive
 from sparc_local.watch.config import LOG_NAME
+from sparc_local.watch.files import COMMAND, POLL, inbox_path, log_path, read_json, running_pid, state_path, write_json
 
 REQUEST, TAKEN, DONE, PROGRESS = ".json", ".taken", ".done", ".progress"
 STALE = 3600.0  # seconds after which an answer nobody collected is deleted

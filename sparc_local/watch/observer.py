@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sparc_local.ingest.extract import identity
-from sparc_local.power import libc
 from sparc_local.paths import is_under
+from sparc_local.power import libc
 from sparc_local.watch.config import LOG_NAME, WatchConfig
 from sparc_local.watch.scope import Scope
 

@@ -24,11 +24,12 @@ import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from sparc_local.index.db import is_busy
 from sparc_local.ingest.extract import path_key
 from sparc_local.ingest.ignore import Rules
 from sparc_local.model.info import ModelInfo
-from sparc_local.power import libc
 from sparc_local.paths import is_under
+from sparc_local.power import libc
 from sparc_local.watch import batch as batches
 from sparc_local.watch.backlog import Backlog
 from sparc_local.watch.config import LOG_NAME, WatchConfig
@@ -347,7 +348,7 @@ class Watcher:
         """One failed batch never stops the watcher: record it and try again later."""
         msg = f"{what} failed: {type(err).__name__}: {err}"
         self._set(last_error=msg)
-        busy = isinstance(err, sqlite3.OperationalError) and ("locked" in str(err) or "busy" in str(err))
+        busy = is_busy(err)
         delays = self.config.retry_delays
         if busy:
             self._busy_failures += 1
