@@ -256,7 +256,7 @@ with Index(Path(sys.argv[1])) as idx:
     print(time.perf_counter() - t0, flush=True)
 """
 MERGE_SEGMENTS = 60
-MERGE_SENTENCES = 80  # per segment: 4,800 sentences, ~230k postings
+MERGE_SENTENCES = 20  # per segment: 1,200 sentences, ~58k postings (a ~0.3 s merge, 50k posting rows)
 
 
 def _synthetic_index(db: Path) -> None:
@@ -325,9 +325,9 @@ def _check_files_whole(db: Path) -> None:
     assert bad == [] and orphans == 0 and stray == 0
 
 
-@pytest.mark.slow  # ~60 s: 20 trials of a ~1 s merge
+@pytest.mark.slow  # ~15 s: 20 trials of a ~0.3 s merge
 def test_kill_during_segment_merge(tmp_path: Path):
-    """A synthetic index of 60 segments (~230k postings, built through the store API without a
+    """A synthetic index of 60 segments (~58k postings, built through the store API without a
     model) is merged by a process killed at random points of the merge; each time the index stays
     consistent with the same live content, and a rerun of the merge yields exactly the
     uninterrupted result. Kills are timed from the merge's own start and counted as mid-merge only
@@ -340,7 +340,7 @@ def test_kill_during_segment_merge(tmp_path: Path):
     with Index(base) as idx:
         n_segments = len(idx.segments())
     reference = _live_arrays(base)
-    assert len(reference[0]) > 200_000
+    assert len(reference[0]) > 50_000
 
     def merge(db: Path) -> subprocess.Popen:
         return subprocess.Popen([sys.executable, "-c", MERGE_SCRIPT, str(db)], env=env,
@@ -369,10 +369,8 @@ def test_kill_during_segment_merge(tmp_path: Path):
         mid += proc.returncode == -signal.SIGKILL and rest == ""  # died before the merge ended
         _check_files_whole(db)
         assert _same(_live_arrays(db), reference)  # killed or not, the live content never changes
-        again = merge(db)
-        again.stdout.read()
-        assert again.wait(timeout=300) == 0
-        with Index(db) as idx:
+        with Index(db) as idx:  # the next process to open the index merges again
+            idx.merge_all()
             assert len(idx.segments()) == 1 and len(idx.tombstones()) == 0
         _check_files_whole(db)
         assert _same(_live_arrays(db), merged)
