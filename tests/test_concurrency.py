@@ -43,7 +43,9 @@ def test_asks_during_index_runs(tmp_path: Path, sparc_home: Path):
 
     def start_index(seed: int) -> subprocess.Popen:
         _write_corpus(corpus, seed)
-        return subprocess.Popen(cli + ["index", str(corpus), "-q", "--threads", "1"], env=env,
+        # --normal-priority: a niced, idle-I/O writer waits behind this loop's busy asking (and any
+        # other load) for minutes; the lock and snapshot rules it exercises are the same
+        return subprocess.Popen(cli + ["index", str(corpus), "-q", "--threads", "1", "--normal-priority"], env=env,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
     info = active_model()

@@ -1,4 +1,5 @@
-"""docs/architecture.md stays true: its module table names every module of the package, and no other.
+"""docs/architecture.md and README.md stay true: the module table names every module of the package, and no other;
+CI runs the README's test command, whose CPU torch is the version the test extra pins.
 
 The table's convention is written above it: names relative to ``sparc_local/`` in the first column,
 a module (``ingest/extract.py``) or a whole package (``adapt/``); ``__init__.py`` files are not
@@ -78,3 +79,28 @@ def test_the_check_finds_missing_extra_and_twice(tmp_path: Path):
         "missing": ["a.py", "data/"], "extra": ["gone.py"], "twice": ["sub/b.py", "sub/c.py"]}
     text = f"{TABLE_HEADING}\n\n| module | owns |\n|---|---|\n| `a.py`, `sub/` | x `c.py` |\n| `data/` | y |\n\nz `b.py`\n"
     assert table_names(text) == ["a.py", "sub/", "data/"]
+
+
+README = REPO / "README.md"
+CI_RUN = REPO / ".ci" / "run"
+CI_MARK = "# --- the README's test command ---"
+TORCH_PIN = re.compile(r"torch==[\w.]+")
+
+
+def readme_test_command(text: str) -> list[str]:
+    """The lines of the first ```sh block after "To run the tests:"."""
+    block = text.split("To run the tests:", 1)[1].split("```sh\n", 1)[1].split("```", 1)[0]
+    return block.strip().splitlines()
+
+
+def test_ci_runs_the_readme_test_command_and_the_extra_pins_the_torch_it_installs():
+    """CI must run what the README tells a user to run, and the CPU torch the README installs first
+    must be the version the test extra pins, or pip would replace it with PyPI's CUDA build."""
+    import tomllib
+
+    command = readme_test_command(README.read_text())
+    assert CI_RUN.read_text().split(CI_MARK, 1)[1].strip().splitlines() == command
+    extra = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]["test"]
+    pins = TORCH_PIN.findall(command[0])
+    assert len(pins) == 1 and pins == [p for p in extra if p.startswith("torch")]
+    assert "--index-url https://download.pytorch.org/whl/cpu" in command[0]
