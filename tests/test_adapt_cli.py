@@ -14,10 +14,11 @@ import pytest
 from typer.testing import CliRunner
 
 from sparc_local.adapt import domain
-from sparc_local.adapt.model_folder import load_adapt_weights, load_encoder_weights
+from sparc_local.adapt.model_folder import load_adapt_weights
 from sparc_local.adapt.run import LOSS_WINDOW, AdaptOptions, adapt
 from sparc_local.cli.app import app
 from sparc_local.index.store import Index
+from sparc_local.model.folder import load_encoder_weights
 from sparc_local.model.info import ModelInfo, load_tokenizer
 from tests.tiny import WORDS, make_tiny_adapt_model, make_tiny_model, tiny_vocab, tiny_weights
 
@@ -119,7 +120,7 @@ def test_load_encoder_weights_round_trip(tmp_path: Path, layout: str, int8: bool
 
 
 def test_adapt_weights_need_a_head(tmp_path: Path) -> None:
-    from sparc_local.adapt.model_folder import ModelFolderError
+    from sparc_local.model.folder import ModelFolderError
 
     info = make_tiny_model(tmp_path / "nohead")
     with pytest.raises(ModelFolderError, match="no MLM head"):
@@ -517,8 +518,8 @@ def test_head_trainer_writes_a_head_adapt_can_use(tmp_path: Path, encoder: str) 
     pytest.importorskip("torch")
     from safetensors.numpy import save_file
 
-    from sparc_local.adapt.model_folder import ENCODER_FILE
-    from sparc_local.model.weights import to_checkpoint_names
+    from sparc_local.model.folder import ENCODER_FILE
+    from tests.tiny import to_checkpoint_names
     from sparc_local.training.mlm_head import train_head
 
     data = _fake_reqa(tmp_path / "reqa")
