@@ -519,8 +519,8 @@ def test_head_trainer_writes_a_head_adapt_can_use(tmp_path: Path, encoder: str) 
     from safetensors.numpy import save_file
 
     from sparc_local.model.folder import ENCODER_FILE
-    from tests.tiny import to_checkpoint_names
     from sparc_local.training.mlm_head import train_head
+    from tests.tiny import to_checkpoint_names
 
     data = _fake_reqa(tmp_path / "reqa")
     info = make_tiny_model(tmp_path / "model", int8=True)

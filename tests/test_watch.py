@@ -381,7 +381,12 @@ def test_daemon_start_status_stop(root: Path, sparc_home: Path):
         until(lambda i: str(root / "tea.md") in indexed(i), "daemon catch-up")
         (root / "daemon.txt").write_text("The bread needs flour and an oven.\n")
         until(lambda i: str(root / "daemon.txt") in indexed(i), "daemon indexes a change")
-        st = json.loads(runner.invoke(app, ["status", "--json"]).output)["watch"]
+
+        def watch_status(_: Index) -> dict | None:  # the queue drains once the batch is encoded too
+            st = json.loads(runner.invoke(app, ["status", "--json"]).output)["watch"]
+            return st if st["queue"] == 0 else None
+
+        st = until(watch_status, "the daemon's queue drains")
         assert st["running"] and st["pid"] == pid and st["since"] <= time.time() and st["queue"] == 0
         assert st["last_error"] is None
         assert "Watcher:      running (pid" in runner.invoke(app, ["status"]).output
