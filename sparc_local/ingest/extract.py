@@ -16,7 +16,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sparc_local.ingest import mail, odt, pdf, readers, zipdocs
+from sparc_local.ingest import mail, odt, pdf, plaintext, readers, zipdocs
 from sparc_local.ingest.readers import ExtractError, RawBlock, Read, norm_text, one_line
 
 if TYPE_CHECKING:
@@ -24,9 +24,9 @@ if TYPE_CHECKING:
 
 # The one place a file type is tied to its reader: (path, max_chars, max_unpacked) -> Read.
 READERS: dict[str, Callable[[Path, int, int], Read]] = {
-    ".txt": readers.plain_text,
-    ".md": partial(readers.plain_text, markup="md"),
-    ".rst": partial(readers.plain_text, markup="rst"),
+    ".txt": plaintext.plain_text,
+    ".md": partial(plaintext.plain_text, markup="md"),
+    ".rst": partial(plaintext.plain_text, markup="rst"),
     ".html": readers.html_file,
     ".htm": readers.html_file,
     ".pdf": pdf.pdf_blocks,

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
+from sparc_local.ingest.plaintext import text_blocks
 from sparc_local.ingest.readers import (
     ExtractError,
     RawBlock,
@@ -25,7 +26,6 @@ from sparc_local.ingest.readers import (
     declared_charset,
     html_blocks,
     one_line,
-    text_blocks,
 )
 
 if TYPE_CHECKING:

@@ -8,7 +8,8 @@ import threading
 from collections import Counter
 from pathlib import Path
 
-from sparc_local.ingest.readers import BULLET, ITEM, NUMBERED_TITLE, ExtractError, RawBlock, Read, norm_text, one_line
+from sparc_local.ingest.plaintext import BULLET, ITEM, NUMBERED_TITLE
+from sparc_local.ingest.readers import ExtractError, RawBlock, Read, norm_text, one_line
 
 # Typographic ligatures as their letters: a PDF's text layer gives a ligature glyph's own code
 # point (U+FB01 for "fi"), which the tokenizer keeps as one piece, so "ﬁeld" never matches the
