@@ -104,3 +104,10 @@ def test_ci_runs_the_readme_test_command_and_the_extra_pins_the_torch_it_install
     pins = TORCH_PIN.findall(command[0])
     assert len(pins) == 1 and pins == [p for p in extra if p.startswith("torch")]
     assert "--index-url https://download.pytorch.org/whl/cpu" in command[0]
+
+
+def test_benchmarks_readme_names_every_script():
+    """benchmarks/README.md is the index of the benchmarks: a script it does not name is one nobody finds."""
+    index = (REPO / "benchmarks" / "README.md").read_text()
+    scripts = sorted(p.name for p in (REPO / "benchmarks").glob("*.py"))
+    assert scripts and [s for s in scripts if f"`{s}`" not in index] == []
