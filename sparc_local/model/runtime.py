@@ -1,6 +1,6 @@
 """onnxruntime, imported with its telemetry off.
 
-onnxruntime ≥ 1.32 on Linux keeps a telemetry queue in the user's home as soon as it is imported:
+onnxruntime 1.29 and later, on Linux, keep a telemetry queue in the user's home as soon as they are imported:
 a persistent device id and an SQLite file of "ProcessInfo" events
 (~/.cache/Microsoft/DeveloperTools/.onnxruntime). `disable_telemetry_events()` comes too late, after
 the import has written both. The runtime reads `ORT_DISABLE_TELEMETRY` when it starts, and with it

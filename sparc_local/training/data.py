@@ -15,14 +15,13 @@ import numpy as np
 
 from sparc_local.evaluation.reqa import ReqaSet, load
 from sparc_local.query.bm25 import BM25
+from sparc_local.training.techdata import PACKAGES_DIR, SPLIT_FILE
 
 TRAIN_SETS = ("squad-train-head", "du2017-train", "wikiqa-train")  # never squad-dev or newsqa-dev
 # du2017 articles a00-a11 repeat squad-train-head's questions (lowercased): drop that copy.
 DU_DUPLICATE_ARTICLES = {f"a{i:02d}" for i in range(12)}
 # du2017's last two articles are held out as our own validation split (never an eval set).
 DU_VALIDATION_ARTICLES = {"a42", "a43"}
-TECH_SPLIT = "split.json"  # training/techdata.py's package split and folder of per-package sets
-TECH_PACKAGES = "pkgs"
 
 
 @dataclass
@@ -105,13 +104,15 @@ def build_pool(data_dir: Path, seed: int = 13, tech_dir: Path | None = None, tec
 
 def _tech_examples(tech_dir: Path, texts: list[str], paragraphs: list[list[str]], n_home: int, share: float,
                    rng: random.Random) -> list[Example]:
-    """The train packages of a technical set (training/techdata.py: split.json, pkgs/PKG), each package
+    """The train packages of a technical set (training/techdata.py: SPLIT_FILE, PACKAGES_DIR/PKG), each package
     its own set, so a BM25 negative is a sentence of the same package; sampled so that they make
     ``share`` of the training examples beside the ``n_home`` Wikipedia ones."""
-    split = json.loads((tech_dir / TECH_SPLIT).read_text())
+    if not 0 <= share < 1:
+        raise ValueError("--tech-share must be in [0, 1)")
+    split = json.loads((tech_dir / SPLIT_FILE).read_text())
     found: list[Example] = []
     for pkg in split["train"]:
-        ds = load(tech_dir / TECH_PACKAGES / pkg)
+        ds = load(tech_dir / PACKAGES_DIR / pkg)
         offset = len(texts)
         texts += ds.texts
         paragraphs += ds.paragraphs()

@@ -53,6 +53,8 @@ from sparc_local.training.techpkgs import (
 )
 
 OUT = CACHE / "tech"
+SPLIT_FILE = "split.json"  # {"train": [units], "dev": [...], "test": [...]}
+PACKAGES_DIR = "pkgs"  # one ReQA set per unit: PACKAGES_DIR/UNIT
 
 GENERIC_HEADINGS = frozenset(x.strip() for x in """description;options;option;synopsis;see also;parameters;
     parameter;introduction;examples;example;name;author;authors;copyright;license;licence;bugs;
@@ -306,11 +308,11 @@ def build(out: Path, max_doc: int, max_man: int, seed: int = 0) -> dict:
     for u in units:
         if not u.queries:
             continue
-        write_set(out / "pkgs" / u.name, u.corpus, u.queries,
+        write_set(out / PACKAGES_DIR / u.name, u.corpus, u.queries,
                   {"source": f"Debian packages {', '.join(u.packages)} (sparc_local.training.techdata)",
                    "packages": u.packages, "dropped_queries": dict(sorted(u.dropped.items()))})
         split[split_of(u.name)].append(u.name)
-    (out / "split.json").write_text(json.dumps(split, indent=1) + "\n")
+    (out / SPLIT_FILE).write_text(json.dumps(split, indent=1) + "\n")
     summary = {"packages_chosen": len(chosen), "packages_fetched": len(roots), "units": sum(map(len, split.values())),
                "dropped_shared": shared, "splits": {}}
     for name in ("dev", "test"):
@@ -336,7 +338,7 @@ def samples(out: Path, per_kind: int = 15, seed: int = 0) -> dict[str, list[tupl
     """per_kind random (unit, question, first answer sentences) of each kind, for reading."""
     rng = random.Random(seed)
     pool: dict[str, list] = defaultdict(list)
-    for folder in sorted((out / "pkgs").iterdir()):
+    for folder in sorted((out / PACKAGES_DIR).iterdir()):
         with gzip.open(folder / "corpus.jsonl.gz", "rt") as f:
             texts = {r["id"]: r["text"] for r in map(json.loads, f)}
         with gzip.open(folder / "queries.jsonl.gz", "rt") as f:
