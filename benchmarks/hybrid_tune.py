@@ -13,7 +13,7 @@ newsqa-dev) are never read.
 benchmarks/input_rule.py writes them (its folder under ~/.cache/sparc-local-train/input-rule).
 du2017-train itself was trained on, so SPARC is at its strongest there and the weights it
 picks lean, if anything, towards SPARC. Any other entry of --sets is a ReQA folder, such as the
-technical dev packages (training/techdata.py's `dev`); the best pair maximises the mean over sets.
+technical dev packages (sparc_lab/techdata.py's `dev`); the best pair maximises the mean over sets.
 """
 
 from __future__ import annotations

@@ -22,10 +22,10 @@ import os
 import shutil
 from pathlib import Path
 
+from sparc_lab.data import DU_VALIDATION_ARTICLES
 from sparc_local.evaluation import reqa
 from sparc_local.evaluation.evaluate import evaluate
 from sparc_local.model.info import CONFIG_FILE, ModelInfo, shipped_model_dir
-from sparc_local.training.data import DU_VALIDATION_ARTICLES
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "reqa"
 WORK = Path.home() / ".cache" / "sparc-local-train" / "input-rule"

@@ -3,7 +3,7 @@
     python benchmarks/k_sweep.py MODEL_DIR --run ~/.cache/sparc-local-train/run4 \
         [--corpus ../shared/data/reqa/squad-dev] [--ks 64 128 256 512 1000]
 
-Quality is measured on the held-out training split only (sparc_local.training.validate), never on
+Quality is measured on the held-out training split only (sparc_lab.validate), never on
 an evaluation set's questions. Bytes are the product's own posting codec over a real corpus's
 sentences (only corpus.jsonl.gz is read; its questions are not): every token's list encoded as
 one merged segment, weights quantized as the index stores them. That is the postings part of
@@ -18,12 +18,12 @@ from pathlib import Path
 
 import numpy as np
 
+from sparc_lab.validate import validate
 from sparc_local.evaluation import reqa
 from sparc_local.evaluation.evaluate import encode_corpus
 from sparc_local.index import postings
 from sparc_local.model.info import ModelInfo
 from sparc_local.model.sparse import SparseVectors
-from sparc_local.training.validate import validate
 
 
 def postings_bytes(vectors: SparseVectors, scale: float) -> int:

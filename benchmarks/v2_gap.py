@@ -2,7 +2,7 @@
 
     python benchmarks/v2_gap.py --run ~/.cache/sparc-local-train/v2c MODEL_DIR [MODEL_DIR ...] [--threads 1]
 
-The run folder's pool.pkl gives the split (as training/validate.py); candidates are every sentence
+The run folder's pool.pkl gives the split (as sparc_lab/validate.py); candidates are every sentence
 of the held-out passages, scored as the product scores (query tokens of sparc_local.query.tokens,
 g = sum of f over them, top-K vectors from the model's own encoder). Prints MRR@10 per model:
 
@@ -30,11 +30,11 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
+from sparc_lab.validate import held_out_paragraphs
 from sparc_local.evaluation.metrics import first_hits_by_score, positions, reciprocal
 from sparc_local.model.encoder import Encoder
 from sparc_local.model.info import ModelInfo
 from sparc_local.query.tokens import query_token_ids
-from sparc_local.training.validate import held_out_paragraphs
 
 MUS = (0.0, 0.1, 0.2, 0.3, 0.5, 1.0)
 CLASSES = ("own", "neighbour", "expansion")

@@ -7,12 +7,12 @@ the user's domain more reliably than the shipped head on a frozen sentence-embed
 (held-out MLM loss 6.60). Init: the model's own encoder (read back from model.onnx) and its
 mlm_head.npz; E stays the model's own and frozen. BERT masking (15%, 80/10/10) as adapt.
 
-Text: sentences of the training corpora only (training/data.py TRAIN_SETS, never an evaluation
+Text: sentences of the training corpora only (sparc_lab/data.py TRAIN_SETS, never an evaluation
 set) plus public-domain English text from Debian packages when installed (bible-kjv: the King
 James Bible, 1611; dict-devil: Bierce's The Devil's Dictionary, 1911). A fixed 2% of sentences is
 held out (mlm_head.py's passage split for the corpora; crc32 of the sentence for the rest).
 
-    python -m sparc_local.training.companion [--run DIR] [--steps N] [--batch 32] [--max-length 64]
+    python -m sparc_lab.companion [--run DIR] [--steps N] [--batch 32] [--max-length 64]
                                              [--lr 2e-4] [--threads 1]
 
 Resumable: model + optimizer + schedule + step + RNG states are checkpointed atomically every
@@ -40,12 +40,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from sparc_local.adapt.model_folder import load_adapt_weights
-from sparc_local.ingest.sentences import split_sentences
-from sparc_local.model.folder import ENCODER_FILE, HEAD_FILE
-from sparc_local.model.info import ModelInfo, load_tokenizer, shipped_model_dir
-from sparc_local.model.weights import ArchConfig, Weights
-from sparc_local.training.mlm_head import (
+from sparc_lab.mlm_head import (
     HELD_OUT,
     Head,
     encode_sentences,
@@ -56,7 +51,12 @@ from sparc_local.training.mlm_head import (
     save_head,
     step_loss,
 )
-from sparc_local.training.model import TorchEncoder
+from sparc_lab.model import TorchEncoder
+from sparc_local.adapt.model_folder import load_adapt_weights
+from sparc_local.ingest.sentences import split_sentences
+from sparc_local.model.folder import ENCODER_FILE, HEAD_FILE
+from sparc_local.model.info import ModelInfo, load_tokenizer, shipped_model_dir
+from sparc_local.model.weights import ArchConfig, Weights
 
 DEFAULT_RUN = Path.home() / ".cache" / "sparc-local-train" / "companion"
 DEFAULT_DATA = Path("/work/shared/data/reqa")

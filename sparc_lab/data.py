@@ -13,9 +13,9 @@ from pathlib import Path
 
 import numpy as np
 
+from sparc_lab.techdata import PACKAGES_DIR, SPLIT_FILE
 from sparc_local.evaluation.reqa import ReqaSet, load
 from sparc_local.query.bm25 import BM25
-from sparc_local.training.techdata import PACKAGES_DIR, SPLIT_FILE
 
 TRAIN_SETS = ("squad-train-head", "du2017-train", "wikiqa-train")  # never squad-dev or newsqa-dev
 # du2017 articles a00-a11 repeat squad-train-head's questions (lowercased): drop that copy.
@@ -104,7 +104,7 @@ def build_pool(data_dir: Path, seed: int = 13, tech_dir: Path | None = None, tec
 
 def _tech_examples(tech_dir: Path, texts: list[str], paragraphs: list[list[str]], n_home: int, share: float,
                    rng: random.Random) -> list[Example]:
-    """The train packages of a technical set (training/techdata.py: SPLIT_FILE, PACKAGES_DIR/PKG), each package
+    """The train packages of a technical set (sparc_lab/techdata.py: SPLIT_FILE, PACKAGES_DIR/PKG), each package
     its own set, so a BM25 negative is a sentence of the same package; sampled so that they make
     ``share`` of the training examples beside the ``n_home`` Wikipedia ones."""
     if not 0 <= share < 1:

@@ -17,10 +17,10 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from sparc_lab.data import Pool
+from sparc_lab.distill import dense_rows
 from sparc_local.model.lexical import FIELD_BASE, Lexical, field_keys
 from sparc_local.query.fusion import HYBRID, WEIGHTS, keys, multipliers
-from sparc_local.training.data import Pool
-from sparc_local.training.distill import dense_rows
 
 
 class LexicalFeatures:

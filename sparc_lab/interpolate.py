@@ -5,13 +5,14 @@
 distribution while losing less on the old one than the fine-tune itself: here, technical
 documentation against the Wikipedia QA the shipped model was trained on. α is chosen on dev data.
 
-    python -m sparc_local.training.interpolate BASE.npz TUNED.npz OUT.npz --alpha 0.5
+    python -m sparc_lab.interpolate BASE.npz TUNED.npz OUT.npz --alpha 0.5
 """
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -43,7 +44,8 @@ def main() -> None:
         ap.error("--alpha must lie in [0, 1]")
     with np.load(a.base) as b, np.load(a.tuned) as t:
         mixed = interpolate({k: b[k] for k in b.files}, {k: t[k] for k in t.files}, a.alpha)
-    np.savez(a.out, **mixed)
+    arrays: dict[str, Any] = mixed  # savez's typed keywords (allow_pickle: bool) reject a dict of arrays
+    np.savez(a.out, **arrays)
     print(f"wrote {a.out} (alpha {a.alpha})")
 
 

@@ -5,7 +5,7 @@ transform dense + GELU + LayerNorm + output bias, the decoder tied to E, the enc
 (exactly the head adapt/mlm.py runs). Text: the sentences of the training corpora only
 (squad-train-head, du2017-train, wikiqa-train); never an evaluation set. BERT masking as adapt.
 
-    python -m sparc_local.training.mlm_head --encoder ENCODER --model MODEL_DIR [--steps 300] [--run DIR]
+    python -m sparc_lab.mlm_head --encoder ENCODER --model MODEL_DIR [--steps 300] [--run DIR]
 
 ENCODER is either an HF folder (the original PLM, SPARC §5.1's choice; its weights are then saved
 next to the head as mlm_encoder.npz, since adapt must run the same encoder) or a model folder
@@ -30,12 +30,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from sparc_lab.data import TRAIN_SETS
 from sparc_local.adapt.model_folder import load_adapt_weights
 from sparc_local.adapt.train_embeddings import mask_tokens, pad_sequences
 from sparc_local.model.folder import ENCODER_FILE, HEAD_FILE, HEAD_NAMES, load_encoder_weights, save_npz
 from sparc_local.model.info import CONFIG_FILE, ModelInfo
 from sparc_local.model.weights import ArchConfig, Weights
-from sparc_local.training.data import TRAIN_SETS
 
 HELD_OUT = 50  # passages with crc32 % HELD_OUT == 0 are held out for validation
 MAX_FP16_LOSS_GAIN = 0.005  # save the head in fp16 unless that costs more validation loss than this
@@ -172,8 +172,8 @@ def train_head(encoder_path: Path, model_dir: Path, run_dir: Path, *, data_dir: 
                batch: int = 32, max_length: int = 64, lr: float = 1e-3, seed: int = 0, eval_every: int = 50,
                n_valid: int = 1024, log: Callable[[str], None] = print) -> dict:
     """Train, checkpointing to run_dir (resumes from it), then write MODEL_DIR/mlm_head.npz."""
+    from sparc_lab.model import TorchEncoder
     from sparc_local.model.info import load_tokenizer
-    from sparc_local.training.model import TorchEncoder
 
     model = ModelInfo.load(model_dir)
     cfg, w, kind = _load_encoder(encoder_path, model)

@@ -1,6 +1,6 @@
 """Count the training text's tokens into a model folder, for the gate in front of `adapt`.
 
-    python -m sparc_local.training.reference MODEL_DIR [--data ../shared/data/reqa]
+    python -m sparc_lab.reference MODEL_DIR [--data ../shared/data/reqa]
 
 The reference is every distinct sentence of the training sets (``SETS``; never the evaluation
 sets). It also prints what ``domain.MIN_SHARE`` is chosen from: the distance

@@ -1,6 +1,6 @@
 """Summarise a training run's log for the model card: loss per window, exp(w), s/step, validation.
 
-    python -m sparc_local.training.report ~/.cache/sparc-local-train/run1 [--window 100]
+    python -m sparc_lab.report ~/.cache/sparc-local-train/run1 [--window 100]
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Training pairs from Debian's documentation packages, built mechanically (issue 31).
 
-    python -m sparc_local.training.techdata --out ~/.cache/sparc-local-train/tech [--max-doc 300] [--max-man 150]
+    python -m sparc_lab.techdata --out ~/.cache/sparc-local-train/tech [--max-doc 300] [--max-man 150]
 
 Packages are fetched with `apt-get download` and unpacked with `dpkg-deb -x` under DEBS (never
 installed). Their HTML, text, Markdown, reST, info and man pages become Sections (techparse), and
@@ -29,10 +29,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from sparc_local.errors import SparcError
-from sparc_local.ingest.readers import norm_text
-from sparc_local.ingest.sentences import split_sentences
-from sparc_local.training.techparse import (
+from sparc_lab.techparse import (
     KINDS,
     Section,
     html_sections,
@@ -41,7 +38,7 @@ from sparc_local.training.techparse import (
     text_sections,
     xml_sections,
 )
-from sparc_local.training.techpkgs import (
+from sparc_lab.techpkgs import (
     CACHE,
     KEPT_OUT_PATH,
     available,
@@ -51,6 +48,9 @@ from sparc_local.training.techpkgs import (
     guard,
     stable_hash,
 )
+from sparc_local.errors import SparcError
+from sparc_local.ingest.readers import norm_text
+from sparc_local.ingest.sentences import split_sentences
 
 OUT = CACHE / "tech"
 SPLIT_FILE = "split.json"  # {"train": [units], "dev": [...], "test": [...]}
@@ -309,7 +309,7 @@ def build(out: Path, max_doc: int, max_man: int, seed: int = 0) -> dict:
         if not u.queries:
             continue
         write_set(out / PACKAGES_DIR / u.name, u.corpus, u.queries,
-                  {"source": f"Debian packages {', '.join(u.packages)} (sparc_local.training.techdata)",
+                  {"source": f"Debian packages {', '.join(u.packages)} (sparc_lab.techdata)",
                    "packages": u.packages, "dropped_queries": dict(sorted(u.dropped.items()))})
         split[split_of(u.name)].append(u.name)
     (out / SPLIT_FILE).write_text(json.dumps(split, indent=1) + "\n")

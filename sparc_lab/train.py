@@ -1,11 +1,11 @@
 """Fine-tune a SPARC encoder on CPU, resumably.
 
-    python -m sparc_local.training.train --base PATH/TO/all-MiniLM-L6-v2 --data ../shared/data/reqa \
+    python -m sparc_lab.train --base PATH/TO/all-MiniLM-L6-v2 --data ../shared/data/reqa \
         --run ~/.cache/sparc-local-train/run1 --steps 4000
 
 Loss: cross-entropy of g(q,s) over in-batch candidates (each question's positive, a passage
 negative and a BM25 negative; SPARC §6.2), plus, with --distill-home, a teacher's scores distilled
-into them (training/distill.py). f is computed only for the batch's question tokens, never for
+into them (sparc_lab/distill.py). f is computed only for the batch's question tokens, never for
 the whole vocabulary. Checkpoints are written atomically every --ckpt-every steps and a
 rerun of the same command resumes from the last one.
 """
@@ -26,6 +26,10 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from sparc_lab.data import TRAIN_SETS, Pool, build_pool, sample_batch
+from sparc_lab.distill import Teacher, kl_term
+from sparc_lab.hybrid import LexicalFeatures
+from sparc_lab.model import TorchEncoder
 from sparc_local.errors import UserError
 from sparc_local.model.info import load_tokenizer, shipped_model_dir
 from sparc_local.model.inputs import (
@@ -40,10 +44,6 @@ from sparc_local.model.inputs import (
 )
 from sparc_local.model.weights import ArchConfig, load_canonical, load_checkpoint, save_canonical
 from sparc_local.query.tokens import query_token_ids, skip_token_ids
-from sparc_local.training.data import TRAIN_SETS, Pool, build_pool, sample_batch
-from sparc_local.training.distill import Teacher, kl_term
-from sparc_local.training.hybrid import LexicalFeatures
-from sparc_local.training.model import TorchEncoder
 
 
 def _atomic_save(obj, path: Path) -> None:
@@ -233,7 +233,7 @@ class Trainer:
 
     def _score(self, qmask: torch.Tensor, union: np.ndarray, sents: list[int], f: torch.Tensor) -> torch.Tensor:
         """g(q, s) from f (candidates × union), plus with --hybrid the fused BM25 parts in g's units
-        (training/hybrid.py), G(q) estimated from these candidates."""
+        (sparc_lab/hybrid.py), G(q) estimated from these candidates."""
         g = qmask @ f.T
         if self.lexical is None:
             return g
@@ -329,7 +329,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--base", required=True, help="HF folder (config.json + model.safetensors) or canonical .npz")
     p.add_argument("--tokenizer", help="folder or tokenizer.json (default: --base)")
     p.add_argument("--data", default="../shared/data/reqa")
-    p.add_argument("--tech", help="technical pairs (python -m sparc_local.training.techdata): its train packages join")
+    p.add_argument("--tech", help="technical pairs (python -m sparc_lab.techdata): its train packages join")
     p.add_argument("--tech-share", type=float, default=0.5, help="share of training questions drawn from --tech")
     p.add_argument("--run", required=True, help="checkpoint folder, kept outside the work tree")
     p.add_argument("--steps", type=int, default=4000)

@@ -1,6 +1,6 @@
 """Compare exported model folders on the held-out training split (du2017 articles a42-a43).
 
-    python -m sparc_local.training.validate --run ~/.cache/sparc-local-train/run1 MODEL_DIR [MODEL_DIR ...] \
+    python -m sparc_lab.validate --run ~/.cache/sparc-local-train/run1 MODEL_DIR [MODEL_DIR ...] \
         [--top-k 64 128 256 512 1000]
 
 Export decisions (int8 or fp32, K, max length) are made here, never on the evaluation sets.

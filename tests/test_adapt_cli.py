@@ -518,8 +518,8 @@ def test_head_trainer_writes_a_head_adapt_can_use(tmp_path: Path, encoder: str) 
     pytest.importorskip("torch")
     from safetensors.numpy import save_file
 
+    from sparc_lab.mlm_head import train_head
     from sparc_local.model.folder import ENCODER_FILE
-    from sparc_local.training.mlm_head import train_head
     from tests.tiny import to_checkpoint_names
 
     data = _fake_reqa(tmp_path / "reqa")

@@ -10,8 +10,8 @@ import pytest
 torch = pytest.importorskip("torch")
 F = torch.nn.functional
 
+from sparc_lab.model import TorchEncoder
 from sparc_local.adapt import TokenBatch, adapt_embeddings, forward_backward, mask_tokens
-from sparc_local.training.model import TorchEncoder
 from tests.tiny import random_weights
 
 LAYOUTS = ["bert", "distilbert"]

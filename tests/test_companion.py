@@ -1,4 +1,4 @@
-"""The MLM companion trainer (training/companion.py) on a tiny random model and tiny corpora."""
+"""The MLM companion trainer (sparc_lab/companion.py) on a tiny random model and tiny corpora."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from sparc_local.training import companion
-from sparc_local.training.mlm_head import load_sentences
+from sparc_lab import companion
+from sparc_lab.mlm_head import load_sentences
 from tests.test_adapt_cli import _fake_reqa, _sentences
 from tests.tiny import make_tiny_adapt_model
 

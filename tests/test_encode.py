@@ -58,8 +58,8 @@ def _assert_positions(vectors, dots: list[np.ndarray], spans: list[tuple[int, in
 @pytest.mark.parametrize("layout", ["bert", "distilbert"])
 def test_onnx_graph_matches_torch_reference(tmp_path, layout):
     """The exported graph computes SPARC Eq. 4 + TopK exactly as the training model does."""
+    from sparc_lab.model import TorchEncoder
     from sparc_local.model.inputs import pad_batch, paragraph_inputs, sentence_span
-    from sparc_local.training.model import TorchEncoder
     info = make_tiny_model(tmp_path / "m", layout=layout, top_k=20)
     enc = Encoder(info, threads=1, token_budget=64)  # small budget: several length buckets
     vectors = enc.encode(PARAGRAPHS)
@@ -88,8 +88,8 @@ def test_window_graph_matches_torch_reference(tmp_path, layout, share, marks, re
     with reach, its neighbours' gated evidence) exactly as the training model computes it;
     several windows per long paragraph. Marked, a sentence's span holds its closing [SEP], which
     is in no word of it."""
+    from sparc_lab.model import TorchEncoder
     from sparc_local.model.inputs import SCHEME_WINDOW, pad_batch, span_index, window_inputs
-    from sparc_local.training.model import TorchEncoder
 
     info = make_tiny_model(tmp_path / "m", layout=layout, top_k=20, scheme=SCHEME_WINDOW, window_share=share,
                            marks=marks, reach=reach)

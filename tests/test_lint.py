@@ -1,7 +1,7 @@
 """The linter and the type checker, run by the test suite so that CI runs them.
 
-ruff (import order, pyflakes, pyupgrade) checks the package, the tests and the benchmarks; mypy
-checks the package. Both read their settings from pyproject.toml ([tool.ruff], [tool.mypy]); the
+ruff (import order, pyflakes, pyupgrade) checks the package, the lab, the tests and the benchmarks;
+mypy checks the package and the lab. Both read their settings from pyproject.toml ([tool.ruff], [tool.mypy]); the
 `test` extra installs them, and a check is skipped, saying why, only where its tool is missing.
 """
 
@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-LINTED = ("sparc_local", "tests", "benchmarks")
+LINTED = ("sparc_local", "sparc_lab", "tests", "benchmarks")
 # a suppression must say why: text after the code(s), on the same line
 SUPPRESSION = re.compile(r"#\s*(?:noqa(?::\s*[A-Z]+[0-9]+(?:\s*,\s*[A-Z]+[0-9]+)*)?|type:\s*ignore(?:\[[^\]]*\])?)(.*)$")
 

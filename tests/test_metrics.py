@@ -36,7 +36,7 @@ def test_training_validation_uses_the_same_rule():
     torch = pytest.importorskip("torch")
     from types import SimpleNamespace
 
-    from sparc_local.training.train import _mrr
+    from sparc_lab.train import _mrr
 
     g = torch.tensor([[1.0, 2.0, 2.0, 0.0], [0.0, 0.0, 0.0, 0.0]])
     examples = [SimpleNamespace(answers=[12]), SimpleNamespace(answers=[10])]

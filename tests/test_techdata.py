@@ -8,8 +8,8 @@ import shutil
 
 import pytest
 
-from sparc_local.training import techdata, techpkgs
-from sparc_local.training.techparse import html_sections, man_sections, render_man, text_sections, xml_sections
+from sparc_lab import techdata, techpkgs
+from sparc_lab.techparse import html_sections, man_sections, render_man, text_sections, xml_sections
 
 FAQ = """\
 Frequently asked questions about frobnicate

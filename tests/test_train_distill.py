@@ -1,4 +1,4 @@
-"""Distillation from a teacher's sparse vectors (training/distill.py) on a tiny random model and
+"""Distillation from a teacher's sparse vectors (sparc_lab/distill.py) on a tiny random model and
 tiny ReQA-format training sets, with real torch."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from sparc_lab import train
+from sparc_lab.distill import kl_term
 from sparc_local.model.inputs import SCHEME_PAIR, SCHEME_WINDOW
-from sparc_local.training import train
-from sparc_local.training.distill import kl_term
 from tests.train_setup import distill_args, first_batch, train_args, write_setup
 
 

@@ -1,4 +1,4 @@
-"""Training with the hybrid score's BM25 parts as fixed features (training/hybrid.py)."""
+"""Training with the hybrid score's BM25 parts as fixed features (sparc_lab/hybrid.py)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from sparc_lab import train
 from sparc_local.model.inputs import SCHEME_WINDOW
 from sparc_local.model.lexical import FIELD_BASE, PARAGRAPH_FIELD, SENTENCE_FIELD
-from sparc_local.training import train
 from tests.train_setup import distill_args, first_batch, train_args, write_setup
 
 

@@ -7,10 +7,10 @@ import json
 import random
 from pathlib import Path
 
+from sparc_lab import train
+from sparc_lab.data import DU_VALIDATION_ARTICLES, TRAIN_SETS, sample_batch
 from sparc_local.model.inputs import SCHEME_PAIR
 from sparc_local.model.weights import save_canonical
-from sparc_local.training import train
-from sparc_local.training.data import DU_VALIDATION_ARTICLES, TRAIN_SETS, sample_batch
 from tests.tiny import WORDS, make_tiny_model, tiny_vocab, tiny_weights, write_tokenizer
 
 CONTENT = [w for w in WORDS if len(w) > 3]

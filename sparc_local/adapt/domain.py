@@ -29,7 +29,7 @@ REFERENCE_FILE = "reference_counts.npz"  # in a model folder: token counts of it
 RATIO = 10.0  # a corpus's own token: at least this many times more frequent than in the training text
 MIN_COUNT = 5  # ... and seen at least this often in the corpus (a few rare words are no domain)
 # adapt when at least this share of the corpus's tokens are its own. Chosen on the training text
-# alone (training/reference.py prints it): corpora of 300 to 8,000 consecutive training sentences,
+# alone (sparc_lab/reference.py prints it): corpora of 300 to 8,000 consecutive training sentences,
 # each against the rest, have medians of 0.9% to 5.2% and at most 18.9% (at 300 sentences: the
 # smaller the corpus, the more its topic's words stand out); the threshold lies above them all.
 MIN_SHARE = 0.20

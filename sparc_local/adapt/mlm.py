@@ -123,7 +123,7 @@ def _gelu_block(x: np.ndarray, y: np.ndarray, dy_dx: np.ndarray | None) -> None:
 
 
 def gelu(x: np.ndarray, keep_grad: bool = True) -> tuple[np.ndarray, np.ndarray | None]:
-    """Exact (erf) GELU x·Φ(x), as BERT uses (training/model.py F.gelu).
+    """Exact (erf) GELU x·Φ(x), as BERT uses (sparc_lab/model.py F.gelu).
 
     Returns (y, GELU'(x)): caching the derivative instead of x and Φ(x) halves the cache and
     makes the backward a single multiply.
@@ -229,7 +229,7 @@ class _LayerCache:
 def _layer_forward(fw: FrozenWeights, lw: dict[str, np.ndarray], x: np.ndarray, bias: np.ndarray,
                    b: int, l: int, keep: bool, rows: np.ndarray | None = None
                    ) -> tuple[np.ndarray, _LayerCache | None]:
-    """One post-LN block, matching training/model.py: x = LN(x + attn(x)); x = LN(x + ffn(x)).
+    """One post-LN block, matching sparc_lab/model.py: x = LN(x + attn(x)); x = LN(x + ffn(x)).
 
     With `rows`, only those output rows are computed: everything after attention is row-wise, so
     the top layer needs keys/values of all tokens but the FFN only at masked positions (~10% of

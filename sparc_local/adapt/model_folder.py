@@ -2,7 +2,7 @@
 back), and writing an adapted copy with a new word-embedding matrix E.
 
 `adapt` needs no second copy of the encoder: model.onnx already holds every encoder weight. The MLM head, which
-all-MiniLM-L6-v2 ships without, is trained once at build time (training/mlm_head.py) and saved next to
+all-MiniLM-L6-v2 ships without, is trained once at build time (sparc_lab/mlm_head.py) and saved next to
 the model as mlm_head.npz; if it was trained on top of another encoder (the original PLM, as in
 SPARC §5.1), that encoder is saved beside it as mlm_encoder.npz and adapt runs it instead.
 
@@ -45,7 +45,7 @@ def load_adapt_weights(info: ModelInfo) -> tuple[ArchConfig, Weights, dict]:
     if not head_file.is_file():
         raise ModelFolderError(
             f"the model {info.name} has no MLM head ({head_file} is missing), which adapt needs",
-            "Use a model folder built with its MLM head (python -m sparc_local.training.mlm_head), or reinstall sparc-local.")
+            "Use a model folder built with its MLM head (python -m sparc_lab.mlm_head), or reinstall sparc-local.")
     cfg, w = load_encoder_weights(info)
     head, meta = load_npz(head_file)
     missing = [k for k in HEAD_NAMES if k not in head]
@@ -58,7 +58,7 @@ def load_adapt_weights(info: ModelInfo) -> tuple[ArchConfig, Weights, dict]:
                 w[k] = v
     elif meta.get("encoder_digest") and meta["encoder_digest"] != info.extra.get("digest"):
         raise ModelFolderError(f"{head_file} was trained on another version of {info.name}'s encoder",
-                               "Retrain the MLM head for this model (python -m sparc_local.training.mlm_head).")
+                               "Retrain the MLM head for this model (python -m sparc_lab.mlm_head).")
     for k in HEAD_NAMES:
         w[k] = head[k]
     w = {k: np.ascontiguousarray(v, dtype=np.float32) for k, v in w.items()}
