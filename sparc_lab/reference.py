@@ -23,7 +23,7 @@ from sparc_local.model.info import ModelInfo, load_tokenizer
 
 SETS = ("squad-train-head", "du2017-train", "wikiqa-train")
 CHUNKS = (300, 1000, 3000, 8000)
-DATA = Path(__file__).resolve().parents[3] / "shared" / "data" / "reqa"
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "reqa"  # ../shared/data/reqa of a clone
 
 
 def sentence_tokens(data: Path, tokenizer) -> list[np.ndarray]:
