@@ -32,16 +32,7 @@ from sparc_lab.hybrid import LexicalFeatures
 from sparc_lab.model import TorchEncoder
 from sparc_local.errors import UserError
 from sparc_local.model.info import load_tokenizer, shipped_model_dir
-from sparc_local.model.inputs import (
-    CONTEXT_ORDERS,
-    SCHEME_PAIR,
-    SCHEME_WINDOW,
-    InputSpec,
-    pad_batch,
-    paragraph_inputs,
-    span_index,
-    window_inputs,
-)
+from sparc_local.model.inputs import CONTEXT_ORDERS, InputSpec, pad_batch, paragraph_inputs
 from sparc_local.model.weights import ArchConfig, load_canonical, load_checkpoint, save_canonical
 from sparc_local.query.tokens import query_token_ids, skip_token_ids
 
@@ -75,31 +66,15 @@ class Trainer:
         self.model = TorchEncoder(cfg, w)
         with torch.no_grad():
             self.model.sparsity.fill_(args.w_init)
-        if args.reach:
-            self.model.spread(args.reach)
-        if args.window_share:
-            self.model.share = torch.nn.Parameter(torch.tensor(math.log(args.window_share / (1 - args.window_share))))
         self.pool = self._pool()
         self.teacher = self._teacher()
         if args.distill_vectors and self.teacher is None:
             raise UserError("--distill-vectors needs a teacher", "Give --distill-home too.")
         self.lexical = LexicalFeatures(self.pool, self.tokenizer, self.skip) if args.hybrid else None
-        self.spec = InputSpec(args.max_length, self.cls_id, self.sep_id, args.context_sentences, args.context_order,
-                              args.scheme, args.marks)
-        if args.scheme == SCHEME_WINDOW:
-            self.windows = window_inputs(self.tokenizer, self.pool.paragraphs, self.spec)
-            # sentence -> its window, and each window's first sentence (spans follow sentence order)
-            sizes = [len(w.spans) for w in self.windows]
-            self.first = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
-            self.window_of = np.repeat(np.arange(len(self.windows)), sizes)
-        else:
-            self.inputs = paragraph_inputs(self.tokenizer, self.pool.paragraphs, self.spec)
-        scalars = [p for p in (self.model.sparsity, self.model.share, self.model.decay) if p is not None]
-        salience = list(self.model.salience.parameters()) if self.model.salience is not None else []
-        gates = {"sparsity", "share", "decay", "salience.weight", "salience.bias"}
-        enc_params = [p for n, p in self.model.named_parameters() if p.requires_grad and n not in gates]
-        # the salience gate is a linear map of H: a 384-wide step at w's rate would swing it
-        groups = [(enc_params, args.lr), (scalars, args.w_lr), (salience, args.w_lr / 5)]
+        self.spec = InputSpec(args.max_length, self.cls_id, self.sep_id, args.context_sentences, args.context_order)
+        self.inputs = paragraph_inputs(self.tokenizer, self.pool.paragraphs, self.spec)
+        enc_params = [p for n, p in self.model.named_parameters() if p.requires_grad and n != "sparsity"]
+        groups = [(enc_params, args.lr), ([self.model.sparsity], args.w_lr)]
         self.opt = torch.optim.Adam([{"params": ps, "lr": lr} for ps, lr in groups if ps])
         self.base_lrs = [lr for ps, lr in groups if ps]
         self.step = 0
@@ -169,25 +144,8 @@ class Trainer:
         return qmask, union
 
     def _sentence_scores(self, cand: list[int], union: np.ndarray, hard: bool = False) -> tuple[torch.Tensor, list[int]]:
-        """f(v, s) for the union's tokens, for the candidates -> (f (C, U), the candidate sentences).
-
-        The window scheme encodes every sentence of the candidates' windows, so a window's
-        other sentences join the candidates as extra negatives at no cost.
-        """
+        """f(v, s) for the union's tokens, for the candidates -> (f (C, U), the candidate sentences)."""
         tokens = torch.from_numpy(union.astype(np.int64))
-        if self.args.scheme == SCHEME_WINDOW:
-            wins = sorted({int(self.window_of[c]) for c in cand})
-            windows = [self.windows[w] for w in wins]
-            ids, types, mask = (torch.from_numpy(a) for a in pad_batch([(w.ids, w.segments) for w in windows]))
-            index = span_index(windows, ids.shape[1], self.args.reach)
-            at = type(index)(*(torch.from_numpy(getattr(index, k)) for k in index.__dataclass_fields__))
-            hidden = self.model(ids, types, mask)
-            f = self.model.span_scores(hidden, at, tokens)
-            if self.args.topk:
-                f = f * self._keep(f, hard, lambda sample: self.model.span_threshold(
-                    hidden, at, sample, self.args.topk, len(self.kept_vocab)))
-            sents = [int(self.first[w]) + j for w in wins for j in range(len(self.windows[w].spans))]
-            return f, sents
         ids, types, mask = (torch.from_numpy(a) for a in pad_batch([self.inputs[c] for c in cand]))
         hidden = self.model(ids, types, mask)
         f = self.model.token_scores(hidden, mask, tokens)
@@ -210,12 +168,11 @@ class Trainer:
         f = f_all[:, np.searchsorted(cols, union)]
         g = self._score(qmask, union, sents, f)
         is_answer = torch.tensor([[s in answer_sets[i] for s in sents] for i in range(len(questions))])
-        if self.args.scheme != SCHEME_WINDOW:
-            # the pair scheme's candidate i is question i's positive; other answers are masked out
-            own = torch.zeros_like(is_answer)
-            own[torch.arange(len(questions)), torch.arange(len(questions))] = True
-            g = g.masked_fill(is_answer & ~own, float("-inf"))
-            is_answer = own
+        # candidate i is question i's positive; other answers are masked out
+        own = torch.zeros_like(is_answer)
+        own[torch.arange(len(questions)), torch.arange(len(questions))] = True
+        g = g.masked_fill(is_answer & ~own, float("-inf"))
+        is_answer = own
         pos = g.masked_fill(~is_answer, float("-inf")).logsumexp(1)
         ce = (g.logsumexp(1) - pos).mean()
         if self.teacher is None:
@@ -268,9 +225,6 @@ class Trainer:
             self.step += 1
             rec = {"step": self.step, "loss": round(loss.item(), 4), **parts,
                    "exp_w": round(math.exp(self.model.sparsity.item()), 3),
-                   **({"share": round(torch.sigmoid(self.model.share).item(), 4)} if self.model.share is not None else {}),
-                   **({"decay": [round(x, 3) for x in torch.sigmoid(self.model.decay).tolist()]}
-                      if self.model.decay is not None else {}),
                    "lr": self.opt.param_groups[0]["lr"], "elapsed": round(time.time() - t0, 1)}
             self.log.write(json.dumps(rec) + "\n")
             self.log.flush()
@@ -294,14 +248,8 @@ class Trainer:
         valid = self.pool.valid
         sents = sorted({s for ex in valid for s in ex.answers + ex.passage_negs})
         qmask, union = self._question_tokens([ex.question for ex in valid])
-        fs, got = [], []
-        for i in range(0, len(sents), 32):
-            f, done = self._sentence_scores(sents[i:i + 32], union, hard=True)
-            fs.append(f)
-            got += done
-        # the window scheme may encode a window twice (its sentences straddle two slices): keep one
-        keep = {s: j for j, s in enumerate(got)}
-        f = torch.cat(fs)[[keep[s] for s in sents]]
+        fs = [self._sentence_scores(sents[i:i + 32], union, hard=True)[0] for i in range(0, len(sents), 32)]
+        f = torch.cat(fs)
         self.model.train()
         res = {"mrr@10": _mrr(qmask @ f.T, sents, valid), "questions": len(valid), "sentences": len(sents)}
         if self.lexical is not None:
@@ -337,14 +285,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--max-length", type=int, default=128)
     p.add_argument("--context-sentences", type=int, default=6, help="see inputs.InputSpec; export with the same")
     p.add_argument("--context-order", choices=CONTEXT_ORDERS, default="document")
-    p.add_argument("--window-share", type=float, default=0.0,
-                   help="window scheme: initial λ of the window's pooled signal (0: own tokens only, not learned)")
-    p.add_argument("--scheme", choices=[SCHEME_PAIR, SCHEME_WINDOW], default=SCHEME_PAIR,
-                   help="pair: [CLS] sentence [SEP] context [SEP] per sentence; window: one pass per paragraph window")
-    p.add_argument("--reach", type=int, default=0,
-                   help="window scheme: sentences take their neighbours' salient evidence up to this far (0: off)")
-    p.add_argument("--marks", action="store_true",
-                   help="window scheme: [SEP] after each sentence and alternating segment ids (inputs.InputSpec)")
     p.add_argument("--lr", type=float, default=3e-5)
     p.add_argument("--w-lr", type=float, default=5e-3)
     p.add_argument("--w-init", type=float, default=0.0)

@@ -79,60 +79,6 @@ def test_onnx_graph_matches_torch_reference(tmp_path, layout):
     _assert_positions(vectors, list(dots), [sentence_span(item) for item in items])
 
 
-@pytest.mark.parametrize("layout,share,marks,reach", [("bert", 0.0, False, 0), ("distilbert", 0.0, False, 0),
-                                                     ("bert", 0.3, False, 0), ("bert", 0.0, True, 0),
-                                                     ("distilbert", 0.0, True, 0), ("bert", 0.0, False, 2),
-                                                     ("distilbert", 0.0, True, 3)])
-def test_window_graph_matches_torch_reference(tmp_path, layout, share, marks, reach):
-    """Model v2: one pass per paragraph window, each sentence pooled over its own tokens (and,
-    with reach, its neighbours' gated evidence) exactly as the training model computes it;
-    several windows per long paragraph. Marked, a sentence's span holds its closing [SEP], which
-    is in no word of it."""
-    from sparc_lab.model import TorchEncoder
-    from sparc_local.model.inputs import SCHEME_WINDOW, pad_batch, span_index, window_inputs
-
-    info = make_tiny_model(tmp_path / "m", layout=layout, top_k=20, scheme=SCHEME_WINDOW, window_share=share,
-                           marks=marks, reach=reach)
-    enc = Encoder(info, threads=1, token_budget=64)
-    vectors = enc.encode(PARAGRAPHS)
-    assert len(vectors) == len(SENTENCES)
-    windows = window_inputs(enc.tokenizer, PARAGRAPHS, info.inputs)
-    assert len(windows) > len(PARAGRAPHS)  # the last paragraph needs more than one window
-    cfg, w = tiny_weights(layout, info.vocab_size, reach=reach)
-    ref = TorchEncoder(cfg, w).eval()
-    assert info.reach == reach
-    with torch.no_grad():
-        ref.sparsity.fill_(0.5)
-        if reach:
-            ref.spread(reach)
-            ref.salience.weight.copy_(torch.from_numpy(w["spread.salience.w"])[None])
-            ref.salience.bias.copy_(torch.from_numpy(w["spread.salience.b"]))
-            ref.decay.copy_(torch.from_numpy(w["spread.decay"]))
-        ids, types, mask = (torch.from_numpy(a) for a in pad_batch([(x.ids, x.segments) for x in windows]))
-        assert bool(types.any()) == marks
-        index = span_index(windows, ids.shape[1], reach)
-        at = type(index)(*(torch.from_numpy(getattr(index, k)) for k in index.__dataclass_fields__))
-        if share:
-            ref.share = torch.nn.Parameter(torch.logit(torch.tensor(share)))
-        hidden = ref(ids, types, mask)
-        f = ref.span_scores(hidden, at, torch.arange(info.vocab_size)).numpy()
-        per_span = (hidden.reshape(-1, hidden.shape[-1])[at.tokens] @ ref.word.T)[at.spans].numpy()
-        ref.salience = None
-        own = ref.span_scores(hidden, at, torch.arange(info.vocab_size)).numpy()
-    _assert_top_k_of(vectors, f, info)
-    if reach:
-        from sparc_local.model.sparse import NO_POSITION
-        # a weight a neighbour gave, above the sentence's own, has no position in the sentence
-        borrowed = [own[i, vectors.row(i)[0]] < vectors.row(i)[1] - 1e-4 for i in range(len(SENTENCES))]
-        assert any(b.any() for b in borrowed) and not all(b.all() for b in borrowed)
-        for i, b in enumerate(borrowed):
-            assert np.array_equal(vectors.row_positions(i)[b], np.full(b.sum(), NO_POSITION))
-            per_span[i][:, vectors.row(i)[0][b]] = -np.inf  # not searched below
-    # each sentence's own tokens only: a row of per_span is its span (padded with its first token)
-    lengths = [b - a - marks for w in windows for a, b in w.spans]
-    _assert_positions(vectors, list(per_span), [(0, n) for n in lengths])
-
-
 def test_segment_ids_matter_for_bert_only(tmp_path):
     bert = Encoder(make_tiny_model(tmp_path / "b", "bert"), threads=1)
     with_ctx = bert.encode([["tea", "green tea"]]).row(0)

@@ -180,15 +180,31 @@ def test_model_file_missing_or_damaged(tmp_path: Path, sparc_home: Path, tiny_mo
 
 
 def test_graph_of_another_version(tmp_path: Path, sparc_home: Path, tiny_model_dir: Path, docs: Path):
-    """A sparc.json whose input scheme the graph was not exported for (e.g. a folder from an older
-    version): one line at load, not onnxruntime's error at the first batch."""
+    """A model.onnx whose inputs are not the ones this version feeds (a folder from another version):
+    one line at load, not onnxruntime's error at the first batch."""
+    from onnx import TensorProto, helper, save
+
+    _indexed(docs)
+    model = _model_copy(tiny_model_dir, tmp_path / "m", sparc_home)
+    ids = helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch", "length"])
+    out = helper.make_tensor_value_info("weights", TensorProto.INT64, ["batch", "length"])
+    graph = helper.make_graph([helper.make_node("Identity", ["input_ids"], ["weights"])], "other", [ids], [out])
+    onnx_model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    onnx_model.ir_version = 8
+    save(onnx_model, model / "model.onnx")
+    (docs / "new.txt").write_text("The train station is by the river.\n")
+    fails(["index", "-q"], f"{model / 'model.onnx'} was exported by another version of sparc-local "
+                           "(no input attention_mask, token_type_ids, top_k)", FOLDER_REMEDY)
+
+
+def test_model_v2_folder_is_refused(tmp_path: Path, sparc_home: Path, tiny_model_dir: Path, docs: Path):
+    """sparc.json of model v2's window scheme (gone since tag v2-research): refused when read, by name."""
     _indexed(docs)
     model = _model_copy(tiny_model_dir, tmp_path / "m", sparc_home)
     cfg = json.loads((model / CONFIG_FILE).read_text())
-    (model / CONFIG_FILE).write_text(json.dumps({**cfg, "scheme": "window"}))
-    (docs / "new.txt").write_text("The train station is by the river.\n")
-    fails(["index", "-q"], f"{model / 'model.onnx'} was exported by another version of sparc-local "
-                           "(no input span_tokens, spans, token_sentence, window_of, windows)", FOLDER_REMEDY)
+    (model / CONFIG_FILE).write_text(json.dumps({**cfg, "scheme": "window", "marks": True, "reach": 2}))
+    fails(["index", "-q"], f"{model / CONFIG_FILE} describes a model of input scheme 'window', which this version "
+                           "of sparc-local does not run", FOLDER_REMEDY)
 
 
 def test_damaged_adapted_model_is_reverted(sparc_home: Path, tiny_model_dir: Path):

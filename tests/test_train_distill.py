@@ -12,7 +12,6 @@ torch = pytest.importorskip("torch")
 
 from sparc_lab import train
 from sparc_lab.distill import kl_term
-from sparc_local.model.inputs import SCHEME_PAIR, SCHEME_WINDOW
 from tests.train_setup import distill_args, first_batch, train_args, write_setup
 
 
@@ -63,12 +62,11 @@ def test_teacher_scores_are_sums_of_its_stored_weights(setup: dict[str, Path], t
             assert got[i, j].item() == pytest.approx(want, rel=1e-5, abs=1e-6)
 
 
-@pytest.mark.parametrize("scheme", [SCHEME_PAIR, SCHEME_WINDOW])
-def test_zero_weight_is_the_cross_entropy_exactly(setup: dict[str, Path], tmp_path: Path, scheme: str) -> None:
-    plain = train.Trainer(train.parse_args(train_args(setup, tmp_path / "plain", scheme=scheme)))
+def test_zero_weight_is_the_cross_entropy_exactly(setup: dict[str, Path], tmp_path: Path) -> None:
+    plain = train.Trainer(train.parse_args(train_args(setup, tmp_path / "plain")))
     losses = {}
     for weight in (0.0, 0.5):
-        t = train.Trainer(train.parse_args(train_args(setup, tmp_path / f"d{weight}", scheme=scheme)
+        t = train.Trainer(train.parse_args(train_args(setup, tmp_path / f"d{weight}")
                                            + distill_args(setup, weight, temp=2.0)))
         losses[weight] = t._loss(*first_batch(t))
     ce, parts = plain._loss(*first_batch(plain))
@@ -104,16 +102,14 @@ def test_steps_on_a_fixed_batch_bring_the_student_to_the_teacher(setup: dict[str
     assert kls[-1] < 0.5 * kls[0], kls
 
 
-@pytest.mark.parametrize("scheme", [SCHEME_PAIR, SCHEME_WINDOW])
-def test_vector_term_is_the_squared_error_to_the_teachers_weights(setup: dict[str, Path], tmp_path: Path,
-                                                                  scheme: str) -> None:
+def test_vector_term_is_the_squared_error_to_the_teachers_weights(setup: dict[str, Path], tmp_path: Path) -> None:
     """--distill-vectors β adds β·mean((f − f_t)²) over the candidates at the teacher's top tokens
     and the questions' (the teacher's 0 where it stored none); the rest of the loss is unchanged."""
     import numpy as np
 
-    base = train_args(setup, tmp_path / "base", scheme=scheme) + distill_args(setup, 0.5)
+    base = train_args(setup, tmp_path / "base") + distill_args(setup, 0.5)
     t0 = train.Trainer(train.parse_args(base))
-    t = train.Trainer(train.parse_args(train_args(setup, tmp_path / "vec", scheme=scheme) + distill_args(setup, 0.5)
+    t = train.Trainer(train.parse_args(train_args(setup, tmp_path / "vec") + distill_args(setup, 0.5)
                                        + ["--distill-vectors", "2.0", "--distill-top", "5"]))
     batch = first_batch(t)
     loss, parts = t._loss(*batch)

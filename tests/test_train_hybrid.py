@@ -11,7 +11,6 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from sparc_lab import train
-from sparc_local.model.inputs import SCHEME_WINDOW
 from sparc_local.model.lexical import FIELD_BASE, PARAGRAPH_FIELD, SENTENCE_FIELD
 from tests.train_setup import distill_args, first_batch, train_args, write_setup
 
@@ -55,7 +54,7 @@ def test_lexical_features_are_the_fused_bm25_parts_in_g_units(setup: dict[str, P
 def test_hybrid_distillation_trains(setup: dict[str, Path], tmp_path: Path) -> None:
     for hybrid in (False, True):
         run = tmp_path / f"run-{hybrid}"
-        train.main(train_args(setup, run, "--steps", "2", *(["--hybrid"] if hybrid else []), scheme=SCHEME_WINDOW)
+        train.main(train_args(setup, run, "--steps", "2", *(["--hybrid"] if hybrid else []))
                    + distill_args(setup, 1.0))
     logs = [[json.loads(x) for x in (tmp_path / f"run-{h}" / "train.log.jsonl").read_text().splitlines()]
             for h in (False, True)]

@@ -41,8 +41,7 @@ def write_tokenizer(path: Path) -> Path:
     return path
 
 
-def tiny_weights(layout: str, vocab: int, seed: int = 0, reach: int = 0):
-    """With reach, also model v2's neighbour evidence (export.SPREAD_*), gates near 0.9."""
+def tiny_weights(layout: str, vocab: int, seed: int = 0):
     cfg, w = random_weights(layout, vocab=vocab, hidden=32, layers=2, heads=4, intermediate=64,
                             max_positions=64, seed=seed)
     # damp the layers' residual branches so each token's output stays close to its own embedding:
@@ -53,24 +52,17 @@ def tiny_weights(layout: str, vocab: int, seed: int = 0, reach: int = 0):
     if "emb.type" in w:
         # a strong context-segment vector, so context tokens match weakly and the sentence decides
         w["emb.type"][1] = 4.0 * w["emb.word"][0] / (abs(w["emb.word"][0]).max() + 1e-6)
-    if reach:
-        rng = np.random.default_rng(seed + 1)
-        w["spread.salience.w"] = (rng.standard_normal(cfg.hidden) * 0.3).astype(np.float32)
-        w["spread.salience.b"] = np.array([3.0], np.float32)
-        w["spread.decay"] = np.linspace(4.0, 2.0, reach).astype(np.float32)
     return cfg, w
 
 
 def make_tiny_model(folder: Path, layout: str = "bert", int8: bool = False, top_k: int = 32,
-                    seed: int = 0, quant: str | None = None, scheme: str = "pair", window_share: float = 0.0,
-                    marks: bool = False, reach: int = 0) -> ModelInfo:
+                    seed: int = 0, quant: str | None = None) -> ModelInfo:
     folder.mkdir(parents=True, exist_ok=True)
     tok = write_tokenizer(folder / "source-tokenizer.json")
     vocab = json.loads(tok.read_text())["model"]["vocab"]
-    cfg, w = tiny_weights(layout, len(vocab), seed, reach)
+    cfg, w = tiny_weights(layout, len(vocab), seed)
     info = export_model(cfg, w, tok, folder, name=f"tiny-{layout}", source="random (tests)", sparsity_w=0.5,
-                        top_k=top_k, max_length=48, quant=quant or (QUANT_WEIGHTS if int8 else QUANT_FP32),
-                        inputs={"scheme": scheme, "marks": marks}, window_share=window_share)
+                        top_k=top_k, max_length=48, quant=quant or (QUANT_WEIGHTS if int8 else QUANT_FP32))
     tok.unlink()
     return info
 

@@ -9,7 +9,6 @@ from pathlib import Path
 
 from sparc_lab import train
 from sparc_lab.data import DU_VALIDATION_ARTICLES, TRAIN_SETS, sample_batch
-from sparc_local.model.inputs import SCHEME_PAIR
 from sparc_local.model.weights import save_canonical
 from tests.tiny import WORDS, make_tiny_model, tiny_vocab, tiny_weights, write_tokenizer
 
@@ -47,10 +46,10 @@ def write_setup(root: Path) -> dict[str, Path]:
             "teacher": make_tiny_model(root / "teacher", top_k=40, seed=0).path, "home": root / "teacher-home"}
 
 
-def train_args(setup: dict[str, Path], run: Path, *extra: str, scheme: str = SCHEME_PAIR) -> list[str]:
+def train_args(setup: dict[str, Path], run: Path, *extra: str) -> list[str]:
     return ["--base", str(setup["base"]), "--tokenizer", str(setup["tokenizer"]), "--data", str(setup["data"]),
             "--run", str(run), "--batch", "4", "--max-length", "48", "--threads", "1", "--warmup", "1",
-            "--lr", "1e-3", "--valid-every", "0", "--ckpt-every", "2", "--scheme", scheme, *extra]
+            "--lr", "1e-3", "--valid-every", "0", "--ckpt-every", "2", *extra]
 
 
 def distill_args(setup: dict[str, Path], weight: float, temp: float = 1.0) -> list[str]:

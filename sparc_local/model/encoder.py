@@ -14,21 +14,12 @@ import numpy as np
 from sparc_local.errors import ModelDamaged, ModelMissing
 from sparc_local.model.export import POSITIONS
 from sparc_local.model.info import ModelInfo, load_tokenizer, model_remedy
-from sparc_local.model.inputs import (
-    SCHEME_WINDOW,
-    pad_batch,
-    paragraph_inputs,
-    sentence_span,
-    span_index,
-    window_inputs,
-)
+from sparc_local.model.inputs import pad_batch, paragraph_inputs, sentence_span
 from sparc_local.model.runtime import onnxruntime
 from sparc_local.model.sparse import MAX_POSITION, NO_POSITION, SparseVectors
 
-# the graph inputs this version feeds, per input scheme (model/export.py declares them)
-PAIR_INPUTS = ("input_ids", "attention_mask", "token_type_ids", "top_k")
-WINDOW_INPUTS = ("input_ids", "attention_mask", "span_tokens", "token_sentence", "spans", "windows", "window_of",
-                 "top_k")
+# the graph inputs this version feeds (model/export.py declares them)
+GRAPH_INPUTS = ("input_ids", "attention_mask", "token_type_ids", "top_k")
 TOKEN_BUDGET = 512  # input tokens per onnxruntime run: the vocab projection holds batch·length·|V| floats
 
 
@@ -55,12 +46,7 @@ class Encoder:
         except Exception as err:  # onnxruntime's own types (InvalidProtobuf, Fail, ...) derive from Exception only
             raise ModelDamaged(f"{info.onnx_path} is damaged: onnxruntime cannot load it ({type(err).__name__})",
                                model_remedy(info.path)) from err
-        wanted = set(WINDOW_INPUTS if info.scheme == SCHEME_WINDOW else PAIR_INPUTS)
-        if info.scheme == SCHEME_WINDOW and info.marks and info.has_segments:
-            wanted.add("token_type_ids")
-        if info.scheme == SCHEME_WINDOW and info.reach:
-            wanted |= {"neighbours", "distance"}
-        missing = sorted(wanted - {i.name for i in self.session.get_inputs()})
+        missing = sorted(set(GRAPH_INPUTS) - {i.name for i in self.session.get_inputs()})
         if missing:  # another version's graph: onnxruntime would fail at the first batch, mid-run
             raise ModelDamaged(f"{info.onnx_path} was exported by another version of sparc-local (no input "
                                f"{', '.join(missing)})", model_remedy(info.path))
@@ -77,8 +63,6 @@ class Encoder:
         """
         info = self.info
         k = np.array([min(top_k or info.top_k, info.vocab_size)], np.int64)
-        if info.scheme == SCHEME_WINDOW:
-            return self._encode_windows(paragraphs, k, progress)
         items = paragraph_inputs(self.tokenizer, paragraphs, info.inputs)
         rows: list[tuple[np.ndarray, ...] | None] = [None] * len(items)
         for batch in self._batches([len(ids) for ids, _ in items]):
@@ -90,36 +74,6 @@ class Encoder:
                 rows[i] = _kept(weights[row], token_ids[row], at)
             if progress:
                 progress(len(batch))
-        return SparseVectors.from_rows(rows)  # type: ignore[arg-type]  # rows of (ids, weights, positions) arrays
-
-    def _encode_windows(self, paragraphs: Sequence[Sequence[str]], k: np.ndarray,
-                        progress: Callable[[int], None] | None) -> SparseVectors:
-        """Model v2: one forward pass per paragraph window, a vector per sentence span."""
-        windows = window_inputs(self.tokenizer, paragraphs, self.info.inputs)
-        first = np.concatenate([[0], np.cumsum([len(w.spans) for w in windows])]).astype(np.int64)
-        rows: list[tuple[np.ndarray, ...] | None] = [None] * int(first[-1])
-        for batch in self._batches([len(w.ids) for w in windows]):
-            group = [windows[i] for i in batch]
-            ids, types, mask = pad_batch([(w.ids, w.segments) for w in group])
-            at = span_index(group, ids.shape[1], self.info.reach)
-            feeds = {"input_ids": ids, "attention_mask": mask, "span_tokens": at.tokens,
-                     "token_sentence": at.sentence_of, "spans": at.spans, "windows": at.windows,
-                     "window_of": at.window_of, "top_k": k}
-            if self.info.marks and self.info.has_segments:
-                feeds["token_type_ids"] = types
-            if self.info.reach:
-                feeds |= {"neighbours": at.neighbours, "distance": at.distance}
-            weights, token_ids, *positions = self.session.run(self.outputs, feeds)
-            n = 0
-            for i, w in zip(batch, group):
-                for j, (a, b) in enumerate(w.spans):
-                    empty = a == b  # nothing to pool (see span_index)
-                    # a marked span ends with its [SEP]: evidence found there is in no word
-                    where = _in_sentence(positions[0][n], a, b - self.info.marks) if positions else None
-                    rows[first[i] + j] = _kept(weights[n] * (not empty), token_ids[n], where)
-                    n += 1
-            if progress:
-                progress(n)
         return SparseVectors.from_rows(rows)  # type: ignore[arg-type]  # rows of (ids, weights, positions) arrays
 
     def _batches(self, lengths: list[int]) -> list[list[int]]:
@@ -183,7 +137,7 @@ class LazyEncoder:
 
 def _in_sentence(positions: np.ndarray, start: int, end: int) -> np.ndarray:
     """Input positions as token indices in the sentence at [start, end) of the input; NO_POSITION
-    for a max found in the context (the pair scheme max-pools over the whole input: that token's
+    for a max found in the context (the graph max-pools over the whole input: that token's
     evidence is not in the sentence, so the phrase shows none for it)."""
     rel = positions - start
     return np.where((positions >= start) & (positions < end) & (rel <= MAX_POSITION), rel, NO_POSITION)

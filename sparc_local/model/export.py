@@ -22,15 +22,11 @@ from pathlib import Path
 import numpy as np
 
 from sparc_local.model.info import CONFIG_FILE, WEIGHT_AXIS, ModelInfo
-from sparc_local.model.inputs import SCHEME_PAIR, SCHEME_WINDOW
 from sparc_local.model.runtime import onnxruntime
 from sparc_local.model.weights import ArchConfig, Weights
 from sparc_local.query.tokens import skip_token_ids
 
 OPSET = 17
-WINDOW_OPSET = 18  # ScatterND's reduction="max" pools the window scheme's spans
-# model v2's neighbour evidence, as canonical weights (training.train.Trainer.export)
-SPREAD_SALIENCE_W, SPREAD_SALIENCE_B, SPREAD_DECAY = "spread.salience.w", "spread.salience.b", "spread.decay"
 MS_DOMAIN = "com.microsoft"  # onnxruntime's contrib ops (fused Attention, Gelu)
 # How the encoder's MatMul weights are stored and computed:
 # - QUANT_WEIGHTS: int8 per output channel, dequantized in-graph, float compute. Every x86 CPU
@@ -59,8 +55,7 @@ def quantize_rows(emb: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _graph(cfg: ArchConfig, w: Weights, sparsity_w: float, int8_embeddings: bool, skip: np.ndarray,
-           pool: str = "all", weight_axis: int | None = None, scheme: str = SCHEME_PAIR, window_share: float = 0.0,
-           marks: bool = False):
+           pool: str = "all", weight_axis: int | None = None):
     from onnx import TensorProto, helper, numpy_helper
 
     nodes, inits = [], []
@@ -129,9 +124,7 @@ def _graph(cfg: ArchConfig, w: Weights, sparsity_w: float, int8_embeddings: bool
     positions = op("Range", [const(np.array(0, np.int64)), seq_len, const(np.array(1, np.int64))])
     x = op("Add", [x, op("Gather", [const(w["emb.pos"], "emb_pos"), positions])])
     if cfg.type_vocab:
-        # an unmarked window has one segment: every token takes segment 0
-        segment = const(np.array(0, np.int64)) if scheme == SCHEME_WINDOW and not marks else types
-        x = op("Add", [x, op("Gather", [const(w["emb.type"], "emb_type"), segment])])
+        x = op("Add", [x, op("Gather", [const(w["emb.type"], "emb_type"), types])])
     x = layer_norm(x, "emb.ln")
 
     maskf = op("Cast", [mask], to=TensorProto.FLOAT)
@@ -152,73 +145,6 @@ def _graph(cfg: ArchConfig, w: Weights, sparsity_w: float, int8_embeddings: bool
 
     scale = const(np.array(math.exp(sparsity_w), np.float32))
     one = const(np.array(1.0, np.float32))
-    if scheme == SCHEME_WINDOW:
-        # Model v2: each sentence's f(v,s) = log(ReLU(max_{i∈s} H_i·e_v)·exp(w) + 1) (SPARC Eq. 4)
-        # over its own token positions only (inputs.span_index). Only sentence tokens are
-        # projected, and only onto rows of E that can match a question (not special, [unused]
-        # or punctuation tokens).
-        keep_ids = np.setdiff1d(np.arange(cfg.vocab_size), skip).astype(np.int64)
-        flat = op("Reshape", [x, const(np.array([-1, cfg.hidden], np.int64))])
-        keep = const(keep_ids, "query_vocab")
-        h = op("Gather", [flat, "span_tokens"])  # (M, d)
-        logits = op("Gemm", [h, op("Gather", [E, keep])], transB=1)  # (M, V')
-        # the max over each sentence's rows, scattered into a floor below any logit, so no
-        # (sentences, span length, V') tensor is built; a sentence with no token keeps the floor,
-        # which the ReLU below turns into weight 0
-        rows = op("Concat", [op("Gather", [op("Shape", ["spans"]), const(np.array([0], np.int64))]),
-                             op("Gather", [op("Shape", [logits]), const(np.array([1], np.int64))])], axis=0)
-        floor = op("ConstantOfShape", [rows], value=numpy_helper.from_array(np.full(1, -1e30, np.float32)))
-        sentence_of = op("Unsqueeze", ["token_sentence", const(np.array([1], np.int64))])  # (M, 1)
-        pooled = op("ScatterND", [floor, sentence_of, logits], reduction="max")  # (N, V')
-        if window_share:
-            # a learned share λ of the window's evidence: (1−λ)·max over the sentence + λ·max over
-            # its window's sentences (training.model.TorchEncoder.span_scores)
-            window = op("ReduceMax", [op("Gather", [pooled, "windows"]), const(np.array([1], np.int64))],
-                        keepdims=0)  # (B, V')
-            pooled = op("Add", [op("Mul", [pooled, const(np.array(1.0 - window_share, np.float32))]),
-                                op("Mul", [op("Gather", [window, "window_of"]),
-                                           const(np.array(window_share, np.float32))])])
-        def activation(x: str) -> str:  # SPARC Eq. 4: log(ReLU(x)·exp(w) + 1)
-            return op("Log", [op("Add", [op("Mul", [op("Relu", [x]), scale]), one])])
-
-        f = activation(pooled)
-        reach = len(w.get(SPREAD_DECAY, ()))
-        if reach:
-            # neighbour evidence (training.model.TorchEncoder.span_scores): f(v,s) = max(f_s(v),
-            # max_t d(|s−t|)·f̃_t(v)) over the window's sentences t within reach; f̃_t pools t's logits
-            # scaled by each token's salience sigmoid(H_j·a + b), d = sigmoid(decay) per distance
-            salience = op("Sigmoid", [op("Add", [op("MatMul", [h, const(w[SPREAD_SALIENCE_W].reshape(-1, 1),
-                                                                              "spread_salience_w")]),
-                                                 const(w[SPREAD_SALIENCE_B], "spread_salience_b")])])  # (M, 1)
-            near = activation(op("ScatterND", [floor, sentence_of, op("Mul", [logits, salience])], reduction="max"))
-            table = op("Concat", [const(np.zeros(1, np.float32)),
-                                  op("Sigmoid", [const(w[SPREAD_DECAY], "spread_decay")])], axis=0)
-            gate = op("Unsqueeze", [op("Gather", [table, "distance"]), const(np.array([2], np.int64))])  # (N, 2r, 1)
-            near = op("ReduceMax", [op("Mul", [op("Gather", [near, "neighbours"]), gate]),
-                                    const(np.array([1], np.int64))], keepdims=0)  # (N, V')
-            own, f = f, op("Max", [f, near])
-        values, indices = op("TopK", [f, "top_k"], n_out=2, axis=-1, largest=1, sorted=1)
-        nodes.append(helper.make_node("Gather", [keep, indices], ["token_ids"]))
-        # the phrase (DenSPI-style): which of its own tokens gave each kept token's max, as a
-        # position in the window. Only the K kept columns are read: each token row's logits at
-        # its sentence's kept tokens (M, K), laid out per span (N, span length, K)
-        kept = op("GatherElements", [logits, op("Gather", [indices, "token_sentence"])], axis=1)
-        j = op("ArgMax", [op("Gather", [kept, "spans"])], axis=1, keepdims=0)  # (N, K) into each span row
-        flat_at = op("Gather", ["span_tokens", op("GatherElements", ["spans", j], axis=1)])
-        at = op("Mod", [flat_at, op("Reshape", [seq_len, const(np.array([1], np.int64))])])
-        if reach:
-            # a weight a neighbour gave has its evidence outside the sentence: position -1 (none)
-            mine = op("GreaterOrEqual", [op("GatherElements", [own, indices], axis=1), values])
-            at = op("Where", [mine, at, const(np.array(-1, np.int64))])
-        nodes.append(helper.make_node("Identity", [at], [POSITIONS]))
-        inputs = [int64("input_ids", ["batch", "length"]), int64("attention_mask", ["batch", "length"]),
-                  *([int64("token_type_ids", ["batch", "length"])] if marks and cfg.type_vocab else []),
-                  int64("span_tokens", ["tokens"]), int64("token_sentence", ["tokens"]),
-                  int64("spans", ["sentences", "span_length"]),
-                  int64("windows", ["batch", "window_sentences"]), int64("window_of", ["sentences"]),
-                  *([int64(n, ["sentences", "near"]) for n in ("neighbours", "distance")] if reach else [])]
-        return _model(nodes, inits, values, inputs, "sentences", WINDOW_OPSET)
-
     # f(v,s) = log(ReLU(max_i H(s)_i·e_v)·exp(w) + 1), SPARC Eq. 4. Padding rows of H are zeroed,
     # which is exact under the ReLU: ReLU(max(x, 0)) == ReLU(max(x)).
     pool_mask = maskf
@@ -251,7 +177,7 @@ def int64(name: str, shape: list[str]):
     return helper.make_tensor_value_info(name, TensorProto.INT64, shape)
 
 
-def _model(nodes: list, inits: list, weights: str, inputs: list, rows: str, opset: int = OPSET):
+def _model(nodes: list, inits: list, weights: str, inputs: list, rows: str):
     """The graph around its nodes: outputs `weights`, `token_ids` and their `positions`, one row
     per sentence."""
     from onnx import TensorProto, helper
@@ -261,7 +187,7 @@ def _model(nodes: list, inits: list, weights: str, inputs: list, rows: str, opse
                helper.make_tensor_value_info("token_ids", TensorProto.INT64, [rows, "k"]),
                helper.make_tensor_value_info(POSITIONS, TensorProto.INT64, [rows, "k"])]
     graph = helper.make_graph(nodes, "sparc_document_encoder", [*inputs, int64("top_k", [1])], outputs, inits)
-    opsets = [helper.make_opsetid("", opset), helper.make_opsetid(MS_DOMAIN, 1)]
+    opsets = [helper.make_opsetid("", OPSET), helper.make_opsetid(MS_DOMAIN, 1)]
     model = helper.make_model(graph, opset_imports=opsets, producer_name="sparc-local")
     model.ir_version = 8
     return model
@@ -270,7 +196,7 @@ def _model(nodes: list, inits: list, weights: str, inputs: list, rows: str, opse
 def export_model(cfg: ArchConfig, w: Weights, tokenizer_json: Path, out_dir: Path, *, name: str,
                  source: str, sparsity_w: float = 0.0, top_k: int = 256, max_length: int = 256,
                  quant: str = QUANT_WEIGHTS, per_channel: bool = True, pool: str = "all",
-                 inputs: dict | None = None, window_share: float = 0.0, extra: dict | None = None,
+                 inputs: dict | None = None, extra: dict | None = None,
                  weight_axis: int = 1) -> ModelInfo:
     """Write out_dir/{model.onnx, tokenizer.json, sparc.json}, replacing any earlier export."""
     import onnx
@@ -280,11 +206,8 @@ def export_model(cfg: ArchConfig, w: Weights, tokenizer_json: Path, out_dir: Pat
     int8 = quant != QUANT_FP32
     vocab = json.loads(Path(tokenizer_json).read_text())["model"]["vocab"]
     skip = skip_token_ids(vocab)
-    scheme = (inputs or {}).get("scheme", SCHEME_PAIR)
     model = _graph(cfg, w, sparsity_w, int8_embeddings=int8, skip=skip, pool=pool,
-                   weight_axis=weight_axis if quant == QUANT_WEIGHTS else None, scheme=scheme,
-                   window_share=window_share,
-                   marks=bool((inputs or {}).get("marks")))
+                   weight_axis=weight_axis if quant == QUANT_WEIGHTS else None)
     onnx.checker.check_model(model)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -315,8 +238,7 @@ def export_model(cfg: ArchConfig, w: Weights, tokenizer_json: Path, out_dir: Pat
         top_k=top_k, max_length=max_length, sparsity_w=float(sparsity_w),
         cls_id=vocab["[CLS]"], sep_id=vocab["[SEP]"], skip_ids=tuple(int(i) for i in skip),
         quantization=quant, source=source, has_segments=bool(cfg.type_vocab), **(inputs or {}),
-        reach=len(w.get(SPREAD_DECAY, ())),
-        extra={"digest": digest, "arch": cfg.to_dict(), "pool": pool, **({"window_share": window_share} if window_share else {}),
+        extra={"digest": digest, "arch": cfg.to_dict(), "pool": pool,
                **({WEIGHT_AXIS: weight_axis} if quant == QUANT_WEIGHTS and weight_axis != 1 else {}),
                **(extra or {})},
     )
@@ -335,15 +257,14 @@ def reexport(src: Path, out_dir: Path) -> ModelInfo:
 
     old = ModelInfo.load(src)
     cfg, w = load_encoder_weights(old)
-    old_extra = {k: v for k, v in old.extra.items() if k not in ("digest", "arch", "pool", "window_share", WEIGHT_AXIS)}
+    old_extra = {k: v for k, v in old.extra.items() if k not in ("digest", "arch", "pool", WEIGHT_AXIS)}
     with tempfile.TemporaryDirectory(dir=out_dir.parent) as tmp:
         info = export_model(cfg, w, old.tokenizer_path, Path(tmp), name=old.name, source=old.source,
                             sparsity_w=old.sparsity_w, top_k=old.top_k, max_length=old.max_length,
                             quant=old.quantization, pool=old.extra.get("pool", "all"),
-                            window_share=old.extra.get("window_share", 0.0), extra=old_extra,
+                            extra=old_extra,
                             weight_axis=old.extra.get(WEIGHT_AXIS, 1),
-                            inputs={"context_sentences": old.context_sentences, "context_order": old.context_order,
-                                    "scheme": old.scheme, "marks": old.marks})
+                            inputs={"context_sentences": old.context_sentences, "context_order": old.context_order})
         if (src / HEAD_FILE).is_file():
             head, meta = load_npz(src / HEAD_FILE)
             if meta.get("encoder_digest") == old.extra.get("digest"):
@@ -379,8 +300,6 @@ def main(argv: list[str] | None = None) -> None:
                    help="max-pool over all input tokens (the paper) or the sentence's own")
     p.add_argument("--context-sentences", type=int, default=6, help="as the model was trained (inputs.InputSpec)")
     p.add_argument("--context-order", default="document")
-    p.add_argument("--scheme", choices=[SCHEME_PAIR, SCHEME_WINDOW], default=SCHEME_PAIR)
-    p.add_argument("--marks", action="store_true", help="window scheme: marked sentences (inputs.InputSpec)")
     p.add_argument("--weight-axis", choices=["output", "input"], default="output",
                    help="int8-weights: a scale per output or per input channel (see WEIGHT_AXIS)")
     p.add_argument("--per-tensor", action="store_true", help="one int8 scale per weight matrix")
@@ -395,17 +314,15 @@ def main(argv: list[str] | None = None) -> None:
     if src.suffix == ".npz":
         cfg, w = load_canonical(src)
         sparsity = float(w.pop("sparsity.w", np.array(0.0)))
-        share = float(w.pop("window.share", np.array(0.0)))
     else:
         cfg, w = load_checkpoint(src)
-        sparsity = share = 0.0
+        sparsity = 0.0
     tok = Path(args.tokenizer) if args.tokenizer else src / "tokenizer.json"
     info = export_model(cfg, w, tok, Path(args.out_dir), name=args.name, source=args.source or str(src),
                         sparsity_w=sparsity, top_k=args.top_k, max_length=args.max_length, quant=args.quant,
-                        per_channel=not args.per_tensor, pool=args.pool, window_share=share,
+                        per_channel=not args.per_tensor, pool=args.pool,
                         weight_axis=0 if args.weight_axis == "input" else 1,
-                        inputs={"context_sentences": args.context_sentences, "context_order": args.context_order,
-                                "scheme": args.scheme, "marks": args.marks})
+                        inputs={"context_sentences": args.context_sentences, "context_order": args.context_order})
     print(f"exported {info.name} ({info.quantization}, K={info.top_k}) to {info.path}")
 
 

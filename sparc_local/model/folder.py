@@ -110,10 +110,6 @@ def load_encoder_weights(info: ModelInfo) -> tuple[ArchConfig, Weights]:
         for lin in _LINEARS:
             w[f"l{i}.{lin}.w"] = np.ascontiguousarray(take(f"l{i}_{lin}_w").T)  # exported as (in, out)
             w[f"l{i}.{lin}.b"] = take(f"l{i}_{lin}_b")
-    if "spread_decay" in parts:  # model v2's neighbour evidence (export.SPREAD_*)
-        w["spread.salience.w"] = take("spread_salience_w").reshape(-1)
-        w["spread.salience.b"] = take("spread_salience_b")
-        w["spread.decay"] = take("spread_decay")
     # LayerNorm parameters are anonymous constants: name them by graph order (emb, then ln1/ln2 per layer)
     ln_names = ["emb.ln"] + [f"l{i}.{n}" for i in range(cfg.layers) for n in ("ln1", "ln2")]
     lns = [n for n in model.graph.node if n.op_type == "LayerNormalization"]

@@ -10,7 +10,7 @@ from typing import Protocol
 import numpy as np
 
 from sparc_local.errors import ModelDamaged, ModelMissing
-from sparc_local.model.inputs import SCHEME_PAIR, InputSpec
+from sparc_local.model.inputs import InputSpec
 
 CONFIG_FILE = "sparc.json"
 SHIPPED_MODEL = "sparc-minilm-l6"
@@ -21,6 +21,9 @@ ACTIVE_POINTER = "active-model"  # a file in the data dir naming the adapted mod
 WEIGHT_AXIS = "weight_axis"
 INDEX_MODEL_KEY = "model"  # the index meta key holding the id of the model that encoded it
 _REINSTALL = "Reinstall sparc-local."
+# the one encoder input scheme, "[CLS] sentence [SEP] context [SEP]": sparc.json records it. Model v2's
+# paragraph windows ("window", issue 13; tag v2-research) matched none of v1's figures and are gone
+SCHEME_KEY, SCHEME = "scheme", "pair"
 
 
 @dataclass(frozen=True)
@@ -43,9 +46,6 @@ class ModelInfo:
     has_segments: bool = True  # DistilBERT has no segment embeddings
     context_sentences: int = 6  # a sentence's context: its nearest paragraph neighbours (inputs.InputSpec)
     context_order: str = "document"
-    scheme: str = SCHEME_PAIR  # SCHEME_WINDOW: model v2, one pass per paragraph window
-    marks: bool = False  # window scheme: sentences marked by [SEP] and alternating segments (InputSpec)
-    reach: int = 0  # window scheme: how many sentences away a sentence takes neighbour evidence from
     extra: dict = field(default_factory=dict)
 
     @property
@@ -56,8 +56,7 @@ class ModelInfo:
     @property
     def inputs(self) -> InputSpec:
         """How inputs.paragraph_inputs builds this model's encoder inputs."""
-        return InputSpec(self.max_length, self.cls_id, self.sep_id, self.context_sentences, self.context_order,
-                         self.scheme, self.marks)
+        return InputSpec(self.max_length, self.cls_id, self.sep_id, self.context_sentences, self.context_order)
 
     @property
     def onnx_path(self) -> Path:
@@ -74,6 +73,7 @@ class ModelInfo:
         d = asdict(self)
         d.pop("path")
         d["skip_ids"] = list(self.skip_ids)
+        d[SCHEME_KEY] = SCHEME
         return json.dumps(d, indent=1, sort_keys=True)
 
     @classmethod
@@ -86,7 +86,10 @@ class ModelInfo:
         try:
             d = json.loads(cfg_file.read_text())
             d["skip_ids"] = tuple(d["skip_ids"])
-            # keys no field reads (an older export's weight_cap) are ignored
+            if d.get(SCHEME_KEY, SCHEME) != SCHEME:
+                raise ModelDamaged(f"{cfg_file} describes a model of input scheme {d[SCHEME_KEY]!r}, which this "
+                                   f"version of sparc-local does not run", model_remedy(folder))
+            # keys no field reads (an older export's weight_cap, model v2's marks and reach) are ignored
             known = {k: d[k] for k in cls.__dataclass_fields__ if k in d and k != "path"}
             return cls(path=folder, **known)
         except (OSError, ValueError, KeyError, TypeError) as err:
