@@ -33,8 +33,9 @@ from sparc_lab.model import TorchEncoder
 from sparc_local.errors import UserError
 from sparc_local.model.info import load_tokenizer, shipped_model_dir
 from sparc_local.model.inputs import CONTEXT_ORDERS, InputSpec, pad_batch, paragraph_inputs
+from sparc_local.model.vocab import skip_token_ids
 from sparc_local.model.weights import ArchConfig, load_canonical, load_checkpoint, save_canonical
-from sparc_local.query.tokens import query_token_ids, skip_token_ids
+from sparc_local.query.tokens import query_token_ids
 
 
 def _atomic_save(obj, path: Path) -> None:

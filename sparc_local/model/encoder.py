@@ -12,11 +12,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from sparc_local.errors import ModelDamaged, ModelMissing
-from sparc_local.model.export import POSITIONS
 from sparc_local.model.info import ModelInfo, load_tokenizer, model_remedy
 from sparc_local.model.inputs import pad_batch, paragraph_inputs, sentence_span
 from sparc_local.model.runtime import onnxruntime
-from sparc_local.model.sparse import MAX_POSITION, NO_POSITION, SparseVectors
+from sparc_local.model.sparse import MAX_POSITION, NO_POSITION, POSITIONS, SparseVectors
 
 # the graph inputs this version feeds (model/export.py declares them)
 GRAPH_INPUTS = ("input_ids", "attention_mask", "token_type_ids", "top_k")

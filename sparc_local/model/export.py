@@ -23,8 +23,9 @@ import numpy as np
 
 from sparc_local.model.info import CONFIG_FILE, WEIGHT_AXIS, ModelInfo
 from sparc_local.model.runtime import onnxruntime
+from sparc_local.model.sparse import POSITIONS
+from sparc_local.model.vocab import skip_token_ids
 from sparc_local.model.weights import ArchConfig, Weights
-from sparc_local.query.tokens import skip_token_ids
 
 OPSET = 17
 MS_DOMAIN = "com.microsoft"  # onnxruntime's contrib ops (fused Attention, Gelu)
@@ -41,9 +42,6 @@ QUANTS = (QUANT_WEIGHTS, QUANT_DYNAMIC, QUANT_FP32)
 # sparc.json's extra under info.WEIGHT_AXIS. A model fine-tuned from a dequantized int8 model sits
 # within half a step of that model's per-output grid, so quantizing it on the same grid rounds it
 # back to where it started; the per-input grid is independent of it.
-# the graph output naming, for each kept token, the input position (a column of input_ids) whose
-# H·e_v is its max: where in the sentence the match is (the answer phrase)
-POSITIONS = "positions"
 
 
 def quantize_rows(emb: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -12,6 +12,9 @@ import numpy as np
 # came from the context around the sentence, or the token lies past MAX_POSITION
 NO_POSITION = 255
 MAX_POSITION = NO_POSITION - 1
+# the graph output (model/export.py) naming, for each kept token, the input position (a column of
+# input_ids) whose H·e_v is its max; the encoder turns it into sentence positions
+POSITIONS = "positions"
 
 
 @dataclass(frozen=True)

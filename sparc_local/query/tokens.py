@@ -14,24 +14,12 @@ from __future__ import annotations
 
 import json
 import re
-import unicodedata
 from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
 
 from sparc_local.model.info import load_tokenizer
-
-
-def _is_punct(token: str) -> bool:
-    token = token[2:] if token.startswith("##") else token
-    return bool(token) and all(unicodedata.category(c).startswith(("P", "S")) for c in token)
-
-
-def skip_token_ids(vocab: dict[str, int]) -> np.ndarray:
-    """Special and punctuation-only token ids, computed once when a model is exported."""
-    skip = {i for t, i in vocab.items() if (t.startswith("[") and t.endswith("]")) or _is_punct(t)}
-    return np.asarray(sorted(skip), dtype=np.int32)
 
 
 def query_token_ids(tokenizer, text: str, skip: np.ndarray) -> np.ndarray:
