@@ -1,7 +1,7 @@
 """`adapt` end to end on a ReQA corpus's sentences: s/step, wall time, peak RSS, and eval before/after.
 
     python benchmarks/adapt_e2e.py --data ../shared/data/reqa/newsqa-dev \
-        [--steps 500] [--batch-size 32] [--max-length 64] [--mode exact] [--rows own] [--swap both] [--model DIR] [--home DIR]
+        [--steps 500] [--batch-size 32] [--max-length 64] [--model DIR] [--home DIR]
         [--eval [--paired [--ranks DIR]]] [--no-switch] [--threads N] [--eval-only DIR ...] [--first N] [--force]
 
 Builds an index from the corpus's sentences only (one "file" per passage, context = its other
@@ -31,7 +31,7 @@ import sys
 import time
 from pathlib import Path
 
-from sparc_local.adapt.run import LOSS_WINDOW, ROW_RULES, SWAP_RULES, AdaptOptions
+from sparc_local.adapt.run import LOSS_WINDOW
 
 
 def build_index(data: Path, model_dir: Path | None, threads: int | None = None) -> dict:
@@ -114,7 +114,7 @@ def child(args: argparse.Namespace) -> dict:
             marks[phase].append(time.perf_counter())
 
     opts = AdaptOptions(steps=args.steps, batch_size=args.batch_size, max_length=args.max_length, seed=args.seed,
-                        lr=args.lr, mode=args.mode, rows=args.rows, swap=args.swap,
+                        lr=args.lr,
                         threads=args.threads, force=args.force)
     t0 = time.perf_counter()
     with Index(db_path()) as idx:
@@ -149,9 +149,6 @@ def main() -> None:
     ap.add_argument("--max-length", type=int, default=64)
     ap.add_argument("--lr", type=float, default=5e-5)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--mode", default="exact", choices=["exact", "output_only"])
-    ap.add_argument("--rows", default=AdaptOptions.rows, choices=ROW_RULES, help="which rows of E train")
-    ap.add_argument("--swap", default=AdaptOptions.swap, choices=SWAP_RULES, help="where the adapted E goes")
     ap.add_argument("--threads", type=int, help="encoder threads (default: onnxruntime's)")
     ap.add_argument("--eval-only", type=Path, nargs="*", metavar="DIR",
                     help="no adapt: eval the base model and these model folders on --data")
@@ -189,7 +186,7 @@ def main() -> None:
     print(f"index: {built['sentences']} sentences with {built['model']} ({built['seconds']:.0f}s)", flush=True)
     cmd = [sys.executable, __file__, "--child", "--data", str(args.data), "--steps", str(args.steps),
            "--batch-size", str(args.batch_size), "--max-length", str(args.max_length), "--lr", str(args.lr),
-           "--seed", str(args.seed), "--mode", args.mode, "--rows", args.rows, "--swap", args.swap] \
+           "--seed", str(args.seed)] \
         + (["--threads", str(args.threads)] if args.threads else []) \
         + (["--model", str(args.model)] if args.model else []) \
         + (["--no-switch"] if args.no_switch else []) + (["--force"] if args.force else [])

@@ -30,10 +30,14 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")  # the machine is shared; before n
 
 import argparse
 import json
+import sys
 import time
 from pathlib import Path
 
 import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # the clone's top: sparc_lab/ is not installed
 
 BUCKETS = ((0, 0), (1, 4), (5, 49), (50, None))  # corpus count ranges (inclusive)
 TOP = 15
@@ -55,13 +59,15 @@ def corpus_counts(index, tokenizer, vocab: int) -> np.ndarray:
 
 def train(index, mlm_dir: Path, steps: int, lr: float, rows: str, seed: int = 0) -> tuple[np.ndarray, list[float], float]:
     """E trained by adapt's loop with `mlm_dir`'s MLM; returns (E, losses, seconds)."""
+    from sparc_lab.adapt_rules import rows_by_rule
+    from sparc_local.adapt.domain import load_reference
     from sparc_local.adapt.model_folder import load_adapt_weights
-    from sparc_local.adapt.run import AdaptOptions, corpus_counts, corpus_ids, token_batches, trainable_rows
+    from sparc_local.adapt.run import AdaptOptions, corpus_counts, corpus_ids, token_batches
     from sparc_local.adapt.train_embeddings import adapt_embeddings
     from sparc_local.model.info import ModelInfo, load_tokenizer
 
     info = ModelInfo.load(mlm_dir)
-    opts = AdaptOptions(steps=steps, lr=lr, seed=seed, rows=rows)
+    opts = AdaptOptions(steps=steps, lr=lr, seed=seed)
     cfg, w, _ = load_adapt_weights(info)
     tok = load_tokenizer(info.tokenizer_path)
     ids = corpus_ids(index, opts.min_sentences)
@@ -70,7 +76,7 @@ def train(index, mlm_dir: Path, steps: int, lr: float, rows: str, seed: int = 0)
     batches = token_batches(index, ids, tok, info, opts.batch_size, opts.max_length, seed)
     E = adapt_embeddings(cfg, w, batches, steps=steps, lr=lr, seed=seed, mask_id=tok.token_to_id("[MASK]"),
                          on_step=lambda s, loss: losses.append(loss),
-                         rows=trainable_rows(corpus_counts(index, ids, tok), opts))
+                         rows=rows_by_rule(rows, corpus_counts(index, ids, tok), load_reference(info.path)))
     return E, losses, time.perf_counter() - t0
 
 
@@ -132,7 +138,7 @@ def main() -> None:
     ap.add_argument("--mlm", action="append", required=True, metavar="LABEL=DIR")
     ap.add_argument("--steps", type=int, default=500)
     ap.add_argument("--lr", type=float, default=5e-5)
-    ap.add_argument("--rows", default="all", help="adapt's row rule while training (AdaptOptions.rows)")
+    ap.add_argument("--rows", default="all", help="the row rule while training (sparc_lab.adapt_rules)")
     ap.add_argument("--out", type=Path, default=Path.home() / ".cache" / "sparc-local-train" / "adapt-mechanism")
     ap.add_argument("--variants", type=Path, help="write model folders of the row rules here")
     ap.add_argument("--sample", type=int, default=SAMPLE, help="paragraphs for the sparse-vector comparison (0: none)")

@@ -26,12 +26,17 @@ from pathlib import Path
 
 import numpy as np
 
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # the clone's top: sparc_lab/ is not installed
+
 
 def side(spec: str, index, ids):
     """(label, step function) for LABEL=DIR:ROWS."""
+    from sparc_lab.adapt_rules import rows_by_rule
+    from sparc_local.adapt.domain import load_reference
     from sparc_local.adapt.mlm import prepare
     from sparc_local.adapt.model_folder import load_adapt_weights
-    from sparc_local.adapt.run import AdaptOptions, corpus_counts, trainable_rows
+    from sparc_local.adapt.run import corpus_counts
     from sparc_local.adapt.train_embeddings import Adam, train_step
     from sparc_local.model.info import ModelInfo, load_tokenizer
 
@@ -40,7 +45,7 @@ def side(spec: str, index, ids):
     info = ModelInfo.load(Path(folder))
     cfg, w, _ = load_adapt_weights(info)
     tok = load_tokenizer(info.tokenizer_path)
-    rows = trainable_rows(corpus_counts(index, ids, tok), AdaptOptions(rows=rule))
+    rows = rows_by_rule(rule, corpus_counts(index, ids, tok), load_reference(info.path))
     E = np.array(w["emb.word"], np.float32)
     fw = prepare(cfg, w)
     opt = Adam(E.shape if rows is None else (len(rows), E.shape[1]))

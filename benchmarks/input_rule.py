@@ -20,7 +20,11 @@ import gzip
 import json
 import os
 import shutil
+import sys
 from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # the clone's top: sparc_lab/ is not installed
 
 from sparc_lab.data import DU_VALIDATION_ARTICLES
 from sparc_local.evaluation import reqa

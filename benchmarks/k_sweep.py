@@ -14,9 +14,13 @@ from __future__ import annotations
 
 import argparse
 import pickle
+import sys
 from pathlib import Path
 
 import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # the clone's top: sparc_lab/ is not installed
 
 from sparc_lab.validate import validate
 from sparc_local.evaluation import reqa

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+from sparc_lab.adapt_rules import rows_by_rule
 from sparc_local.adapt import domain
 from sparc_local.adapt.model_folder import load_adapt_weights
 from sparc_local.adapt.run import LOSS_WINDOW, AdaptOptions, adapt
@@ -96,9 +97,8 @@ def _content(db: Path) -> bytes:
 # ---------------------------------------------------------------- reading weights back
 
 def _adapted_E(info: ModelInfo) -> np.ndarray:
-    """The E an adapted model projects onto the vocabulary (swap="output" keeps the input side's)."""
-    w = load_encoder_weights(info)[1]
-    return w.get("emb.word.out", w["emb.word"])
+    """The E of an adapted model (it replaces both the input embeddings and the projection)."""
+    return load_encoder_weights(info)[1]["emb.word"]
 
 
 @pytest.mark.parametrize("layout", ["bert", "distilbert"])
@@ -187,7 +187,7 @@ def test_adapt_end_to_end_then_revert(docs: Path, sparc_home: Path, tiny_adapt_d
 def test_adapt_trains_only_the_rows_of_the_corpus_tokens(docs: Path, sparc_home: Path, tiny_adapt_dir: Path) -> None:
     """A model without its training text's counts (so the default own rule falls back to the
     corpus's tokens): rows of E of tokens the indexed sentences never use, and of the special
-    tokens, keep their values; `rows="all"` (SPARC §5.1 as published) moves them too."""
+    tokens, keep their values; the lab's "all" rule (SPARC §5.1 as published) moves them too."""
     assert run("index", str(docs), "-q").exit_code == 0
     r = run("adapt", "--steps", "3", "--seed", "1", "--lr", "0.01", "-q")
     assert r.exit_code == 0, r.output
@@ -200,11 +200,10 @@ def test_adapt_trains_only_the_rows_of_the_corpus_tokens(docs: Path, sparc_home:
     never = ["[CLS]", "[SEP]", "[MASK]", "[UNK]", "?", "!", "##q", "7"]  # no doc has these
     assert all(moved[vocab.index(t)] for t in in_docs)
     assert not any(moved[vocab.index(t)] for t in never)
-    assert run("adapt", "--revert", "-q").exit_code == 0
-    with Index(sparc_home / "index.db") as idx:
-        every_row = adapt(idx, AdaptOptions(steps=3, seed=1, lr=0.01, rows="all")).model
-    moved = np.any(_adapted_E(every_row) != E_old, axis=1)
-    assert all(moved[vocab.index(t)] for t in in_docs + never)
+    counts = np.zeros(len(vocab), np.int64)
+    counts[[vocab.index(t) for t in in_docs]] = 1
+    assert rows_by_rule("all", counts) is None
+    assert rows_by_rule("corpus", counts).tolist() == sorted(vocab.index(t) for t in in_docs)
 
 
 def test_adapt_reports_the_mean_loss_of_its_first_and_last_steps(docs: Path, sparc_home: Path) -> None:
@@ -334,22 +333,22 @@ def test_distance_counts_the_share_of_the_corpus_own_tokens() -> None:
 
 
 def test_the_own_row_rule_trains_only_the_corpus_own_tokens() -> None:
-    """rows="own" (the default): of the corpus's tokens, only those the domain gate counts as its
-    own; without the training text's counts, or without one own token, the corpus's tokens."""
-    from sparc_local.adapt.run import AdaptError, effective_rows, trainable_rows
+    """Of the corpus's tokens, only those the domain gate counts as its own; without the training
+    text's counts, or without one own token, the corpus's tokens (and the rule says which)."""
+    from sparc_local.adapt.run import AdaptError, trainable_rows
 
     reference = np.array([0, 900, 89, 0, 0, 5])
     counts = np.array([0, 50, 10, 36, 4, 0])  # token 3 is its own; 1 and 2 are the training text's, 4 too rare
-    assert AdaptOptions().rows == "own"
-    assert trainable_rows(counts, AdaptOptions(), reference).tolist() == [3]
-    assert trainable_rows(counts, AdaptOptions(rows="corpus"), reference).tolist() == [1, 2, 3, 4]
-    assert trainable_rows(counts, AdaptOptions(rows="all"), reference) is None
-    with pytest.raises(AdaptError, match="no token counts"):
-        trainable_rows(counts, AdaptOptions(rows="own"))
-    assert effective_rows(AdaptOptions(), counts, reference).rows == "own"
-    assert effective_rows(AdaptOptions(), counts, None).rows == "corpus"
-    assert effective_rows(AdaptOptions(), np.array([0, 50, 10, 0, 4, 0]), reference).rows == "corpus"
-    assert effective_rows(AdaptOptions(rows="all"), counts, None).rows == "all"
+    rule, rows = trainable_rows(counts, reference)
+    assert (rule, rows.tolist()) == ("own", [3])
+    rule, rows = trainable_rows(counts, None)
+    assert (rule, rows.tolist()) == ("corpus", [1, 2, 3, 4])
+    rule, rows = trainable_rows(np.array([0, 50, 10, 0, 4, 0]), reference)
+    assert (rule, rows.tolist()) == ("corpus", [1, 2, 4])
+    assert rows_by_rule("own", counts, reference).tolist() == [3]
+    assert rows_by_rule("all", counts, reference) is None
+    with pytest.raises(AdaptError, match="unknown row rule 'some'"):
+        rows_by_rule("some", counts)
 
 
 def test_adapt_trains_only_the_own_rows_when_the_model_ships_its_training_counts(
@@ -548,39 +547,3 @@ def test_head_trainer_writes_a_head_adapt_can_use(tmp_path: Path, encoder: str) 
     train_head(enc_path, info.path, tmp_path / "run", data_dir=data, steps=60, batch=16, lr=1e-2, eval_every=20,
                n_valid=64, log=lines.append)
     assert any("resumed at step 40" in x for x in lines)
-
-
-@pytest.mark.parametrize("quant", [None, "int8-weights", "int8"])
-def test_output_swap_keeps_the_input_embeddings(tmp_path: Path, quant: str | None) -> None:
-    """swap="output": the adapted E is the projection onto the vocabulary only, so a
-    sentence's H, and so f of every token whose row did not move, stay exactly the base model's;
-    swap="both" (SPARC §5.1 as published) feeds the new rows into the encoder too."""
-    from sparc_local.adapt.model_folder import write_adapted_model
-    from sparc_local.model.encoder import Encoder
-
-    base = make_tiny_model(tmp_path / "base", top_k=48, quant=quant)
-    E0 = load_encoder_weights(base)[1]["emb.word"]
-    tea = tiny_vocab().index("tea")
-    E = E0.copy()
-    E[tea] = -3.0 * E0[tea]  # a row the sentences use, turned around
-    paragraphs = [["Green tea should steep for three minutes.", "The piano is by the window."]]
-    vectors = {}
-    for swap in ("output", "both"):
-        info = write_adapted_model(base, E, tmp_path / swap, name=swap, extra={}, output_only=swap == "output")
-        w = load_encoder_weights(info)[1]
-        if swap == "output":
-            assert np.array_equal(w["emb.word"], E0)
-            assert np.allclose(w["emb.word.out"][tea], E[tea], atol=np.abs(E[tea]).max() / 127)
-            assert np.array_equal(np.delete(w["emb.word.out"], tea, 0), np.delete(E0, tea, 0))
-        else:
-            assert "emb.word.out" not in w and not np.array_equal(w["emb.word"], E0)
-        vectors[swap] = Encoder(info, threads=1).encode(paragraphs)
-    before = Encoder(base, threads=1).encode(paragraphs)
-
-    def others(v, row: int) -> dict[int, float]:  # token -> weight, the turned row left out
-        ids, weights = v.row(row)[:2]
-        return {int(t): float(x) for t, x in zip(ids, weights) if t != tea}
-
-    assert others(vectors["output"], 0) == others(before, 0)  # H of the tea sentence unchanged
-    assert others(vectors["both"], 0) != others(before, 0)  # its input embedding moved H
-    assert others(vectors["output"], 1) == others(before, 1)

@@ -21,9 +21,6 @@ from sparc_local.model.folder import (
     HEAD_FILE,
     HEAD_NAMES,
     INITIALIZER_NAME,
-    OUTPUT_E,
-    OUTPUT_E_INT8,
-    OUTPUT_E_SCALE,
     ModelFolderError,
     file_digest,
     load_encoder_weights,
@@ -70,16 +67,14 @@ def load_adapt_weights(info: ModelInfo) -> tuple[ArchConfig, Weights, dict]:
 
 # ---------------------------------------------------------------- writing an adapted model
 
-def replace_embeddings(src: Path, dst: Path, E: np.ndarray, *, output_only: bool = False) -> str:
+def replace_embeddings(src: Path, dst: Path, E: np.ndarray) -> str:
     """Copy model.onnx with its E initializers replaced (int8 per row, or fp32 as found).
 
     E is one initializer read by both the input Gather and the output projection, so this swaps
-    it on both sides; with `output_only` the input Gather keeps the original E and every other
-    reader (the projection onto the vocabulary) gets the new one, stored beside it. Returns the
-    quantization ("int8" or "fp32") found.
+    it on both sides, as SPARC §5.1 does. Returns the quantization ("int8" or "fp32") found.
     """
     import onnx
-    from onnx import helper, numpy_helper
+    from onnx import numpy_helper
 
     from sparc_local.model.export import quantize_rows
 
@@ -104,36 +99,15 @@ def replace_embeddings(src: Path, dst: Path, E: np.ndarray, *, output_only: bool
         old = by_prefix[prefix]
         if tuple(old.dims) != arr.shape:
             raise ModelFolderError(f"{src}: {old.name} has shape {tuple(old.dims)}, new E {arr.shape}", "")
-    if not output_only:
-        for prefix, arr in new.items():
-            by_prefix[prefix].CopyFrom(numpy_helper.from_array(arr, by_prefix[prefix].name))
-    else:
-        if kind == "int8":
-            dq = next(n for n in graph.node if n.op_type == "DequantizeLinear" and n.input[0] == by_prefix["emb_word_int8"].name)
-            old_e = dq.output[0]
-            out_e = OUTPUT_E + "_dq"
-            graph.initializer.extend([numpy_helper.from_array(q, OUTPUT_E_INT8 + "_0"),
-                                      numpy_helper.from_array(scale, OUTPUT_E_SCALE + "_0")])
-            graph.node.insert(list(graph.node).index(dq) + 1, helper.make_node(
-                "DequantizeLinear", [OUTPUT_E_INT8 + "_0", OUTPUT_E_SCALE + "_0", dq.input[2]], [out_e], axis=0))
-        else:
-            old_e, out_e = by_prefix["emb_word"].name, OUTPUT_E + "_0"
-            graph.initializer.append(numpy_helper.from_array(E, out_e))
-        readers = [n for n in graph.node if old_e in n.input]
-        inputs = [n for n in readers if n.op_type == "Gather" and list(n.input) == [old_e, "input_ids"]]
-        if len(inputs) != 1 or len(readers) < 2:
-            raise ModelFolderError(f"{src}: E is not read as input embedding and projection", "Re-export the model.")
-        for n in readers:
-            if n is not inputs[0]:
-                n.input[:] = [out_e if i == old_e else i for i in n.input]
+    for prefix, arr in new.items():
+        by_prefix[prefix].CopyFrom(numpy_helper.from_array(arr, by_prefix[prefix].name))
     onnx.save(model, str(dst))
     return kind
 
 
-def write_adapted_model(base: ModelInfo, E: np.ndarray, out_dir: Path, *, name: str, extra: dict,
-                        output_only: bool = False) -> ModelInfo:
-    """A new model folder: base's model.onnx with E swapped (on the output side only, if asked;
-    see replace_embeddings), its tokenizer, a new sparc.json.
+def write_adapted_model(base: ModelInfo, E: np.ndarray, out_dir: Path, *, name: str, extra: dict) -> ModelInfo:
+    """A new model folder: base's model.onnx with E swapped (replace_embeddings), its tokenizer, a
+    new sparc.json.
 
     Written under a temporary name and renamed into place, so a crash never leaves a folder
     that looks complete.
@@ -143,7 +117,7 @@ def write_adapted_model(base: ModelInfo, E: np.ndarray, out_dir: Path, *, name: 
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True, mode=0o700)
     try:
-        replace_embeddings(base.onnx_path, tmp / "model.onnx", E, output_only=output_only)
+        replace_embeddings(base.onnx_path, tmp / "model.onnx", E)
         shutil.copyfile(base.tokenizer_path, tmp / "tokenizer.json")
         digest = file_digest(tmp / "model.onnx")
         d = json.loads((base.path / CONFIG_FILE).read_text())

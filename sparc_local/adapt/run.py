@@ -27,7 +27,7 @@ import os
 import shutil
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from statistics import fmean
 
@@ -42,13 +42,11 @@ from sparc_local.model.info import ACTIVE_POINTER as POINTER
 from sparc_local.model.info import ModelInfo, active_model, index_is_stale, load_tokenizer, shipped_model_dir
 
 NEW_DB_SUFFIX = ".adapting"
-ROWS_OWN = "own"  # the rows of the corpus's own tokens (adapt.domain.own_tokens): the default
-ROWS_CORPUS = "corpus"  # the rows of every token in the indexed sentences
-ROWS_ALL = "all"  # every row, as SPARC §5.1 does
-ROW_RULES = (ROWS_CORPUS, ROWS_ALL, ROWS_OWN)
-SWAP_BOTH = "both"  # the adapted E is the input embeddings and the projection, as SPARC §5.1 (the default)
-SWAP_OUTPUT = "output"  # it replaces the projection onto the vocabulary only
-SWAP_RULES = (SWAP_OUTPUT, SWAP_BOTH)
+# which rows of E train (trainable_rows), recorded in the adapted model; the lab's other rules
+# (sparc_lab/adapt_rules.py) were never on the CLI
+ROWS_OWN = "own"  # the rows of the corpus's own tokens (adapt.domain.own_tokens)
+ROWS_CORPUS = "corpus"  # the rows of every token in the indexed sentences: when there is no own token
+MLM_MODE = "exact"  # adapt.mlm: E's gradient through both of its uses (decoder and input embedding)
 POOL_BATCHES = 16  # batches drawn together and grouped by length: little padding, still random
 _CKPT_FORMAT = 1
 
@@ -66,9 +64,6 @@ class AdaptOptions:
     lr: float = 5e-5
     seed: int = 0
     max_length: int = 64  # tokens per training sentence, [CLS] and [SEP] included
-    mode: str = "exact"  # see adapt.mlm: "exact" or "output_only"
-    rows: str = ROWS_OWN  # which rows of E train, one of ROW_RULES (see trainable_rows)
-    swap: str = SWAP_BOTH  # where the adapted E goes, one of SWAP_RULES (see train_adapted_model)
     checkpoint_every: int = 25
     min_sentences: int = 100
     force: bool = False  # adapt even a corpus close to the training text (see corpus_distance)
@@ -196,12 +191,12 @@ def corpus_counts(index: Index, ids: np.ndarray, tokenizer) -> np.ndarray:
     return counts
 
 
-def trainable_rows(counts: np.ndarray, opts: AdaptOptions, reference: np.ndarray | None = None) -> np.ndarray | None:
-    """The rows of E adapt may change: None (all), or the sorted ids of the corpus's tokens
-    (``counts``: ``corpus_counts``), or of its own tokens only (``reference``: the training text's
-    counts; see ``effective_rows`` for when there are none).
+def trainable_rows(counts: np.ndarray, reference: np.ndarray | None) -> tuple[str, np.ndarray]:
+    """The rows of E adapt may change, and their rule: the sorted ids of the corpus's own tokens
+    (``counts``: ``corpus_counts``; ``reference``: the training text's counts), or, without such
+    counts or without one own token (a corpus adapted with --force), of all the corpus's tokens.
 
-    Own tokens only (the default): MLM on the user's text makes E predict its frequent words
+    Own tokens only: MLM on the user's text makes E predict its frequent words
     better, and the retrieval model reads that as more weight for them in every sentence; on
     software FAQs the corpus rule's learned change cost more than a random change of the same
     size, and the own rule lost 4 times less (model card, "Adapt").
@@ -215,27 +210,12 @@ def trainable_rows(counts: np.ndarray, opts: AdaptOptions, reference: np.ndarray
     user's sentences give no evidence for. The special tokens stay too: [CLS] and [SEP] are in
     every retrieval input, and [MASK] is in none.
     """
-    if opts.rows == ROWS_ALL:
-        return None
-    if opts.rows == ROWS_OWN:
-        if reference is None:
-            raise AdaptError("this model ships no token counts of its training text", "Use the corpus row rule.")
-        counts = np.where(domain.own_tokens(counts, reference), counts, 0)
-    elif opts.rows != ROWS_CORPUS:
-        raise AdaptError(f"unknown row rule {opts.rows!r}", f"Use one of {', '.join(ROW_RULES)}.")
-    rows = np.flatnonzero(counts)
+    own = domain.own_tokens(counts, reference) if reference is not None else None
+    rule, kept = (ROWS_OWN, np.where(own, counts, 0)) if own is not None and own.any() else (ROWS_CORPUS, counts)
+    rows = np.flatnonzero(kept)
     if rows.size == 0:
         raise AdaptError("the indexed sentences have no ordinary token to adapt", "Index more of your documents first.")
-    return rows
-
-
-def effective_rows(opts: AdaptOptions, counts: np.ndarray, reference: np.ndarray | None) -> AdaptOptions:
-    """The own rule needs the training text's token counts and at least one own token: without
-    them (a model that ships no counts, or a corpus adapted with --force that has none), adapt
-    trains the rows of the corpus's tokens, and the adapted model records that rule."""
-    if opts.rows == ROWS_OWN and (reference is None or not domain.own_tokens(counts, reference).any()):
-        return replace(opts, rows=ROWS_CORPUS)
-    return opts
+    return rule, rows
 
 
 def corpus_distance(reference: np.ndarray | None, counts: np.ndarray, force: bool) -> domain.Distance | None:
@@ -256,11 +236,11 @@ def corpus_distance(reference: np.ndarray | None, counts: np.ndarray, force: boo
     return d
 
 
-def checkpoint_path(base: ModelInfo, ids: np.ndarray, opts: AdaptOptions) -> Path:
-    """One checkpoint per (base model, corpus, data options): a rerun of the same adapt resumes it."""
+def checkpoint_path(base: ModelInfo, ids: np.ndarray, opts: AdaptOptions, rule: str) -> Path:
+    """One checkpoint per (base model, corpus, data options, row rule): a rerun of the same adapt resumes it."""
     key = dict(format=_CKPT_FORMAT, base=base.id, corpus=hashlib.sha256(ids.tobytes()).hexdigest(),
-               batch=opts.batch_size, max_length=opts.max_length, seed=opts.seed, lr=opts.lr, mode=opts.mode,
-               rows=opts.rows)
+               batch=opts.batch_size, max_length=opts.max_length, seed=opts.seed, lr=opts.lr, mode=MLM_MODE,
+               rows=rule)
     fp = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
     folder = paths.user_dir() / "adapt"
     folder.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -307,8 +287,6 @@ def train_adapted_model(index: Index, opts: AdaptOptions = AdaptOptions(), *, mo
     """
     from sparc_local.adapt.model_folder import load_adapt_weights, write_adapted_model
 
-    if opts.swap not in SWAP_RULES:
-        raise AdaptError(f"unknown swap rule {opts.swap!r}", f"Use one of {', '.join(SWAP_RULES)}.")
     base = base_model(model or active_model())
     ids = corpus_ids(index, opts.min_sentences)
     tokenizer = load_tokenizer(base.tokenizer_path)
@@ -317,12 +295,12 @@ def train_adapted_model(index: Index, opts: AdaptOptions = AdaptOptions(), *, mo
     dist = corpus_distance(reference, counts, opts.force)  # before any heavy work: it may decline
     if dist is not None and on_distance:
         on_distance(dist)
-    opts = effective_rows(opts, counts, reference)
+    rule, rows = trainable_rows(counts, reference)
     cfg, w, head_meta = load_adapt_weights(base)
     mask_id = tokenizer.token_to_id("[MASK]")
     if mask_id is None:
         raise AdaptError(f"the tokenizer of {base.name} has no [MASK] token", "adapt needs a BERT-style tokenizer.")
-    ckpt = checkpoint_path(base, ids, opts)
+    ckpt = checkpoint_path(base, ids, opts, rule)
     for stale in ckpt.parent.glob("ckpt-*"):
         if stale != ckpt:
             stale.unlink(missing_ok=True)
@@ -340,7 +318,7 @@ def train_adapted_model(index: Index, opts: AdaptOptions = AdaptOptions(), *, mo
     batches = token_batches(index, ids, tokenizer, base, opts.batch_size, opts.max_length, opts.seed)
     E = adapt_embeddings(cfg, w, batches, steps=opts.steps, lr=opts.lr, seed=opts.seed, checkpoint_path=ckpt,
                          checkpoint_every=opts.checkpoint_every, on_step=on_step, mask_id=mask_id,
-                         mode=opts.mode, rows=trainable_rows(counts, opts, reference))  # type: ignore[arg-type]  # opts.mode is a plain str: adapt.mlm.Mode names its values
+                         mode=MLM_MODE, rows=rows)
     train_seconds = time.perf_counter() - t0
     del w
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
@@ -351,16 +329,17 @@ def train_adapted_model(index: Index, opts: AdaptOptions = AdaptOptions(), *, mo
     extra = {"adapted_from": {"id": base.id, "name": base.name, "path": str(base.path.resolve()),
                               "shipped": _is_shipped(base)},
              "adapt": {**{k: v for k, v in asdict(opts).items() if k not in ("threads", "checkpoint_every")},
+                       "rows": rule,
                        "corpus_sentences": int(len(ids)), "own_share": None if dist is None else round(dist.share, 4),
                        "head": head_meta, "first_loss": first,
                        "last_loss": last, "created": stamp}}
     out = paths.models_dir() / name
     if out.exists():  # two runs in the same second
         shutil.rmtree(out)
-    # SPARC §5.1 swaps both sides. Keeping the input embeddings the encoder's layers were
-    # fine-tuned on ("output") lost less near home, where adapt now declines (corpus_distance),
-    # and more far from it (model card, "Adapt").
-    info = write_adapted_model(base, E, out, name=name, extra=extra, output_only=opts.swap == SWAP_OUTPUT)
+    # SPARC §5.1 swaps both sides (the input embeddings and the projection). Keeping the input
+    # embeddings the encoder's layers were fine-tuned on lost less near home, where adapt now
+    # declines (corpus_distance), and more far from it (model card, "Adapt"; tag v2-research)
+    info = write_adapted_model(base, E, out, name=name, extra=extra)
     if on_progress:
         on_progress("export", 1, 1, None)
     return AdaptResult(info, base, opts.steps, resumed, int(len(ids)), 0, first, last, train_seconds, 0.0, ckpt)

@@ -25,9 +25,6 @@ ENCODER_FILE = "mlm_encoder.npz"
 META_KEY = "__meta__"
 HEAD_NAMES = ("mlm.dense.w", "mlm.dense.b", "mlm.ln.w", "mlm.ln.b", "mlm.bias")
 _LINEARS = ("q", "k", "v", "o", "ff1", "ff2")
-# an adapted model whose E was swapped on the output side only (adapt.model_folder.replace_embeddings)
-# stores the projection's E under these prefixes, beside the input embeddings' emb_word*
-OUTPUT_E, OUTPUT_E_INT8, OUTPUT_E_SCALE = "emb_word_out", "emb_word_out_int8", "emb_word_out_scale"
 # export.py names initializers f"{prefix}_{counter}"; quantize_dynamic appends a part suffix
 INITIALIZER_NAME = re.compile(r"^(?P<prefix>.+?)_(?P<n>\d+)(?:_(?P<part>quantized|scale|zero_point))?$")
 
@@ -99,10 +96,6 @@ def load_encoder_weights(info: ModelInfo) -> tuple[ArchConfig, Weights]:
                                     parts.get("emb_word_zero", {}).get("value"), axis=0)
     else:
         w["emb.word"] = take("emb_word")
-    if OUTPUT_E_INT8 in parts:
-        w["emb.word.out"] = _dequantize(parts[OUTPUT_E_INT8]["value"], parts[OUTPUT_E_SCALE]["value"], None, axis=0)
-    elif OUTPUT_E in parts:
-        w["emb.word.out"] = take(OUTPUT_E)
     w["emb.pos"] = take("emb_pos")
     if cfg.type_vocab:
         w["emb.type"] = take("emb_type")
