@@ -1,7 +1,7 @@
 """Document-structure defects in the sentences ingest makes of real files (issue 32), before/after.
 
     python benchmarks/structure.py                      # this tree
-    python benchmarks/structure.py --tree /work/main    # another checkout's ingest (before)
+    python benchmarks/structure.py --tree ../main       # another checkout's ingest (before)
 
 Files: the PDFs of benchmarks/pdf_text.py (~/.cache/sparc-local-bench/pdfs/set) and valgrind's
 HTML manual (/usr/share/doc/valgrind/html, `apt-get install valgrind`): Debian documentation, none

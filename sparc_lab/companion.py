@@ -40,6 +40,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from sparc_lab.data import DATA_DIR
 from sparc_lab.mlm_head import (
     HELD_OUT,
     Head,
@@ -59,7 +60,6 @@ from sparc_local.model.info import ModelInfo, load_tokenizer, shipped_model_dir
 from sparc_local.model.weights import ArchConfig, Weights
 
 DEFAULT_RUN = Path.home() / ".cache" / "sparc-local-train" / "companion"
-DEFAULT_DATA = Path("/work/shared/data/reqa")
 CKPT_FILE = "ckpt.pt"
 LOG_FILE = "log.jsonl"
 CORPORA = "corpora"  # held-out set of the training corpora: the set the shipped head's 6.60 was measured on
@@ -276,7 +276,7 @@ def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description="Train the MLM companion (layers + head, E frozen) adapt will run.")
     p.add_argument("--run", type=Path, default=DEFAULT_RUN, help="checkpoint/log folder")
     p.add_argument("--model", type=Path, help="model folder giving E, the initial encoder and head (default: shipped)")
-    p.add_argument("--data", type=Path, default=DEFAULT_DATA, help="folder of the ReQA sets")
+    p.add_argument("--data", type=Path, default=DATA_DIR, help="folder of the ReQA sets")
     p.add_argument("--no-texts", action="store_true", help="train on the training corpora only")
     p.add_argument("--text-share", type=float, default=0.25, help="share of a batch drawn from the texts")
     p.add_argument("--steps", type=int, default=20000)

@@ -17,6 +17,8 @@ from sparc_lab.techdata import PACKAGES_DIR, SPLIT_FILE
 from sparc_local.evaluation.reqa import ReqaSet, load
 from sparc_local.query.bm25 import BM25
 
+# the ReQA sets beside a clone (../shared/data/reqa), the default --data of every lab command
+DATA_DIR = Path(__file__).resolve().parents[2] / "shared" / "data" / "reqa"
 TRAIN_SETS = ("squad-train-head", "du2017-train", "wikiqa-train")  # never squad-dev or newsqa-dev
 # du2017 articles a00-a11 repeat squad-train-head's questions (lowercased): drop that copy.
 DU_DUPLICATE_ARTICLES = {f"a{i:02d}" for i in range(12)}

@@ -30,7 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from sparc_lab.data import TRAIN_SETS
+from sparc_lab.data import DATA_DIR, TRAIN_SETS
 from sparc_local.adapt.model_folder import load_adapt_weights
 from sparc_local.adapt.train_embeddings import mask_tokens, pad_sequences
 from sparc_local.model.folder import ENCODER_FILE, HEAD_FILE, HEAD_NAMES, load_encoder_weights, save_npz
@@ -275,7 +275,7 @@ def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description="Train the MLM head adapt needs (build time, torch).")
     p.add_argument("--encoder", required=True, type=Path, help="HF folder (original PLM) or a model folder")
     p.add_argument("--model", required=True, type=Path, help="the model folder that receives mlm_head.npz")
-    p.add_argument("--data", type=Path, default=Path("/work/shared/data/reqa"), help="folder of the ReQA sets")
+    p.add_argument("--data", type=Path, default=DATA_DIR, help="folder of the ReQA sets")
     p.add_argument("--run", type=Path, help="checkpoint/log folder (default ~/.cache/sparc-local-train/mlm-head-*)")
     p.add_argument("--steps", type=int, default=300)
     p.add_argument("--batch-size", type=int, default=32)

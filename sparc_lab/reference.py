@@ -17,13 +17,13 @@ from pathlib import Path
 
 import numpy as np
 
+from sparc_lab.data import DATA_DIR
 from sparc_local.adapt import domain
 from sparc_local.evaluation import reqa
 from sparc_local.model.info import ModelInfo, load_tokenizer
 
 SETS = ("squad-train-head", "du2017-train", "wikiqa-train")
 CHUNKS = (300, 1000, 3000, 8000)
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "reqa"  # ../shared/data/reqa of a clone
 
 
 def sentence_tokens(data: Path, tokenizer) -> list[np.ndarray]:
@@ -36,7 +36,7 @@ def sentence_tokens(data: Path, tokenizer) -> list[np.ndarray]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("model", type=Path)
-    ap.add_argument("--data", type=Path, default=DATA)
+    ap.add_argument("--data", type=Path, default=DATA_DIR)
     a = ap.parse_args()
     info = ModelInfo.load(a.model)
     sents = sentence_tokens(a.data, load_tokenizer(info.tokenizer_path))

@@ -26,7 +26,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from sparc_lab.data import TRAIN_SETS, Pool, build_pool, sample_batch
+from sparc_lab.data import DATA_DIR, TRAIN_SETS, Pool, build_pool, sample_batch
 from sparc_lab.distill import Teacher, kl_term
 from sparc_lab.hybrid import LexicalFeatures
 from sparc_lab.model import TorchEncoder
@@ -277,7 +277,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--base", required=True, help="HF folder (config.json + model.safetensors) or canonical .npz")
     p.add_argument("--tokenizer", help="folder or tokenizer.json (default: --base)")
-    p.add_argument("--data", default="../shared/data/reqa")
+    p.add_argument("--data", default=str(DATA_DIR))
     p.add_argument("--tech", help="technical pairs (python -m sparc_lab.techdata): its train packages join")
     p.add_argument("--tech-share", type=float, default=0.5, help="share of training questions drawn from --tech")
     p.add_argument("--run", required=True, help="checkpoint folder, kept outside the work tree")
