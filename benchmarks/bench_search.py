@@ -1,6 +1,7 @@
 """Micro-benchmark of the index: build size (bytes/posting) and query latency.
 
     python benchmarks/bench_search.py --sentences 100000 --k 150
+    python benchmarks/bench_search.py --smoke     # 2,000 sentences, 10 questions
 
 Synthetic data: each sentence gets ``k`` distinct token ids drawn from a Zipf-like
 distribution over a BERT-sized vocabulary (``--uniform`` draws them uniformly instead,
@@ -11,10 +12,13 @@ drawn from the same distribution.  Single-threaded; builds in batches like the i
 from __future__ import annotations
 
 import argparse
+import atexit
 import os
+import shutil
 import statistics
 import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -63,11 +67,17 @@ def main() -> None:
     ap.add_argument("--queries", type=int, default=200)
     ap.add_argument("--uniform", action="store_true")
     ap.add_argument("--db", default=None)
+    ap.add_argument("--smoke", action="store_true", help="a few seconds: 2,000 sentences, 10 questions")
     args = ap.parse_args()
+    if args.smoke:
+        args.sentences, args.batch, args.queries = 2000, 1000, 10
 
     rng = np.random.default_rng(0)
     p = token_sampler(rng, args.vocab, args.uniform)
-    tmp = tempfile.mkdtemp()
+    scratch = Path.home() / ".cache" / "sparc-local-bench"
+    scratch.mkdir(parents=True, exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix="bench-search-", dir=scratch)
+    atexit.register(shutil.rmtree, tmp, ignore_errors=True)
     db = args.db or os.path.join(tmp, "bench.db")
     ix = Index(db)
     t0 = time.perf_counter()

@@ -2,6 +2,7 @@
 
     SPARC_LOCAL_HOME=~/.cache/sparc-local-bench/compare python benchmarks/model_compare.py \\
         --base exported_models/sparc-minilm-l6 --new DIR --data SET [SET ...] [--ranks DIR]
+    python benchmarks/model_compare.py --smoke    # the tiny model, fp32 against int8 (smoke.py)
 
 For each set: MRR@10 of every `ask --mode` for both models (the same input builder, encoder,
 index and scoring as `index` and `ask`; `evaluation.evaluate`), then paired lines (questions
@@ -34,12 +35,20 @@ def hits_of(data: Path, folder: Path, threads: int | None) -> tuple[dict, dict[s
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--base", type=Path, required=True)
+    ap.add_argument("--base", type=Path)
     ap.add_argument("--new", type=Path)
-    ap.add_argument("--data", type=Path, nargs="+", required=True)
+    ap.add_argument("--data", type=Path, nargs="+")
     ap.add_argument("--threads", type=int)
     ap.add_argument("--ranks", type=Path, help="write each model's rank of every question here, per set and mode")
+    ap.add_argument("--smoke", action="store_true", help="a few seconds on the tiny test model (benchmarks/smoke.py)")
     args = ap.parse_args()
+    if args.smoke:
+        import smoke
+
+        s = smoke.setup()
+        args.base, args.new, args.data = s.model, s.model_int8, [s.data]
+    if not args.base or not args.data:
+        ap.error("--base and --data are required")
     models = {"base": args.base, **({"new": args.new} if args.new else {})}
     for data in args.data:
         ranks: dict[str, dict[str, dict[int, int]]] = {}

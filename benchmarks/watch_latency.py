@@ -2,6 +2,7 @@
 
     python benchmarks/watch_latency.py                  # shipped model, default 2 s quiet period
     python benchmarks/watch_latency.py --quiet-period 0.3 --tiny
+    python benchmarks/watch_latency.py --smoke
 
 Runs the real detached daemon (`python -m sparc_local watch --daemon`) in a throw-away
 SPARC_LOCAL_HOME and measures, from this process:
@@ -49,7 +50,10 @@ def main() -> None:
     ap.add_argument("--idle", type=float, default=10.0)
     ap.add_argument("--burst", type=int, default=500)
     ap.add_argument("--tiny", action="store_true", help="use the tiny test model instead of the shipped one")
+    ap.add_argument("--smoke", action="store_true", help="a few seconds: --tiny, 3 edits, a burst of 20, 1 s idle")
     args = ap.parse_args()
+    if args.smoke:
+        args.tiny, args.edits, args.quiet_period, args.idle, args.burst = True, 3, 0.3, 1.0, 20
 
     home = Path(tempfile.mkdtemp(prefix="sparc-watch-bench-"))
     os.environ["SPARC_LOCAL_HOME"] = str(home)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import gzip
 import json
+import random
 from pathlib import Path
 
 import numpy as np
@@ -121,3 +123,23 @@ def to_checkpoint_names(cfg: ArchConfig, w: Weights) -> Weights:
         if canon in w:
             out[names[idx]] = w[canon]
     return out
+
+
+def write_reqa_set(folder: Path, seed: int, articles: list[str]) -> None:
+    """A tiny ReQA set in the tiny vocabulary: 3 passages of 4 sentences per article; every sentence
+    is an answer, its question three of its words (the trainer's tests, the benchmarks' --smoke)."""
+    rng = random.Random(seed)
+    folder.mkdir(parents=True)
+    corpus, queries = [], []
+    for a in articles:
+        for p in range(3):
+            for pos in range(4):
+                words = rng.sample([w for w in WORDS if len(w) > 3], 6)
+                sid = f"{a}_{p:03d}-{pos}"
+                corpus.append({"id": sid, "text": " ".join(words).capitalize() + ".", "passage": f"{a}_{p:03d}",
+                               "position": pos})
+                queries.append({"id": f"q{len(queries)}", "question": "what " + " ".join(words[1:4]) + "?",
+                                "answers": [sid]})
+    for name, rows in (("corpus", corpus), ("queries", queries)):
+        with gzip.open(folder / f"{name}.jsonl.gz", "wt") as fh:
+            fh.writelines(json.dumps(r) + "\n" for r in rows)

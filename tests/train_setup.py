@@ -2,36 +2,13 @@
 
 from __future__ import annotations
 
-import gzip
-import json
 import random
 from pathlib import Path
 
 from sparc_lab import train
 from sparc_lab.data import DU_VALIDATION_ARTICLES, TRAIN_SETS, sample_batch
 from sparc_local.model.weights import save_canonical
-from tests.tiny import WORDS, make_tiny_model, tiny_vocab, tiny_weights, write_tokenizer
-
-CONTENT = [w for w in WORDS if len(w) > 3]
-
-
-def _write_set(folder: Path, seed: int, articles: list[str]) -> None:
-    """Passages of 4 sentences; every sentence is an answer, its question three of its words."""
-    rng = random.Random(seed)
-    folder.mkdir(parents=True)
-    corpus, queries = [], []
-    for a in articles:
-        for p in range(3):
-            for pos in range(4):
-                words = rng.sample(CONTENT, 6)
-                sid = f"{a}_{p:03d}-{pos}"
-                corpus.append({"id": sid, "text": " ".join(words).capitalize() + ".", "passage": f"{a}_{p:03d}",
-                               "position": pos})
-                queries.append({"id": f"q{len(queries)}", "question": "what " + " ".join(words[1:4]) + "?",
-                                "answers": [sid]})
-    for name, rows in (("corpus", corpus), ("queries", queries)):
-        with gzip.open(folder / f"{name}.jsonl.gz", "wt") as fh:
-            fh.writelines(json.dumps(r) + "\n" for r in rows)
+from tests.tiny import make_tiny_model, tiny_vocab, tiny_weights, write_reqa_set, write_tokenizer
 
 
 def write_setup(root: Path) -> dict[str, Path]:
@@ -39,7 +16,7 @@ def write_setup(root: Path) -> dict[str, Path]:
     data = root / "reqa"
     for k, name in enumerate(TRAIN_SETS):
         articles = ["a12", "a13", *sorted(DU_VALIDATION_ARTICLES)] if name == "du2017-train" else ["a00", "a01"]
-        _write_set(data / name, seed=k, articles=articles)
+        write_reqa_set(data / name, seed=k, articles=articles)
     cfg, w = tiny_weights("bert", len(tiny_vocab()), seed=3)
     save_canonical(root / "base.npz", cfg, w)
     return {"data": data, "base": root / "base.npz", "tokenizer": write_tokenizer(root / "tokenizer.json"),

@@ -1,0 +1,43 @@
+"""What a benchmark's `--smoke` runs on: the tiny test model (tests/tiny.py, fp32 and int8) and a
+tiny ReQA set, written into a fresh scratch folder that is also the data dir (SPARC_LOCAL_HOME).
+
+A smoke run takes each script's own code path in seconds, so a refactor that breaks a script
+fails CI (tests/test_benchmarks.py runs every script that has one); its figures mean nothing.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import shutil
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRATCH = Path.home() / ".cache" / "sparc-local-bench"
+
+
+@dataclass(frozen=True)
+class Smoke:
+    folder: Path
+    model: Path  # the tiny model, fp32
+    model_int8: Path  # the same weights, int8 (export.QUANT_WEIGHTS)
+    data: Path  # a tiny ReQA set: 24 sentences in 6 passages, a question per sentence
+
+
+def setup() -> Smoke:
+    """The tiny models and set in a new folder under SCRATCH, removed when the script exits."""
+    sys.path.insert(0, str(ROOT))  # the clone's top: tests/ is not installed
+    from tests.tiny import make_tiny_model, write_reqa_set
+
+    SCRATCH.mkdir(parents=True, exist_ok=True)
+    folder = Path(tempfile.mkdtemp(prefix="smoke-", dir=SCRATCH))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    home = folder / "home"
+    home.mkdir(mode=0o700)
+    os.environ["SPARC_LOCAL_HOME"] = str(home)
+    write_reqa_set(folder / "tiny-set", seed=0, articles=["a00", "a01"])
+    return Smoke(folder, make_tiny_model(folder / "tiny").path, make_tiny_model(folder / "tiny-int8", int8=True).path,
+                 folder / "tiny-set")
