@@ -1,6 +1,7 @@
 """Seconds per `adapt` training step and peak RSS, numpy on 2 threads, all-MiniLM-L6-v2 shapes.
 
     python benchmarks/adapt_step.py [--model DIR] [--steps 3] [--lengths 128 64] [--batch 32] [--threads 2]
+    python benchmarks/adapt_step.py --smoke     # the tiny model, one step of 4×16 per mode
 
 Product goal (SPARC §5.1 on a laptop): 500 steps in ≤ 10 min (≤ 1.2 s/step) and ≤ 2 GB RSS.
 Each (length, mode) runs in a fresh child process so its peak RSS is its own. The encoder is the
@@ -26,15 +27,15 @@ from pathlib import Path
 
 import numpy as np
 
-MASK_ID = 103  # [MASK] in the bert-base-uncased vocab MiniLM uses
-
 
 def run_one(model: Path, length: int, mode: str, batch: int, steps: int) -> dict:
     from sparc_local.adapt import Adam, forward_backward, mask_tokens, prepare
     from sparc_local.model.folder import load_encoder_weights
-    from sparc_local.model.info import ModelInfo
+    from sparc_local.model.info import ModelInfo, load_tokenizer
 
-    cfg, w = load_encoder_weights(ModelInfo.load(model))
+    info = ModelInfo.load(model)
+    cfg, w = load_encoder_weights(info)
+    mask_id = load_tokenizer(info.tokenizer_path).token_to_id("[MASK]")
     rng = np.random.default_rng(0)
     d, v = cfg.hidden, cfg.vocab_size
     w.update({"mlm.dense.w": (rng.standard_normal((d, d)) * 0.02).astype(np.float32),
@@ -44,15 +45,15 @@ def run_one(model: Path, length: int, mode: str, batch: int, steps: int) -> dict
     fw = prepare(cfg, w)
     opt = Adam(E.shape, lr=5e-5)
     # worst case: every position a real token ([CLS] … [SEP], no padding)
-    ids = rng.integers(1000, v, size=(batch, length))
-    ids[:, 0], ids[:, -1] = 101, 102
+    ids = rng.integers(min(1000, v // 2), v, size=(batch, length))  # past the special and [unused] ids
+    ids[:, 0], ids[:, -1] = info.cls_id, info.sep_id
     special = np.zeros(ids.shape, bool)
     special[:, [0, -1]] = True
     types = np.zeros_like(ids)
     attn = np.ones_like(ids)
     fb, ad, cpu = [], [], []
     for i in range(steps + 1):  # step 0 warms up allocator and BLAS
-        inputs, labels = mask_tokens(ids, special, rng, v, mask_id=MASK_ID)
+        inputs, labels = mask_tokens(ids, special, rng, v, mask_id=mask_id)
         c0 = time.process_time()
         t0 = time.perf_counter()
         loss, grad = forward_backward(cfg, fw, E, inputs, types, attn, labels, mode=mode)
@@ -81,7 +82,12 @@ def main() -> None:
     ap.add_argument("--modes", nargs="+", default=["exact", "output_only"])
     ap.add_argument("--threads", type=int, default=int(THREADS), help="BLAS threads of the timed child processes")
     ap.add_argument("--child", nargs=2, metavar=("LENGTH", "MODE"), help=argparse.SUPPRESS)
+    ap.add_argument("--smoke", action="store_true", help="seconds: the tiny test model, 1 step of 4×16 (smoke.py)")
     args = ap.parse_args()
+    if args.smoke:
+        import smoke
+
+        args.model, args.steps, args.batch, args.lengths = smoke.setup().model, 1, 4, [16]
     if args.model is None:
         from sparc_local.model.info import shipped_model_dir
 

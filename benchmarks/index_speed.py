@@ -1,6 +1,7 @@
 """Indexing speed of two model folders on the same real files, paired in one run (issue #13).
 
     python benchmarks/index_speed.py MODEL_A MODEL_B [--passages 300] [--rounds 2] [--threads 2]
+    python benchmarks/index_speed.py --smoke     # the tiny model, fp32 against int8 (smoke.py)
 
 squad-dev's first passages are written as .txt files (one per passage), and each model indexes
 them with `sparc-local index` in a fresh process and a fresh home: walk, extract, segment, the
@@ -45,12 +46,20 @@ def index_once(model: Path, docs: Path, home: Path, threads: int) -> tuple[float
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("models", nargs=2, type=Path)
+    p.add_argument("models", nargs="*", type=Path)
     p.add_argument("--data", type=Path, default=DATA)
     p.add_argument("--passages", type=int, default=300)
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--smoke", action="store_true", help="seconds: the tiny test model on a tiny set (smoke.py)")
     args = p.parse_args()
+    if args.smoke:
+        import smoke
+
+        s = smoke.setup()
+        args.models, args.data, args.rounds, args.threads = [s.model, s.model_int8], s.data, 1, 1
+    if len(args.models) != 2:
+        p.error("give two model folders, MODEL_A MODEL_B")
     ds = reqa.load(args.data)
     with tempfile.TemporaryDirectory(dir=Path.home()) as tmp:
         docs = Path(tmp) / "docs"
@@ -62,7 +71,7 @@ def main() -> None:
         for r in range(args.rounds):
             for m in args.models:
                 runs[m].append(index_once(m, docs, Path(tmp) / f"home-{r}-{args.models.index(m)}", args.threads))
-        print(f"{len(paras)} squad-dev passages as .txt files, {args.threads} threads, {args.rounds} rounds (A B A B ...)")
+        print(f"{len(paras)} {args.data.name} passages as .txt files, {args.threads} threads, {args.rounds} rounds (A B A B ...)")
         for m, rs in runs.items():
             speeds = [n / s for s, n, _ in rs]
             print(f"{m.name:28s} {rs[0][1]} sentences  best {max(speeds):7.1f} sentences/s  median "

@@ -42,6 +42,6 @@ def test_every_script_has_a_smoke_run_or_a_reason() -> None:
 def test_smoke_run(script: str, tmp_path: Path) -> None:
     env = {**os.environ, "SPARC_LOCAL_HOME": str(tmp_path / "home"), "OMP_NUM_THREADS": "1"}
     done = subprocess.run([sys.executable, str(BENCH / script), "--smoke"], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert done.stdout.strip(), "a smoke run prints its figures"
