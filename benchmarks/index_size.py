@@ -1,6 +1,7 @@
 """How far index.db sits above its steady size right after `index`, and after one `forget`.
 
     python benchmarks/index_size.py [--data ../shared/data/reqa/squad-dev] [--limit 520] [--threads 1]
+    python benchmarks/index_size.py --smoke     # the tiny model on a tiny set (smoke.py)
 
 Each squad-dev passage becomes a .txt file (as benchmarks/index_squad.py writes them) and the
 real indexer runs over them. Prints the main file, the WAL, the free pages and the size the same
@@ -40,7 +41,13 @@ def main() -> None:
     p.add_argument("--limit", type=int, default=520, help="passages (520: about ten batches of 512 sentences)")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--model", help="model folder (default: the shipped model)")
+    p.add_argument("--smoke", action="store_true", help="seconds: the tiny test model on a tiny set (smoke.py)")
     args = p.parse_args()
+    if args.smoke:
+        import smoke
+
+        s = smoke.setup()
+        args.data, args.model = str(s.data), str(s.model)
 
     ds = reqa.load(Path(args.data))
     passages: dict[str, list[str]] = {}

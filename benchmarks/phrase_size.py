@@ -1,6 +1,7 @@
 """What the answer phrase costs: stored positions against the index, and its time in `ask`.
 
     python benchmarks/phrase_size.py [--data ../shared/data/reqa/squad-dev] [--limit 400] [--threads 1]
+    python benchmarks/phrase_size.py --smoke     # the tiny model on a tiny set (smoke.py)
 
 Each squad-dev passage becomes a .txt file and the real indexer runs over them with the shipped
 model (or --model). Prints:
@@ -67,7 +68,13 @@ def main() -> None:
     p.add_argument("--limit", type=int, default=400, help="passages indexed")
     p.add_argument("--threads", type=int, default=1, help="encoder threads")
     p.add_argument("--model", help="model folder (default: the active model)")
+    p.add_argument("--smoke", action="store_true", help="seconds: the tiny test model on a tiny set (smoke.py)")
     args = p.parse_args()
+    if args.smoke:
+        import smoke
+
+        s = smoke.setup()
+        args.data, args.model = str(s.data), str(s.model)
 
     ds = reqa.load(Path(args.data))
     names = list(dict.fromkeys(ds.passages))[: args.limit]  # the passages of ds.paragraphs(), in order
@@ -157,13 +164,14 @@ def main() -> None:
 
         # positions computed at ask time instead: onnxruntime and the model in a new process
         env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
-        ask_ms = _timed([sys.executable, "-m", "sparc_local", "ask", questions[0]], env)
+        runs = 1 if args.smoke else 5
+        ask_ms = _timed([sys.executable, "-m", "sparc_local", "ask", questions[0]], env, runs)
         enc_ms = _timed([sys.executable, "-c",
                          "import sys; from pathlib import Path; from sparc_local.model.encoder import Encoder; "
                          "from sparc_local.model.info import ModelInfo; "
-                         f"Encoder(ModelInfo.load(Path({str(info.path)!r})), threads=1).encode([[{top!r}]])"], env)
+                         f"Encoder(ModelInfo.load(Path({str(info.path)!r})), threads=1).encode([[{top!r}]])"], env, runs)
         print(f"cold ask process: {ask_ms:.0f} ms; a process that loads onnxruntime and the model and encodes "
-              f"the top answer's paragraph: {enc_ms:.0f} ms (median of 5)")
+              f"the top answer's paragraph: {enc_ms:.0f} ms (median of {runs})")
 
 
 if __name__ == "__main__":

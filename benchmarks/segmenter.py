@@ -1,6 +1,7 @@
 """Compare sentence splitters against squad-dev's gold boundaries (MultiReQA annotations).
 
 Run from the repo root:  python benchmarks/segmenter.py [--data PATH] [--limit N]
+(`--smoke`: a tiny ReQA set, smoke.py, one timing run.)
 
 Each passage is rebuilt by joining its gold sentences with one space. A boundary is the char
 offset where a sentence starts (offset 0 excluded); a predicted boundary counts only if it hits
@@ -136,7 +137,13 @@ def main() -> None:
     ap.add_argument("--limit", type=int, default=None, help="first N passages only")
     ap.add_argument("--repeat", type=int, default=3, help="timing runs (best is kept)")
     ap.add_argument("--errors", type=str, default=None, help="print misses of this splitter")
+    ap.add_argument("--smoke", action="store_true", help="seconds: a tiny ReQA set, one timing run (smoke.py)")
     args = ap.parse_args()
+    if args.smoke:
+        import smoke
+
+        s = smoke.setup()
+        args.data, args.repeat = s.data / "corpus.jsonl.gz", 1
     data = load(args.data, args.limit)
     n = sum(len(g) + 1 for _, g in data)
     print(f"{len(data)} passages, {n} gold sentences, {n - len(data)} boundaries")
