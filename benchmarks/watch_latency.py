@@ -19,8 +19,10 @@ SPARC_LOCAL_HOME and measures, from this process:
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -55,7 +57,10 @@ def main() -> None:
     if args.smoke:
         args.tiny, args.edits, args.quiet_period, args.idle, args.burst = True, 3, 0.3, 1.0, 20
 
-    home = Path(tempfile.mkdtemp(prefix="sparc-watch-bench-"))
+    scratch = Path.home() / ".cache" / "sparc-local-bench"  # not the temp folder; removed at exit
+    scratch.mkdir(parents=True, exist_ok=True)
+    home = Path(tempfile.mkdtemp(prefix="watch-home-", dir=scratch))
+    atexit.register(shutil.rmtree, home, ignore_errors=True)
     os.environ["SPARC_LOCAL_HOME"] = str(home)
     repo = Path(__file__).resolve().parent.parent
     if args.tiny:
@@ -72,7 +77,8 @@ def main() -> None:
     from sparc_local.query.ask import Asker
 
     info = active_model()
-    root = Path(tempfile.mkdtemp(prefix="sparc-watch-bench-docs-"))
+    root = Path(tempfile.mkdtemp(prefix="watch-docs-", dir=scratch))
+    atexit.register(shutil.rmtree, root, ignore_errors=True)
     (root / "filler.md").write_text("The committee meets on Tuesdays. Minutes are kept by the secretary.\n")
     note = root / "note.md"
     note.write_text("A first note.\n")
