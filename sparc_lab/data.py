@@ -6,13 +6,16 @@ from the BM25 top-100 of the question over the same set that is not an answer.
 
 from __future__ import annotations
 
+import gzip
 import json
 import random
-from dataclasses import dataclass
+from collections.abc import Container
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 
+from sparc_lab.pseudoq import as_question
 from sparc_lab.techdata import PACKAGES_DIR, SPLIT_FILE
 from sparc_local.evaluation.reqa import ReqaSet, load
 from sparc_local.query.bm25 import BM25
@@ -79,7 +82,8 @@ def _examples(ds: ReqaSet, offset: int, keep_passage, rng: random.Random,
     return out
 
 
-def build_pool(data_dir: Path, seed: int = 13, tech_dir: Path | None = None, tech_share: float = 0.5) -> Pool:
+def build_pool(data_dir: Path, seed: int = 13, tech_dir: Path | None = None, tech_share: float = 0.5,
+               rewrite: float = 0.0, vocab: Container[str] = frozenset()) -> Pool:
     rng = random.Random(seed)
     texts: list[str] = []
     paragraphs: list[list[str]] = []
@@ -100,27 +104,39 @@ def build_pool(data_dir: Path, seed: int = 13, tech_dir: Path | None = None, tec
             else:
                 train.append(ex)
     if tech_dir is not None:
-        train += _tech_examples(tech_dir, texts, paragraphs, len(train), tech_share, rng)
+        train += _tech_examples(tech_dir, texts, paragraphs, len(train), tech_share, rng, rewrite, vocab)
     return Pool(texts, paragraphs, train, valid)
 
 
 def _tech_examples(tech_dir: Path, texts: list[str], paragraphs: list[list[str]], n_home: int, share: float,
-                   rng: random.Random) -> list[Example]:
+                   rng: random.Random, rewrite: float = 0.0, vocab: Container[str] = frozenset()) -> list[Example]:
     """The train packages of a technical set (sparc_lab/techdata.py: SPLIT_FILE, PACKAGES_DIR/PKG), each package
     its own set, so a BM25 negative is a sentence of the same package; sampled so that they make
-    ``share`` of the training examples beside the ``n_home`` Wikipedia ones."""
+    ``share`` of the training examples beside the ``n_home`` Wikipedia ones. A ``rewrite`` share of
+    the headings, terms and options is put in question form (sparc_lab/pseudoq.py)."""
     if not 0 <= share < 1:
         raise ValueError("--tech-share must be in [0, 1)")
     split = json.loads((tech_dir / SPLIT_FILE).read_text())
     found: list[Example] = []
     for pkg in split["train"]:
         ds = load(tech_dir / PACKAGES_DIR / pkg)
+        if rewrite:
+            ds = _rewritten(ds, tech_dir / PACKAGES_DIR / pkg, rewrite, vocab, rng)
         offset = len(texts)
         texts += ds.texts
         paragraphs += ds.paragraphs()
         found += [ex for _, ex in _examples(ds, offset, lambda p: True, rng)]
     want = round(n_home * share / (1 - share))
     return found if want >= len(found) else rng.sample(found, want)
+
+
+def _rewritten(ds: ReqaSet, folder: Path, share: float, vocab: Container[str], rng: random.Random) -> ReqaSet:
+    """``ds`` with ``share`` of its questions, drawn at random, in pseudoq's question form."""
+    with gzip.open(folder / "queries.jsonl.gz", "rt", encoding="utf-8") as fh:
+        kinds = {q["id"]: q.get("kind", "") for q in map(json.loads, fh) if q}
+    queries = [(qid, as_question(text, kinds.get(qid, ""), vocab) if rng.random() < share else text, answers)
+               for qid, text, answers in ds.queries]
+    return replace(ds, queries=queries)
 
 
 def sample_batch(pool: Pool, examples: list[Example], rng: random.Random) -> tuple[list[str], list[int], list[set[int]]]:

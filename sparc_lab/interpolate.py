@@ -28,8 +28,10 @@ def interpolate(base: dict[str, np.ndarray], tuned: dict[str, np.ndarray], alpha
         b = base[name]
         if t.shape != b.shape:
             raise ValueError(f"{name}: shape {b.shape} against {t.shape}")
-        mixed = (1.0 - alpha) * b.astype(np.float64) + alpha * t.astype(np.float64)
-        out[name] = mixed.astype(t.dtype) if np.issubdtype(t.dtype, np.floating) else t
+        if not np.issubdtype(t.dtype, np.floating):
+            out[name] = t
+            continue
+        out[name] = ((1.0 - alpha) * b.astype(np.float64) + alpha * t.astype(np.float64)).astype(t.dtype)
     return out
 
 

@@ -88,7 +88,8 @@ class Trainer:
         if cache.exists():
             return pickle.loads(cache.read_bytes())
         tech = Path(self.args.tech).expanduser() if self.args.tech else None
-        pool = build_pool(Path(self.args.data), seed=self.args.seed, tech_dir=tech, tech_share=self.args.tech_share)
+        pool = build_pool(Path(self.args.data), seed=self.args.seed, tech_dir=tech, tech_share=self.args.tech_share,
+                          rewrite=self.args.tech_rewrite, vocab=self.tokenizer.get_vocab())
         cache.write_bytes(pickle.dumps(pool))
         return pool
 
@@ -280,6 +281,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--data", default=str(DATA_DIR))
     p.add_argument("--tech", help="technical pairs (python -m sparc_lab.techdata): its train packages join")
     p.add_argument("--tech-share", type=float, default=0.5, help="share of training questions drawn from --tech")
+    p.add_argument("--tech-rewrite", type=float, default=0.0,
+                   help="share of --tech headings, terms and options put in question form (training/pseudoq.py)")
     p.add_argument("--run", required=True, help="checkpoint folder, kept outside the work tree")
     p.add_argument("--steps", type=int, default=4000)
     p.add_argument("--batch", type=int, default=16)
