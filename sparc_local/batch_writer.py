@@ -13,12 +13,12 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Protocol
 
 from sparc_local.index.store import FileRecord, FileUpdate, Index, SentenceRow
+from sparc_local.index_options import BATCH_SENTENCES
 from sparc_local.ingest.sentences import Paragraph, heading
 from sparc_local.model.lexical import Lexical
 from sparc_local.model.sparse import SparseVectors
 
 ENCODE_CHUNK = 4096  # sentences per encoder call: its memory grows with its input
-BATCH_SENTENCES = 512  # sentences per write transaction (one segment)
 
 
 class SentenceEncoder(Protocol):

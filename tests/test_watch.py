@@ -472,6 +472,7 @@ def test_name_that_is_not_utf8(root: Path, start):
 def test_run_index_stops_when_asked(root: Path, tiny_model_dir: Path):
     """should_stop is asked before each file: the batches committed before it said so stay, the
     report says the run stopped, and the next run does the rest."""
+    from sparc_local.index_options import IndexOptions
     from sparc_local.model.encoder import Encoder
     from sparc_local.pipeline import run_index
 
@@ -480,7 +481,7 @@ def test_run_index_stops_when_asked(root: Path, tiny_model_dir: Path):
     info = ModelInfo.load(tiny_model_dir)
     asked = []
     with Index() as idx:
-        rep = run_index(idx, [str(root)], info, lambda: Encoder(info, threads=1), batch_sentences=1,
+        rep = run_index(idx, [str(root)], info, lambda: Encoder(info, threads=1), IndexOptions(batch_sentences=1),
                         should_stop=lambda: asked.append(1) or len(asked) > 3)
         assert (rep.stopped, rep.indexed, len(asked)) == (True, 3, 4)  # one file per batch
         assert len(indexed(idx)) == 3 and idx.verify() == []

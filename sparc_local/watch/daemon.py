@@ -16,6 +16,7 @@ picked up by the catch-up pass of the next start.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
 import signal
@@ -28,7 +29,7 @@ from logging.handlers import RotatingFileHandler
 
 from sparc_local.errors import SparcError
 from sparc_local.index.lock import WriterLock, pid_alive
-from sparc_local.watch.config import LOG_NAME
+from sparc_local.watch.config import LOG_NAME, SETTINGS, WatchConfig, WatchProcess, to_json
 from sparc_local.watch.files import (
     COMMAND,
     POLL,
@@ -114,29 +115,27 @@ def serve(watcher, lock: WriterLock, on_tick: Callable[[dict], None] | None = No
         log.info("watcher stopped")
 
 
-def run(roots: list[str], model, *, threads: int = 1, wait: float = 0.0,
-        on_tick: Callable[[dict], None] | None = None, low_priority: bool = True, pause_on_battery: bool = True,
-        **options) -> None:
+def run(roots: list[str], model, config: WatchConfig = WatchConfig(), process: WatchProcess = WatchProcess(), *,
+        on_tick: Callable[[dict], None] | None = None) -> None:
     """Take the writer lock (LockHeld if another writer has it), then watch until signalled: at
-    low CPU and I/O priority (``power.low_priority``), encoding only on mains power. ``options``:
-    fields of ``WatchConfig``."""
+    low CPU and I/O priority (``power.low_priority``), encoding only on mains power, as ``process``
+    says."""
     from sparc_local import power
-    from sparc_local.watch.config import WatchConfig
     from sparc_local.watch.watcher import Watcher
 
-    lock = WriterLock(COMMAND).acquire(wait)
+    lock = WriterLock(COMMAND).acquire(process.wait)
     handler = setup_logging()
     try:
-        config = WatchConfig(**options, on_battery=power.on_battery if pause_on_battery else None)
+        config = dataclasses.replace(config, on_battery=power.on_battery if process.pause_on_battery else None)
 
         from sparc_local.model.encoder import EncoderFactory
 
         # the Encoder's small default token budget (512) suits a background process: measured on
         # the shipped model, 1 thread, peak RSS 295 MB instead of 823 MB at 2048, and no slower
-        encoder = EncoderFactory(model, threads or None)
+        encoder = EncoderFactory(model, process.threads or None)
 
         # before any thread of the watcher starts: they inherit it
-        with power.low_priority(low_priority) as prio:
+        with power.low_priority(process.low_priority) as prio:
             if prio:
                 log.info("running at nice %d, I/O priority %s", power.NICE, prio.io_set)
             # inbox: `forget` and `index` hand their writes to it
@@ -147,17 +146,10 @@ def run(roots: list[str], model, *, threads: int = 1, wait: float = 0.0,
         handler.close()
 
 
-def watch_args(roots: list[str], *, threads: int, wait: float, quiet_period: float, max_delay: float,
-               exclude: list[str], include_hidden: bool, ignore_files: bool, polling: bool,
-               low_priority: bool = True, pause_on_battery: bool = True) -> list[str]:
-    """The `watch` command line that reproduces these options in the detached process."""
-    args = ["--quiet-period", repr(quiet_period), "--max-delay", repr(max_delay), "--threads", str(threads),
-            "--wait", repr(wait)]
-    args += ["--normal-priority"] * (not low_priority) + ["--on-battery"] * (not pause_on_battery)
-    for glob in exclude:
-        args += ["--exclude", glob]
-    args += ["--hidden"] * include_hidden + ["--no-ignore"] * (not ignore_files) + ["--poll"] * polling
-    return [*args, "--", *roots]
+def watch_args(roots: list[str], config: WatchConfig, process: WatchProcess) -> list[str]:
+    """The `watch` command line that hands these settings to the detached process (``SETTINGS``,
+    ``config.to_json``)."""
+    return [SETTINGS, to_json(config, process), "--", *roots]
 
 
 def spawn(args: list[str], timeout: float = START_STOP_TIMEOUT) -> int:

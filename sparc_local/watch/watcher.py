@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from sparc_local.index.db import is_busy
+from sparc_local.index_options import IndexOptions
 from sparc_local.ingest.extract import path_key
 from sparc_local.ingest.ignore import Rules
 from sparc_local.model.info import ModelInfo
@@ -73,6 +74,10 @@ class Watcher:
         self._serving = False
         self._idx = None
         self._rescan: set[str] = set(self.scope.roots)  # roots to run a full run_index over (catch-up)
+        # a batch's files: inside known roots, already past the walk's rules (scope.py) and not new
+        # roots; deleted files are removed by the batch itself; compaction waits for idle time
+        self._batch_options = config.index_options(remember_roots=False, prune=False, compact=False,
+                                                   include_hidden=True)
         self._busy_until = 0.0
         self._busy_failures = 0
         self._stopping = threading.Event()
@@ -293,12 +298,11 @@ class Watcher:
                 self._report()
         return self._paused
 
-    def _run_index(self, idx, paths: list[str], **kw):
+    def _run_index(self, idx, paths: list[str], options: IndexOptions):
         from sparc_local.pipeline import run_index
 
-        return run_index(idx, paths, self.model, self._encoder_once, on_progress=self._progress,
-                         on_error=lambda p, r: log.warning("skipped %s: %s", p, r), should_stop=self._should_stop,
-                         **kw)
+        return run_index(idx, paths, self.model, self._encoder_once, options, on_progress=self._progress,
+                         on_error=lambda p, r: log.warning("skipped %s: %s", p, r), should_stop=self._should_stop)
 
     def _catch_up(self, idx) -> None:
         """Full incremental run_index over the roots that exist (at start, or a root that came back)."""
@@ -307,9 +311,7 @@ class Watcher:
         self._report()
         try:
             if roots:
-                cfg = self.config
-                rep = self._run_index(idx, roots, exclude=cfg.exclude, include_hidden=cfg.include_hidden,
-                                      ignore_files=cfg.ignore_files)
+                rep = self._run_index(idx, roots, self.config.index_options())
                 self._count(rep.indexed, rep.removed, len(rep.errors))
                 if rep.stopped:  # the roots stay to rescan
                     return
@@ -325,8 +327,7 @@ class Watcher:
         self._report()
         try:
             done = batches.apply(idx, batch, self.scope,
-                                 lambda files: self._run_index(idx, files, remember_roots=False, prune=False,
-                                                               compact=False, include_hidden=True),
+                                 lambda files: self._run_index(idx, files, self._batch_options),
                                  chunk_files=self.config.chunk_files, should_stop=self._should_stop,
                                  on_left=self._backlog.left)
             self._count(done.indexed, done.removed, len(done.errors))
