@@ -218,10 +218,10 @@ def build(db: Path, passages: list[dict], size: int, batch: int, info) -> float:
             print(f"\r  build {done:,}/{size:,} {time.perf_counter() - t0:.0f}s", end="", file=sys.stderr)
         ix.maybe_merge()
         ix.compact()  # as the indexer does at the end of a run
-        ix.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        ix.checkpoint()
         secs = time.perf_counter() - t0
         ix.set_meta("bench_build_seconds", repr(secs))
-        ix.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        ix.checkpoint()
     print(file=sys.stderr)
     tmp.rename(db)
     return secs

@@ -381,7 +381,7 @@ def _run_index(run: _Run, index: Index, roots: list[str], model: ModelInfo, enco
     if opts.compact:
         index.compact()
     # fold the WAL into the database now: it would otherwise hold a copy of every page written
-    index.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    index.checkpoint()
     report.seconds = time.perf_counter() - t0
     return report
 

@@ -78,7 +78,7 @@ def _token_postings(db: Path, token: int) -> dict[int, int]:
         out = {}
         for _, ids, q in plist:
             for row, w in zip(idx.sentences(ids), q.tolist()):
-                out[row["text"]] = w
+                out[row.text] = w
         return out
 
 
@@ -278,12 +278,11 @@ def test_training_batches_are_unpadded_sentences(docs: Path, sparc_home: Path, t
     info.tokenizer_path.write_text(json.dumps(spec))
     (sparc_home / "active-model").write_text(str(info.path))
     assert run("index", str(docs), "-q").exit_code == 0
-    from sparc_local.adapt.reencode import live_sentence_ids
     from sparc_local.adapt.run import token_batches
     from sparc_local.model.info import load_tokenizer
 
     with Index(sparc_home / "index.db") as idx:
-        ids = live_sentence_ids(idx)
+        ids = idx.live_sentence_ids()
         it = token_batches(idx, ids, load_tokenizer(info.tokenizer_path), info, 16, 64, seed=0)
         seen = [next(it) for _ in range(4)]
         again = token_batches(idx, ids, load_tokenizer(info.tokenizer_path), info, 16, 64, seed=0)

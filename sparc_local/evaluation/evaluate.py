@@ -97,8 +97,7 @@ def fill_index(index: Index, ds: reqa.ReqaSet, vectors: SparseVectors, info: Mod
     writer.flush()
     index.merge_all()
     # db sentence ids -> dataset sentence ids (rows were inserted in passage order)
-    db_ids = [r[0] for r in index.conn.execute(
-        "SELECT s.id FROM sentences s JOIN files f ON f.id = s.file_id ORDER BY f.path, s.id")]
+    db_ids = index.sentence_ids_by_path()
     order = [i for p in sorted(by_passage) for i in by_passage[p]]
     return {db: ds.ids[i] for db, i in zip(db_ids, order)}
 

@@ -201,14 +201,14 @@ class Asker:
 
     def _answers(self, ids: np.ndarray, scores: np.ndarray) -> list[Answer]:
         """The sentences of a ranking, one Answer each (rank 0 until collapsed)."""
-        rows = {row["id"]: row for row in self.index.sentences(ids)}
+        rows = {row.id: row for row in self.index.sentences(ids)}
         answers: list[Answer] = []
         for i, score in zip(ids.tolist(), scores.tolist()):
             row = rows.get(i)
-            if row is None or row["path"] is None:  # removed since the search (a writer committed)
+            if row is None or row.path is None:  # removed since the search (a writer committed)
                 continue
-            answers.append(Answer(0, round(score, 4), row["path"], row["page"], row["line"], row["text"],
-                                  row["context"], row["offset_in_context"], row["id"], file_id=row["file_id"]))
+            answers.append(Answer(0, round(score, 4), row.path, row.page, row.line, row.text,
+                                  row.context, row.offset_in_context, row.id, file_id=row.file_id))
         return answers
 
     def _label(self, key: int) -> str:
