@@ -22,12 +22,13 @@ import stat
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
 
 from sparc_local.batch_writer import BatchWriter, stored_update
 from sparc_local.errors import SparcError
 from sparc_local.index.db import LAST_UPDATE, MODEL_PATH, is_full
-from sparc_local.index.store import FileRecord, FileUpdate, Index, SentenceRow
+from sparc_local.index.store import FileRecord, FileStatus, FileUpdate, Index, SentenceRow
 from sparc_local.index_options import IndexOptions
 from sparc_local.ingest.extract import MAX_CHARS, VANISHED, ExtractError, extract, iter_files, path_key
 from sparc_local.ingest.sentences import MAX_SENTENCE_CHARS, Paragraph, paragraphs, segment
@@ -48,6 +49,15 @@ def _is_disk_full(err: BaseException) -> bool:
     if isinstance(err, sqlite3.OperationalError):
         return is_full(err)  # SQLITE_FULL
     return isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)
+
+
+class IndexPhase(StrEnum):
+    """Where a run is (``Progress.phase``)."""
+
+    SCANNING = "scanning"  # the walk, with a stat of each file
+    INDEXING = "indexing"  # reading: text and BM25 postings stored, answerable at once
+    ENCODING = "encoding"  # the model over what is stored and not encoded
+    FINISHING = "finishing"  # pruning, merging, compacting
 
 
 @dataclass
@@ -79,7 +89,7 @@ class Progress:
     from their size (``sentences_estimate``).
     """
 
-    phase: str = "scanning"  # "scanning" (walk + stat), "indexing" (read, store text and BM25), "encoding", "finishing"
+    phase: IndexPhase = IndexPhase.SCANNING
     scanned: int = 0  # files the walk found
     files_total: int = 0  # files to (re)index
     files_done: int = 0  # of those, written (indexed, or recorded as unreadable)
@@ -251,7 +261,7 @@ def _scan(run: _Run, index: Index, walk_roots: list[Path], ignored: list[str], f
             continue
         rec = index.file(key)
         if not force and rec is not None and rec.size == st.st_size and rec.mtime == st.st_mtime:
-            if rec.status == "error":
+            if rec.status == FileStatus.ERROR:
                 run.report.still_unreadable += 1
             else:
                 run.report.unchanged += 1
@@ -286,7 +296,7 @@ def _read_all(run: _Run, index: Index, todo: list[tuple[str, int, float, FileRec
             progress.bytes_read += size  # read as far as it goes: no sentences
             writer.add(FileUpdate(key, size, mtime, "", error=reason))
             continue
-        if not force and rec is not None and rec.hash == digest and rec.status == "ok":
+        if not force and rec is not None and rec.hash == digest and rec.status == FileStatus.OK:
             index.touch_file(key, size, mtime)
             run.report.unchanged += 1
             run.drop(size)
@@ -324,7 +334,7 @@ def _encode_pending(run: _Run, index: Index, writer: BatchWriter, lexical: _Lexi
     if not pending:
         return
     done, total = index.encoded_counts()
-    run.progress.phase, run.progress.sentences_pending = "encoding", total - done
+    run.progress.phase, run.progress.sentences_pending = IndexPhase.ENCODING, total - done
     run.tell()
     for rec in pending:
         if run.stop():
@@ -348,7 +358,7 @@ def _run_index(run: _Run, index: Index, roots: list[str], model: ModelInfo, enco
         if index.get_meta(INDEX_MODEL_KEY) is None:
             index.set_meta(INDEX_MODEL_KEY, model.id)
     todo = _scan(run, index, walk_roots, ignored, force, opts)
-    run.progress.phase = "indexing"
+    run.progress.phase = IndexPhase.INDEXING
     run.tell()
     encoder = LazyEncoder(encoder_factory)  # type: ignore[arg-type]  # LazyEncoder has the encode() the writer calls
     # progressive: first every new or changed file's text and BM25 postings (answerable at once),
@@ -366,7 +376,7 @@ def _run_index(run: _Run, index: Index, roots: list[str], model: ModelInfo, enco
         return _stopped(run.report, t0)
     report = run.report
     report.threads = encoder.threads
-    run.progress.phase, run.progress.current = "finishing", None
+    run.progress.phase, run.progress.current = IndexPhase.FINISHING, None
     run.tell()
     if opts.prune:
         vanished = [f.path for f in index.all_files()

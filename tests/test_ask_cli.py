@@ -489,12 +489,14 @@ def test_plain_ask_reads_arguments_as_the_typer_app_does():
     assert list(inspect.signature(run_ask).parameters) == list(defaults)
 
 
-def test_ask_modes_are_spelled_alike_everywhere():
-    from sparc_local.cli.entry import ASK_MODES
-    from sparc_local.cli.options import Mode
-    from sparc_local.query.fusion import MODES
+def test_ask_modes_are_the_apps_choices():
+    """entry.py's parser and the Typer app accept the same --mode names (``query.modes``)."""
+    from sparc_local.cli.entry import plain_ask
+    from sparc_local.query.modes import MODES
 
-    assert ASK_MODES == tuple(m.value for m in Mode) == MODES
+    mode = next(p for p in typer.main.get_command(app).commands["ask"].params if p.name == "mode")
+    assert list(mode.type.choices) == list(MODES) == ["hybrid", "sparc", "bm25"]
+    assert [plain_ask(["ask", "q", "--mode", m.upper()])["mode"] for m in MODES] == list(MODES)
 
 
 @pytest.mark.parametrize("args", [

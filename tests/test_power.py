@@ -134,25 +134,25 @@ def test_watcher_pauses_on_battery_then_resumes(tmp_path: Path, tiny_model_dir: 
                             power_poll=0.1))
     w.start(timeout=15)
     try:
-        wait_until(lambda: w.status()["phase"] == "paused", "paused")
+        wait_until(lambda: w.status().phase == "paused", "paused")
         (root / "b.txt").write_text("The charger is in the drawer.\n")
         time.sleep(1.0)
-        assert w.status()["paused"] == "on battery power" and w.status()["queue"] == 1
+        assert w.status().paused == "on battery power" and w.status().queue == 1
         assert not Path(sparc_home / "index.db").exists() or _files() == set()
 
         # `status` says so (the state file a watcher process writes from this status)
         (sparc_home / "watch.pid").write_text(f"{os.getpid()}\n")
         state = daemon._StateWriter()
         state(w.status())
-        since = time.strftime("%Y-%m-%d %H:%M", time.localtime(state.base["started_at"]))
+        since = time.strftime("%Y-%m-%d %H:%M", time.localtime(w.status().started_at))
         out = runner.invoke(app, ["status"]).output
         assert f"Watcher:      running (pid {os.getpid()}) since {since}, queue 1, paused on battery power\n" in out
 
         n = len(probes)
         battery.clear()  # back on mains: the catch-up and the queued change go through
         wait_until(lambda: _files() == {"a.txt", "b.txt"}, "resumed")
-        assert len(probes) > n and w.status()["paused"] is None and w.status()["last_error"] is None
-        wait_until(lambda: w.status()["queue"] == 0, "queue drained")  # b.txt's later events
+        assert len(probes) > n and w.status().paused is None and w.status().last_error is None
+        wait_until(lambda: w.status().queue == 0, "queue drained")  # b.txt's later events
         state(w.status())
         assert ", queue 0\n" in runner.invoke(app, ["status"]).output
     finally:
@@ -185,7 +185,7 @@ def test_watcher_stops_encoding_when_unplugged_mid_run(tmp_path: Path, tiny_mode
                 WatchConfig(quiet_period=0.1, on_battery=probe, power_poll=0.0))
     w.start(timeout=30)
     try:
-        wait_until(lambda: w.status()["phase"] == "paused", "paused mid-run")
+        wait_until(lambda: w.status().phase == "paused", "paused mid-run")
         with Index() as idx:  # every file stored and answerable by BM25; the encoder stopped part way
             done, total = idx.encoded_counts()
         assert len(_files()) == 40 and 0 < done < total == 1200

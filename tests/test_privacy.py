@@ -70,7 +70,7 @@ w.start(timeout=60)
 (docs / "new.txt").write_text("The ferry leaves at noon.\n")
 time.sleep(1.5)
 w.stop(timeout=60)
-codes["watch"] = w.status()["last_error"]
+codes["watch"] = w.status().last_error
 net = {"requests", "urllib3", "httpx", "huggingface_hub", "http.client", "aiohttp"}
 print(json.dumps({"codes": codes, "sockets": opened, "network_modules": sorted(net & set(sys.modules))}))
 """

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from sparc_local.batch_writer import BatchWriter, stored_update
 from sparc_local.index.db import LAST_UPDATE, MODEL_PATH, WEIGHT_SCALE, remove_database
-from sparc_local.index.store import FileUpdate, Index
+from sparc_local.index.store import FileStatus, FileUpdate, Index
 from sparc_local.model.encoder import Encoder, LazyEncoder
 from sparc_local.model.info import INDEX_MODEL_KEY, ModelInfo
 from sparc_local.model.lexical import Lexical
@@ -55,7 +55,7 @@ def reencode(src: Index, dst_path: Path, info: ModelInfo, encoder_factory: Calla
         writer = BatchWriter(dst, LazyEncoder(encoder_factory), merge=False, on_written=written)
         lexical = Lexical.of(info)
         for rec in src.all_files():
-            if rec.status != "ok":
+            if rec.status != FileStatus.OK:
                 writer.add(FileUpdate(rec.path, rec.size, rec.mtime, rec.hash, error=rec.error or "error"))
                 continue
             ids = sentence_ids.get(rec.id, [])

@@ -26,7 +26,6 @@ from sparc_local.cli.options import (
     AsJson,
     Exclude,
     Hidden,
-    Mode,
     NoIgnore,
     NormalPriority,
     Quiet,
@@ -38,6 +37,7 @@ from sparc_local.cli.options import (
 )
 from sparc_local.errors import SparcError, UserError
 from sparc_local.index_options import MAX_SENTENCES, IndexOptions
+from sparc_local.query.modes import Mode
 from sparc_local.watch.config import SETTINGS, WatchConfig, WatchProcess
 
 if TYPE_CHECKING:

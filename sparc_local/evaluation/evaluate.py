@@ -146,7 +146,7 @@ def evaluate(ds_dir: Path, info: ModelInfo, *, depth: int = 10, top_k: int | Non
              with_hits: bool = False) -> dict:
     """The three ways `ask --mode` ranks, on the same index, and the classic BM25 baseline."""
     from sparc_local.query.bm25 import BM25
-    from sparc_local.query.fusion import MODES, SPARC
+    from sparc_local.query.modes import MODES, SPARC
 
     with eval_index(ds_dir, info, top_k=top_k, threads=threads, progress=progress) as ev:
         results = {mode: rank(ev, mode, depth, with_hits) for mode in MODES}

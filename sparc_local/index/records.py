@@ -4,6 +4,7 @@ a stored sentence."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 from sparc_local.model.sparse import SparseVectors
 
@@ -40,6 +41,13 @@ class FileUpdate:
     lexical: SparseVectors | None = None
 
 
+class FileStatus(StrEnum):
+    """A file record's status (``files.status`` in SQL, which spells the same values)."""
+
+    OK = "ok"
+    ERROR = "error"  # could not be read: ``FileRecord.error`` says why
+
+
 @dataclass(frozen=True, slots=True)
 class FileRecord:
     id: int
@@ -47,7 +55,7 @@ class FileRecord:
     size: int
     mtime: float
     hash: str
-    status: str  # 'ok' | 'error'
+    status: FileStatus
     error: str | None
     n_sentences: int
     indexed_at: float

@@ -48,7 +48,7 @@ from sparc_local.paths import is_under
 from . import positions
 from . import postings as codec
 from .db import LAST_UPDATE, Database, chunks, qmarks
-from .records import FILE_COLS, STORED_SENTENCE_SQL, FileRecord, FileUpdate, SentenceRow, StoredSentence  # noqa: F401 (the API's types)
+from .records import FILE_COLS, STORED_SENTENCE_SQL, FileRecord, FileStatus, FileUpdate, SentenceRow, StoredSentence  # noqa: F401 (the API's types)
 from .schema import MIGRATIONS, SCHEMA_VERSION  # noqa: F401 (the schema's names, read by callers)
 from .segments import MAX_DELETED_RATIO, MERGE_FACTOR, Segments
 
@@ -214,7 +214,7 @@ class Index(Database):
                     " ON CONFLICT(path) DO UPDATE SET size = excluded.size, mtime = excluded.mtime,"
                     " hash = excluded.hash, status = excluded.status, error = excluded.error,"
                     " n_sentences = excluded.n_sentences, indexed_at = excluded.indexed_at",
-                    (path, int(u.size), float(u.mtime), str(u.hash), "ok" if ok else "error", u.error, n, now),
+                    (path, int(u.size), float(u.mtime), str(u.hash), FileStatus.OK if ok else FileStatus.ERROR, u.error, n, now),
                 )
                 if not n:
                     continue

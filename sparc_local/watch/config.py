@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from sparc_local.index_options import IndexOptions
+from sparc_local.watch.state import WatcherStatus
 
 LOG_NAME = "sparc_local.watch.watcher"  # the watcher's logger, shared by its modules and the daemon
 SETTINGS = "--settings"  # `watch`'s hidden option: the detached watcher's settings (``to_json``)
@@ -37,7 +38,7 @@ class WatchConfig:
     encoder_idle: float = 300.0  # seconds without encoding before the model's memory is given back
     on_battery: Callable[[], bool] | None = None  # power probe (``power.on_battery``); None: never pause
     power_poll: float = 30.0  # seconds between two questions to the power probe
-    on_status: Callable[[dict], None] | None = None  # gets ``Watcher.status()`` when it changes
+    on_status: Callable[[WatcherStatus], None] | None = None  # gets ``Watcher.status()`` when it changes
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "exclude", tuple(self.exclude))  # a list from the CLI: frozen too

@@ -42,6 +42,7 @@ from sparc_local.watch.files import (
     state_path,
     write_json,
 )
+from sparc_local.watch.state import WatcherStatus
 
 log = logging.getLogger(LOG_NAME)
 LOG_BYTES, LOG_BACKUPS = 1_000_000, 3  # watch.log rotates at 1 MB and keeps 3 old files
@@ -70,19 +71,17 @@ class _StateWriter:
 
     def __init__(self) -> None:
         self.path = state_path()
-        self.base = dict(pid=os.getpid(), proc_start=proc_start(os.getpid()), started_at=time.time())
+        self.base = dict(pid=os.getpid(), proc_start=proc_start(os.getpid()))
         self.last: dict | None = None
 
-    def __call__(self, status: dict, running: bool = True) -> None:
-        keys = ("phase", "queue", "last_error", "last_batch_at", "indexed", "removed", "errors", "observer",
-                "roots", "missing_roots", "paused", "requests")
-        data = dict(self.base, running=running, **{k: status.get(k) for k in keys})
+    def __call__(self, status: WatcherStatus, running: bool = True) -> None:
+        data = dict(self.base, running=running, **status.to_json())
         if data != self.last:
             write_json(self.path, data)
             self.last = data
 
 
-def serve(watcher, lock: WriterLock, on_tick: Callable[[dict], None] | None = None, tick: float = 1.0) -> None:
+def serve(watcher, lock: WriterLock, on_tick: Callable[[WatcherStatus], None] | None = None, tick: float = 1.0) -> None:
     """Run `watcher` until SIGTERM/SIGINT (main thread only), keeping pidfile and state file; then
     stop it, release `lock` and remove the pidfile."""
     stop = threading.Event()
@@ -101,7 +100,7 @@ def serve(watcher, lock: WriterLock, on_tick: Callable[[dict], None] | None = No
             if on_tick is not None:
                 on_tick(status)
             if not watcher.running:  # its worker died: exit 1, so a supervisor restarts it
-                raise DaemonError(f"the watcher stopped: {status.get('last_error')}", f"See {log_path()}.")
+                raise DaemonError(f"the watcher stopped: {status.last_error}", f"See {log_path()}.")
     finally:
         log.info("stopping the watcher (pid %d)", os.getpid())
         watcher.stop()
@@ -116,7 +115,7 @@ def serve(watcher, lock: WriterLock, on_tick: Callable[[dict], None] | None = No
 
 
 def run(roots: list[str], model, config: WatchConfig = WatchConfig(), process: WatchProcess = WatchProcess(), *,
-        on_tick: Callable[[dict], None] | None = None) -> None:
+        on_tick: Callable[[WatcherStatus], None] | None = None) -> None:
     """Take the writer lock (LockHeld if another writer has it), then watch until signalled: at
     low CPU and I/O priority (``power.low_priority``), encoding only on mains power, as ``process``
     says."""
@@ -193,15 +192,15 @@ def stop(timeout: float = START_STOP_TIMEOUT) -> int | None:
     return pid
 
 
-def describe(st: dict) -> str:
+def describe(st: WatcherStatus) -> str:
     """The one-line live status of a watcher (for the foreground status line)."""
-    when = time.strftime("%H:%M:%S", time.localtime(st["last_batch_at"])) if st.get("last_batch_at") else "never"
-    line = (f"{st['phase']}: {len(st['roots'])} roots, queue {st['queue']}, {st['indexed']} indexed, "
-            f"{st['removed']} removed, last batch {when}")
-    if st.get("paused"):
-        line += f", paused {st['paused']}"
-    if st.get("missing_roots"):
-        line += f", missing: {', '.join(st['missing_roots'])}"
-    if st.get("last_error"):
-        line += f" | last error: {st['last_error']}"
+    when = time.strftime("%H:%M:%S", time.localtime(st.last_batch_at)) if st.last_batch_at else "never"
+    line = (f"{st.phase}: {len(st.roots)} roots, queue {st.queue}, {st.indexed} indexed, "
+            f"{st.removed} removed, last batch {when}")
+    if st.paused:
+        line += f", paused {st.paused}"
+    if st.missing_roots:
+        line += f", missing: {', '.join(st.missing_roots)}"
+    if st.last_error:
+        line += f" | last error: {st.last_error}"
     return line

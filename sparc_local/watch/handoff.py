@@ -32,6 +32,7 @@ from sparc_local.index.lock import LockHeld, WriterLock, pid_alive
 from sparc_local.index_options import IndexOptions
 from sparc_local.watch.config import LOG_NAME
 from sparc_local.watch.files import COMMAND, POLL, inbox_path, log_path, read_json, running_pid, state_path, write_json
+from sparc_local.watch.state import WatcherStatus
 
 REQUEST, TAKEN, DONE, PROGRESS = ".json", ".taken", ".done", ".progress"
 STALE = 3600.0  # seconds after which an answer nobody collected is deleted
@@ -64,7 +65,7 @@ def _watcher_pid(record: dict | None) -> int | None:
     if not pid or (record or {}).get("command") != COMMAND or running_pid() != pid:
         return None
     state = read_json(state_path())
-    return pid if state.get("pid") == pid and state.get("requests") is True else None
+    return pid if state.get("pid") == pid and WatcherStatus.from_json(state).requests is True else None
 
 
 def as_writer(command: str, wait: float, local: Callable[[], T], request: Request,
