@@ -541,3 +541,17 @@ def test_proc_start_of_a_process_with_parentheses_in_its_name():
         child.kill()
         child.wait()
     assert proc_start(child.pid) is None and proc_stat(child.pid) is None and not pid_alive(child.pid)
+
+
+def test_watcher_status_and_index_options_round_trip_through_json():
+    """watch.json and the `index` handoff carry these records; a key they do not know (the
+    daemon's pid, an older or newer version's field) is ignored, a missing one takes its default."""
+    from sparc_local.index_options import IndexOptions
+    from sparc_local.watch.state import Phase, WatcherStatus
+
+    st = WatcherStatus(phase=Phase.PAUSED, queue=3, paused="on battery power", roots=["/r"], requests=True)
+    assert WatcherStatus.from_json(json.loads(json.dumps({**st.to_json(), "pid": 7}))) == st
+    assert WatcherStatus.from_json({"phase": "dreaming", "queue": 2}) == WatcherStatus(queue=2)
+    opts = IndexOptions(exclude=["*.log"], include_hidden=True, max_sentences=7, prune=False)
+    assert IndexOptions.from_json(json.loads(json.dumps({**opts.to_json(), "paths": ["/r"]}))) == opts
+    assert IndexOptions.from_json({}) == IndexOptions()
