@@ -222,7 +222,7 @@ def _eval_models(args: argparse.Namespace, models: list[tuple[str, Path | None]]
     from sparc_local.evaluation import reqa
     from sparc_local.evaluation.evaluate import evaluate
     from sparc_local.model.info import ModelInfo, shipped_model_dir
-    from sparc_local.query.fusion import HYBRID, MODES, SPARC
+    from sparc_local.query.modes import HYBRID, MODES, SPARC
 
     hits: dict[str, dict[str, list[int]]] = {}
     ids = [q for q, _question, _answers in reqa.load(args.data).queries] if args.ranks else []

@@ -46,12 +46,10 @@ SAMPLE = 400  # paragraphs encoded for the sparse-vector comparison
 
 def corpus_counts(index, tokenizer, vocab: int) -> np.ndarray:
     """How often each token occurs in the index's sentences (no special tokens)."""
-    from sparc_local.adapt.reencode import live_sentence_ids
-
-    ids = live_sentence_ids(index)
+    ids = index.live_sentence_ids()
     counts = np.zeros(vocab, np.int64)
     for start in range(0, len(ids), 2000):
-        texts = [r["text"] for r in index.sentences(ids[start:start + 2000])]
+        texts = [r.text for r in index.sentences(ids[start:start + 2000])]
         for e in tokenizer.encode_batch(texts, add_special_tokens=False):
             np.add.at(counts, np.asarray(e.ids, np.int64), 1)
     return counts
@@ -165,7 +163,7 @@ def main() -> None:
         report["corpus"] = {"sentences": int(idx.stats()["sentences"]), "tokens": int(counts.sum()),
                             "distinct_tokens": int((counts > 0).sum()), "vocab": int(E0.shape[0])}
         rng = np.random.default_rng(0)
-        texts = [] if not args.sample else [r["text"] for r in idx.sentences(np.sort(rng.choice(
+        texts = [] if not args.sample else [r.text for r in idx.sentences(np.sort(rng.choice(
             [int(r[0]) for r in idx.conn.execute("SELECT id FROM sentences WHERE file_id IS NOT NULL")],
             size=args.sample, replace=False)))]
         print(json.dumps({k: v for k, v in report.items()}), flush=True)

@@ -69,14 +69,13 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     args = ap.parse_args()
     os.environ["SPARC_LOCAL_HOME"] = str(args.home.resolve())
-    from sparc_local.adapt.reencode import live_sentence_ids
     from sparc_local.adapt.run import AdaptOptions, token_batches
     from sparc_local.index.store import Index
     from sparc_local.paths import db_path
 
     opts = AdaptOptions()
     with Index(db_path()) as idx:
-        ids = live_sentence_ids(idx)
+        ids = idx.live_sentence_ids()
         la, sa, tok, info = side(args.a, idx, ids)
         lb, sb, _, _ = side(args.b, idx, ids)
         batches = token_batches(idx, ids, tok, info, opts.batch_size, opts.max_length, seed=0)

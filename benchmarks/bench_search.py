@@ -93,7 +93,7 @@ def main() -> None:
     t0 = time.perf_counter()
     ix.merge_all()
     t_merge = time.perf_counter() - t0
-    ix.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    ix.checkpoint()
     st = ix.stats()
     print(
         f"{args.sentences} sentences x {st['postings'] / args.sentences:.0f} postings,"

@@ -25,7 +25,7 @@ from desk import paired_line  # benchmarks/desk.py: the desks' paired bootstrap
 
 from sparc_local.evaluation.evaluate import evaluate
 from sparc_local.model.info import ModelInfo
-from sparc_local.query.fusion import BM25, HYBRID, MODES, SPARC
+from sparc_local.query.modes import BM25, HYBRID, MODES, SPARC
 
 
 def hits_of(data: Path, folder: Path, threads: int | None) -> tuple[dict, dict[str, dict[int, int]]]:

@@ -31,7 +31,7 @@ Questions are squad-dev questions, tokenized with the product's ``query_token_id
 shipped tokenizer.  Per size, the table reports: build time; bytes per sentence for the
 posting blobs alone, for the whole database file, and what the rest is (per table, from
 SQLite's dbstat); the open time and max RSS of a fresh ``ask`` process (``Asker`` answering
-questions); then per mode (``fusion.MODES``: hybrid, sparc, bm25): ``Searcher.search``
+questions); then per mode (``modes.MODES``: hybrid, sparc, bm25): ``Searcher.search``
 latency (top 10, p50/p99, pinned to one core, over ``--rounds`` passes: the pass with the best
 p50 is reported and every pass's p50 printed, with the time of a fixed reference kernel before
 each pass, a gauge of the VM's drifting speed); postings touched; and the number of questions
@@ -68,7 +68,7 @@ from pathlib import Path
 
 import numpy as np
 
-from sparc_local.query.fusion import HYBRID
+from sparc_local.query.modes import HYBRID
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "reqa"
 EVAL_HOME = Path(os.environ.get("SPARC_BENCH_EVAL_HOME") or Path.home() / ".cache" / "sparc-local-train" / "evalhome")
@@ -218,10 +218,10 @@ def build(db: Path, passages: list[dict], size: int, batch: int, info) -> float:
             print(f"\r  build {done:,}/{size:,} {time.perf_counter() - t0:.0f}s", end="", file=sys.stderr)
         ix.maybe_merge()
         ix.compact()  # as the indexer does at the end of a run
-        ix.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        ix.checkpoint()
         secs = time.perf_counter() - t0
         ix.set_meta("bench_build_seconds", repr(secs))
-        ix.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        ix.checkpoint()
     print(file=sys.stderr)
     tmp.rename(db)
     return secs
@@ -348,7 +348,7 @@ def _percentiles(runs: list[np.ndarray]) -> dict:
 
 def measure(db: Path, questions: list[str], tokens: list[np.ndarray], check: int, rounds: int, k: int = 10) -> dict:
     from sparc_local.index.store import Index
-    from sparc_local.query.fusion import MODES
+    from sparc_local.query.modes import MODES
     from sparc_local.query.pathfilter import PathFilter
     from sparc_local.query.searcher import Searcher
 

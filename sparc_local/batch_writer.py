@@ -12,13 +12,13 @@ import itertools
 from collections.abc import Callable, Iterable, Sequence
 from typing import Protocol
 
-from sparc_local.index.store import FileRecord, FileUpdate, Index, SentenceRow
+from sparc_local.index.store import FileRecord, FileUpdate, Index, StoredSentence
+from sparc_local.index_options import BATCH_SENTENCES
 from sparc_local.ingest.sentences import Paragraph, heading
 from sparc_local.model.lexical import Lexical
 from sparc_local.model.sparse import SparseVectors
 
 ENCODE_CHUNK = 4096  # sentences per encoder call: its memory grows with its input
-BATCH_SENTENCES = 512  # sentences per write transaction (one segment)
 
 
 class SentenceEncoder(Protocol):
@@ -99,7 +99,7 @@ def _chunks(paragraphs: Iterable[Sequence[str]], limit: int) -> Iterable[list[Se
         yield chunk
 
 
-def stored_paragraphs(rows: list[dict]) -> list[Paragraph]:
+def stored_paragraphs(rows: list[StoredSentence]) -> list[Paragraph]:
     """A file's sentence texts grouped by paragraph, as `index` handed them to the encoder.
 
     A file's sentences are stored in document order; a new paragraph starts where the stored
@@ -109,17 +109,16 @@ def stored_paragraphs(rows: list[dict]) -> list[Paragraph]:
     out: list[Paragraph] = []
     prev_ctx, prev_off = None, -1
     for r in rows:
-        if not out or r["context"] != prev_ctx or r["offset_in_context"] <= prev_off:
-            out.append(Paragraph([], heading(r["context"], r["offset_in_context"])))
-        out[-1].append(r["text"])
-        prev_ctx, prev_off = r["context"], r["offset_in_context"]
+        if not out or r.context != prev_ctx or r.offset_in_context <= prev_off:
+            out.append(Paragraph([], heading(r.context, r.offset_in_context)))
+        out[-1].append(r.text)
+        prev_ctx, prev_off = r.context, r.offset_in_context
     return out
 
 
-def stored_update(rec: FileRecord, rows: list[dict], lexical: Lexical) -> tuple[FileUpdate, list[Paragraph]]:
+def stored_update(rec: FileRecord, rows: list[StoredSentence], lexical: Lexical) -> tuple[FileUpdate, list[Paragraph]]:
     """A file's stored sentences (``Index.sentences`` rows, in order) as an update to encode again:
     adapt's re-encode with a new model, and the encoding pass of progressive indexing."""
-    sentences = [SentenceRow(r["text"], r["context"], r["offset_in_context"], r["page"], r["line"],
-                             r["char_start"], r["char_end"]) for r in rows]
+    sentences = [r.row() for r in rows]
     return (FileUpdate(rec.path, rec.size, rec.mtime, rec.hash, sentences, lexical=lexical.rows(sentences)),
             stored_paragraphs(rows))

@@ -20,14 +20,16 @@ import os
 import sqlite3
 import stat
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
 
-from sparc_local.batch_writer import BATCH_SENTENCES, BatchWriter, stored_update
+from sparc_local.batch_writer import BatchWriter, stored_update
 from sparc_local.errors import SparcError
 from sparc_local.index.db import LAST_UPDATE, MODEL_PATH, is_full
-from sparc_local.index.store import FileRecord, FileUpdate, Index, SentenceRow
+from sparc_local.index.store import FileRecord, FileStatus, FileUpdate, Index, SentenceRow
+from sparc_local.index_options import IndexOptions
 from sparc_local.ingest.extract import MAX_CHARS, VANISHED, ExtractError, extract, iter_files, path_key
 from sparc_local.ingest.sentences import MAX_SENTENCE_CHARS, Paragraph, paragraphs, segment
 from sparc_local.model.encoder import LazyEncoder
@@ -36,7 +38,6 @@ from sparc_local.model.lexical import Lexical
 from sparc_local.model.sparse import SparseVectors
 from sparc_local.paths import is_under
 
-MAX_SENTENCES = 100_000  # per file: a 1 GB log must not take the index over (`index --max-sentences`)
 SCAN_REPORT = 256  # files walked between two progress reports while scanning
 
 
@@ -48,6 +49,15 @@ def _is_disk_full(err: BaseException) -> bool:
     if isinstance(err, sqlite3.OperationalError):
         return is_full(err)  # SQLITE_FULL
     return isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)
+
+
+class IndexPhase(StrEnum):
+    """Where a run is (``Progress.phase``)."""
+
+    SCANNING = "scanning"  # the walk, with a stat of each file
+    INDEXING = "indexing"  # reading: text and BM25 postings stored, answerable at once
+    ENCODING = "encoding"  # the model over what is stored and not encoded
+    FINISHING = "finishing"  # pruning, merging, compacting
 
 
 @dataclass
@@ -79,7 +89,7 @@ class Progress:
     from their size (``sentences_estimate``).
     """
 
-    phase: str = "scanning"  # "scanning" (walk + stat), "indexing" (read, store text and BM25), "encoding", "finishing"
+    phase: IndexPhase = IndexPhase.SCANNING
     scanned: int = 0  # files the walk found
     files_total: int = 0  # files to (re)index
     files_done: int = 0  # of those, written (indexed, or recorded as unreadable)
@@ -135,23 +145,20 @@ def _read(path: Path, size: int, mtime: float, digest: str, max_sentences: int, 
     return _Read(FileUpdate(key, size, mtime, digest, rows, lexical=lexical.rows(rows)), paragraphs(sents, blocks), capped)
 
 
-def run_index(index: Index, roots: list[str], model: ModelInfo, encoder_factory: Callable[[], object], *,
-              exclude: Iterable[str] = (), include_hidden: bool = False, ignore_files: bool = True,
-              max_sentences: int = MAX_SENTENCES, batch_sentences: int = BATCH_SENTENCES,
-              on_error: Callable[[str, str], None] | None = None,
+def run_index(index: Index, roots: list[str], model: ModelInfo, encoder_factory: Callable[[], object],
+              options: IndexOptions = IndexOptions(), *, on_error: Callable[[str, str], None] | None = None,
               on_progress: Callable[[Progress], None] | None = None,
               on_capped: Callable[[str, int], None] | None = None,
-              remember_roots: bool = True, prune: bool = True, compact: bool = True,
               should_stop: Callable[[], bool] | None = None) -> IndexReport:
     """Index (or refresh) the given roots. Reports per-file problems through on_error and goes on.
 
     `encoder_factory` is called only if something needs encoding, so a no-op refresh never loads
-    the model. With remember_roots the roots are paths the user named: they are remembered
-    (``Index.add_roots``) and a forgotten one is indexed again; files at or below any other
-    forgotten path are skipped (``Index.write_files`` refuses them too). The watcher passes a
-    subset of files inside known roots with remember_roots=False (they are not new roots, and
-    an event names no path for the user) and prune=False (it removes deleted files itself, and the vanished
-    scan costs O(indexed files x given paths)) and compact=False (``Index.compact`` is for the end
+    the model. ``options`` says how to walk and write (``IndexOptions``). With remember_roots the
+    roots are paths the user named: they are remembered (``Index.add_roots``) and a forgotten one
+    is indexed again; files at or below any other forgotten path are skipped (``Index.write_files``
+    refuses them too). The watcher passes a subset of files inside known roots with
+    remember_roots=False (they are not new roots, and an event names no path for the user) and
+    prune=False (it removes deleted files itself, and the vanished scan costs O(indexed files x given paths)) and compact=False (``Index.compact`` is for the end
     of a full run; the watcher compacts when idle, not after every burst of events). A file
     with more than max_sentences sentences is indexed up to there and reported to
     on_capped(path, max_sentences). on_progress gets a ``Progress`` while walking, before each
@@ -163,11 +170,8 @@ def run_index(index: Index, roots: list[str], model: ModelInfo, encoder_factory:
     Raises DiskFull when the disk fills up: every batch committed before stays intact.
     """
     try:
-        return _run_index(index, roots, model, encoder_factory, exclude=exclude, include_hidden=include_hidden,
-                          ignore_files=ignore_files, max_sentences=max_sentences, batch_sentences=batch_sentences,
-                          on_error=on_error, on_progress=on_progress, on_capped=on_capped,
-                          remember_roots=remember_roots, prune=prune, compact=compact,
-                          should_stop=should_stop or (lambda: False))
+        run = _Run(on_error, on_progress, should_stop or (lambda: False))
+        return _run_index(run, index, roots, model, encoder_factory, options, on_capped)
     except (sqlite3.OperationalError, OSError) as err:
         if _is_disk_full(err):
             raise DiskFull(f"the disk holding the index is full ({index.path.parent})",
@@ -227,15 +231,14 @@ class _Run:
         self.tell()
 
 
-def _scan(run: _Run, index: Index, walk_roots: list[Path], ignored: list[str], force: bool, *,
-          exclude: Iterable[str], include_hidden: bool,
-          ignore_files: bool) -> list[tuple[str, int, float, FileRecord | None]]:
+def _scan(run: _Run, index: Index, walk_roots: list[Path], ignored: list[str], force: bool,
+          opts: IndexOptions) -> list[tuple[str, int, float, FileRecord | None]]:
     """Pass 1, the walk with a stat of each file: the files to (re)index, as (path, size, mtime,
     record) -- a few words each."""
     progress = run.progress
     todo: list[tuple[str, int, float, FileRecord | None]] = []
-    for path in iter_files(walk_roots, exclude, include_hidden, on_error=lambda p, r: run.error(str(p), r),
-                           ignore_files=ignore_files):
+    for path in iter_files(walk_roots, opts.exclude, opts.include_hidden,
+                           on_error=lambda p, r: run.error(str(p), r), ignore_files=opts.ignore_files):
         key = path_key(path.absolute())
         if ignored and index.is_forgotten(key, ignored):
             continue
@@ -258,7 +261,7 @@ def _scan(run: _Run, index: Index, walk_roots: list[Path], ignored: list[str], f
             continue
         rec = index.file(key)
         if not force and rec is not None and rec.size == st.st_size and rec.mtime == st.st_mtime:
-            if rec.status == "error":
+            if rec.status == FileStatus.ERROR:
                 run.report.still_unreadable += 1
             else:
                 run.report.unchanged += 1
@@ -293,7 +296,7 @@ def _read_all(run: _Run, index: Index, todo: list[tuple[str, int, float, FileRec
             progress.bytes_read += size  # read as far as it goes: no sentences
             writer.add(FileUpdate(key, size, mtime, "", error=reason))
             continue
-        if not force and rec is not None and rec.hash == digest and rec.status == "ok":
+        if not force and rec is not None and rec.hash == digest and rec.status == FileStatus.OK:
             index.touch_file(key, size, mtime)
             run.report.unchanged += 1
             run.drop(size)
@@ -331,7 +334,7 @@ def _encode_pending(run: _Run, index: Index, writer: BatchWriter, lexical: _Lexi
     if not pending:
         return
     done, total = index.encoded_counts()
-    run.progress.phase, run.progress.sentences_pending = "encoding", total - done
+    run.progress.phase, run.progress.sentences_pending = IndexPhase.ENCODING, total - done
     run.tell()
     for rec in pending:
         if run.stop():
@@ -340,47 +343,42 @@ def _encode_pending(run: _Run, index: Index, writer: BatchWriter, lexical: _Lexi
     writer.flush()
 
 
-def _run_index(index: Index, roots: list[str], model: ModelInfo, encoder_factory: Callable[[], object], *,
-               exclude: Iterable[str], include_hidden: bool, ignore_files: bool, max_sentences: int,
-               batch_sentences: int, on_error: Callable[[str, str], None] | None,
-               on_progress: Callable[[Progress], None] | None, on_capped: Callable[[str, int], None] | None,
-               remember_roots: bool, prune: bool, compact: bool, should_stop: Callable[[], bool]) -> IndexReport:
+def _run_index(run: _Run, index: Index, roots: list[str], model: ModelInfo, encoder_factory: Callable[[], object],
+               opts: IndexOptions, on_capped: Callable[[str, int], None] | None) -> IndexReport:
     t0 = time.perf_counter()
     walk_roots = [Path(r).expanduser().absolute() for r in roots]
     roots = [path_key(r) for r in walk_roots]
-    if remember_roots:
+    if opts.remember_roots:
         index.finish_scrub()  # a `forget` killed before its scrub ended
     with index.write_transaction():
-        if remember_roots:
+        if opts.remember_roots:
             index.add_roots(roots)
         ignored = index.forgotten()
         force = index_is_stale(index, model)  # a new model re-encodes everything
         if index.get_meta(INDEX_MODEL_KEY) is None:
             index.set_meta(INDEX_MODEL_KEY, model.id)
-    run = _Run(on_error, on_progress, should_stop)
-    todo = _scan(run, index, walk_roots, ignored, force, exclude=exclude, include_hidden=include_hidden,
-                 ignore_files=ignore_files)
-    run.progress.phase = "indexing"
+    todo = _scan(run, index, walk_roots, ignored, force, opts)
+    run.progress.phase = IndexPhase.INDEXING
     run.tell()
     encoder = LazyEncoder(encoder_factory)  # type: ignore[arg-type]  # LazyEncoder has the encode() the writer calls
     # progressive: first every new or changed file's text and BM25 postings (answerable at once),
     # then the encoder over what is stored and not encoded, this run's files and a killed run's
-    reader = BatchWriter(index, None, batch_sentences=batch_sentences, on_written=run.written)
+    reader = BatchWriter(index, None, batch_sentences=opts.batch_sentences, on_written=run.written)
     lexical = _LexicalOnce(model)
     if not run.report.stopped:
-        _read_all(run, index, todo, reader, force, max_sentences, on_capped, lexical)
+        _read_all(run, index, todo, reader, force, opts.max_sentences, on_capped, lexical)
     if not run.report.stopped:
         reader.flush()
-        _encode_pending(run, index, BatchWriter(index, encoder, batch_sentences=batch_sentences,
+        _encode_pending(run, index, BatchWriter(index, encoder, batch_sentences=opts.batch_sentences,
                                                 on_encoded=run.encoded, on_written=run.encoded_batch), lexical)
     if run.report.stopped:  # what was read but not written is left to the next run
         run.report.threads = encoder.threads
         return _stopped(run.report, t0)
     report = run.report
     report.threads = encoder.threads
-    run.progress.phase, run.progress.current = "finishing", None
+    run.progress.phase, run.progress.current = IndexPhase.FINISHING, None
     run.tell()
-    if prune:
+    if opts.prune:
         vanished = [f.path for f in index.all_files()
                     if f.path not in run.seen and any(is_under(f.path, r) for r in roots)]
         if vanished:
@@ -390,10 +388,10 @@ def _run_index(index: Index, roots: list[str], model: ModelInfo, encoder_factory
     index.set_meta(MODEL_PATH, str(model.path))
     index.set_meta(LAST_UPDATE, str(time.time()))
     index.maybe_merge()
-    if compact:
+    if opts.compact:
         index.compact()
     # fold the WAL into the database now: it would otherwise hold a copy of every page written
-    index.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    index.checkpoint()
     report.seconds = time.perf_counter() - t0
     return report
 

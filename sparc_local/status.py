@@ -8,6 +8,10 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from sparc_local.watch.state import WatchState
 
 
 @dataclass(frozen=True)
@@ -24,7 +28,7 @@ class Status:
     errors: list[dict]  # {path, reason} of each file that could not be read
     roots: list[str]
     database: str
-    watch: dict  # watch.files.read_status()
+    watch: WatchState  # watch.files.read_status()
     active_model: str | None  # None: the active model cannot be loaded
 
     def to_json(self) -> dict:

@@ -49,7 +49,7 @@ def _sentences(n: int, seed: int) -> list[str]:
 
 
 @pytest.fixture
-def docs(tmp_path: Path) -> Path:
+def adapt_docs(tmp_path: Path) -> Path:
     """Four files, 130+ sentences in paragraphs, one known answer."""
     root = tmp_path / "docs"
     root.mkdir()
@@ -79,7 +79,7 @@ def _token_postings(db: Path, token: int) -> dict[int, int]:
         out = {}
         for _, ids, q in plist:
             for row, w in zip(idx.sentences(ids), q.tolist()):
-                out[row["text"]] = w
+                out[row.text] = w
         return out
 
 
@@ -132,8 +132,8 @@ def test_adapt_weights_need_a_head(tmp_path: Path) -> None:
 
 # ---------------------------------------------------------------- the command
 
-def test_adapt_end_to_end_then_revert(docs: Path, sparc_home: Path, tiny_adapt_dir: Path) -> None:
-    assert run("index", str(docs), "-q").exit_code == 0
+def test_adapt_end_to_end_then_revert(adapt_docs: Path, sparc_home: Path, tiny_adapt_dir: Path) -> None:
+    assert run("index", str(adapt_docs), "-q").exit_code == 0
     before = _status()
     base_id = ModelInfo.load(tiny_adapt_dir).id
     assert before["active_model"] == before["model"] == base_id
@@ -184,11 +184,11 @@ def test_adapt_end_to_end_then_revert(docs: Path, sparc_home: Path, tiny_adapt_d
     assert r.exit_code == 0 and "nothing to revert" in r.output
 
 
-def test_adapt_trains_only_the_rows_of_the_corpus_tokens(docs: Path, sparc_home: Path, tiny_adapt_dir: Path) -> None:
+def test_adapt_trains_only_the_rows_of_the_corpus_tokens(adapt_docs: Path, sparc_home: Path, tiny_adapt_dir: Path) -> None:
     """A model without its training text's counts (so the default own rule falls back to the
     corpus's tokens): rows of E of tokens the indexed sentences never use, and of the special
     tokens, keep their values; the lab's "all" rule (SPARC §5.1 as published) moves them too."""
-    assert run("index", str(docs), "-q").exit_code == 0
+    assert run("index", str(adapt_docs), "-q").exit_code == 0
     r = run("adapt", "--steps", "3", "--seed", "1", "--lr", "0.01", "-q")
     assert r.exit_code == 0, r.output
     vocab = tiny_vocab()
@@ -206,10 +206,10 @@ def test_adapt_trains_only_the_rows_of_the_corpus_tokens(docs: Path, sparc_home:
     assert rows_by_rule("corpus", counts).tolist() == sorted(vocab.index(t) for t in in_docs)
 
 
-def test_adapt_reports_the_mean_loss_of_its_first_and_last_steps(docs: Path, sparc_home: Path) -> None:
+def test_adapt_reports_the_mean_loss_of_its_first_and_last_steps(adapt_docs: Path, sparc_home: Path) -> None:
     """One batch's MLM loss is noisy: the result (and `adapt`'s line) gives the means of the run's
     first and last LOSS_WINDOW steps."""
-    assert run("index", str(docs), "-q").exit_code == 0
+    assert run("index", str(adapt_docs), "-q").exit_code == 0
     losses: list[float] = []
     with Index(sparc_home / "index.db") as idx:
         r = adapt(idx, AdaptOptions(steps=LOSS_WINDOW + 5, seed=1, lr=0.01),
@@ -221,12 +221,12 @@ def test_adapt_reports_the_mean_loss_of_its_first_and_last_steps(docs: Path, spa
     assert r.model.extra["adapt"]["first_loss"] == r.first_loss
 
 
-def test_forgotten_file_stays_forgotten_after_adapt(docs: Path, sparc_home: Path) -> None:
+def test_forgotten_file_stays_forgotten_after_adapt(adapt_docs: Path, sparc_home: Path) -> None:
     """adapt's re-encode builds a new database: the forgotten paths go with it, so a later
     `index` still keeps the file out."""
-    private = docs / "private.txt"
+    private = adapt_docs / "private.txt"
     private.write_text("The school piano key is under the green book.\n")
-    assert run("index", str(docs), "-q").exit_code == 0
+    assert run("index", str(adapt_docs), "-q").exit_code == 0
     assert run("forget", str(private)).exit_code == 0
     files = _status()["files"]
     assert run("adapt", "--steps", "2", "-q").exit_code == 0
@@ -236,8 +236,8 @@ def test_forgotten_file_stays_forgotten_after_adapt(docs: Path, sparc_home: Path
         assert idx.forgotten() == [str(private)] and idx.file(str(private)) is None
 
 
-def test_interrupted_adapt_changes_nothing_and_resumes(docs: Path, sparc_home: Path, tiny_adapt_dir: Path) -> None:
-    assert run("index", str(docs), "-q").exit_code == 0
+def test_interrupted_adapt_changes_nothing_and_resumes(adapt_docs: Path, sparc_home: Path, tiny_adapt_dir: Path) -> None:
+    assert run("index", str(adapt_docs), "-q").exit_code == 0
     db = sparc_home / "index.db"
     db_bytes = _content(db)
     pointer = (sparc_home / "active-model").read_text()
@@ -268,7 +268,7 @@ def test_interrupted_adapt_changes_nothing_and_resumes(docs: Path, sparc_home: P
     assert np.array_equal(load_encoder_weights(straight.model)[1]["emb.word"], E_resumed)
 
 
-def test_training_batches_are_unpadded_sentences(docs: Path, sparc_home: Path, tmp_path: Path) -> None:
+def test_training_batches_are_unpadded_sentences(adapt_docs: Path, sparc_home: Path, tmp_path: Path) -> None:
     """"[CLS] sentence [SEP]", padded only to the batch's longest, even if tokenizer.json pads (MiniLM's does)."""
     info = make_tiny_adapt_model(tmp_path / "padded")
     spec = json.loads(info.tokenizer_path.read_text())
@@ -276,13 +276,12 @@ def test_training_batches_are_unpadded_sentences(docs: Path, sparc_home: Path, t
                        "pad_type_id": 0, "pad_token": "[PAD]"}
     info.tokenizer_path.write_text(json.dumps(spec))
     (sparc_home / "active-model").write_text(str(info.path))
-    assert run("index", str(docs), "-q").exit_code == 0
-    from sparc_local.adapt.reencode import live_sentence_ids
+    assert run("index", str(adapt_docs), "-q").exit_code == 0
     from sparc_local.adapt.run import token_batches
     from sparc_local.model.info import load_tokenizer
 
     with Index(sparc_home / "index.db") as idx:
-        ids = live_sentence_ids(idx)
+        ids = idx.live_sentence_ids()
         it = token_batches(idx, ids, load_tokenizer(info.tokenizer_path), info, 16, 64, seed=0)
         seen = [next(it) for _ in range(4)]
         again = token_batches(idx, ids, load_tokenizer(info.tokenizer_path), info, 16, 64, seed=0)
@@ -352,12 +351,12 @@ def test_the_own_row_rule_trains_only_the_corpus_own_tokens() -> None:
 
 
 def test_adapt_trains_only_the_own_rows_when_the_model_ships_its_training_counts(
-        docs: Path, sparc_home: Path, tmp_path: Path) -> None:
+        adapt_docs: Path, sparc_home: Path, tmp_path: Path) -> None:
     """With a reference of punctuation only, every word the documents use 5 times or more is their
     own: exactly those rows move, and the rarer words' rows keep their values."""
     info = _with_reference(tmp_path, None)
     (sparc_home / "active-model").write_text(str(info.path))
-    assert run("index", str(docs), "-q").exit_code == 0
+    assert run("index", str(adapt_docs), "-q").exit_code == 0
     r = run("adapt", "--steps", "3", "--seed", "1", "--lr", "0.01", "-q")
     assert r.exit_code == 0, r.output
     new = ModelInfo.load(Path((sparc_home / "active-model").read_text().strip()))
@@ -377,21 +376,21 @@ def test_a_share_below_the_threshold_never_prints_as_the_threshold() -> None:
         ["0%", "5%", "19%", "19.9%", "19.9%", "20%", "20%", "30%"]
 
 
-def _with_reference(tmp_path: Path, docs: Path | None) -> ModelInfo:
-    """A copy of the tiny adapt model whose training text is ``docs``'s files (None: no text of
+def _with_reference(tmp_path: Path, adapt_docs: Path | None) -> ModelInfo:
+    """A copy of the tiny adapt model whose training text is ``adapt_docs``'s files (None: no text of
     the tiny vocabulary's words, only of its punctuation)."""
     info = make_tiny_adapt_model(tmp_path / "with-reference")
     tok = load_tokenizer(info.tokenizer_path)
-    texts = [p.read_text() for p in sorted(docs.iterdir())] * 50 if docs else ["! ?"] * 1000
+    texts = [p.read_text() for p in sorted(adapt_docs.iterdir())] * 50 if adapt_docs else ["! ?"] * 1000
     domain.write_reference(info.path, domain.count_tokens(tok.encode_batch(texts, add_special_tokens=False),
                                                           info.vocab_size), ["test"])
     return info
 
 
-def test_adapt_declines_sentences_close_to_the_training_text(docs: Path, sparc_home: Path, tmp_path: Path) -> None:
-    info = _with_reference(tmp_path, docs)
+def test_adapt_declines_sentences_close_to_the_training_text(adapt_docs: Path, sparc_home: Path, tmp_path: Path) -> None:
+    info = _with_reference(tmp_path, adapt_docs)
     (sparc_home / "active-model").write_text(str(info.path))
-    assert run("index", str(docs), "-q").exit_code == 0
+    assert run("index", str(adapt_docs), "-q").exit_code == 0
     before = _content(sparc_home / "index.db")
     r = run("adapt", "--steps", "2")
     assert r.exit_code == 1
@@ -406,24 +405,24 @@ def test_adapt_declines_sentences_close_to_the_training_text(docs: Path, sparc_h
     assert new.extra["adapt"]["rows"] == "corpus"  # no own token to train: the corpus's
 
 
-def test_adapt_goes_ahead_on_sentences_far_from_the_training_text(docs: Path, sparc_home: Path,
+def test_adapt_goes_ahead_on_sentences_far_from_the_training_text(adapt_docs: Path, sparc_home: Path,
                                                                   tmp_path: Path) -> None:
     (sparc_home / "active-model").write_text(str(_with_reference(tmp_path, None).path))
-    assert run("index", str(docs), "-q").exit_code == 0
+    assert run("index", str(adapt_docs), "-q").exit_code == 0
     r = run("adapt", "--steps", "2", "-q")
     assert r.exit_code == 0, r.output
     new = ModelInfo.load(Path((sparc_home / "active-model").read_text().strip()))
     assert new.extra["adapt"]["force"] is False and new.extra["adapt"]["own_share"] > 0.9
 
 
-def test_adapt_piped_says_its_gate_and_progress_in_plain_lines(docs: Path, sparc_home: Path, tmp_path: Path,
+def test_adapt_piped_says_its_gate_and_progress_in_plain_lines(adapt_docs: Path, sparc_home: Path, tmp_path: Path,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     """Not a terminal (a pipe, a log): no live bars, but the gate's share at once and a line per
     tenth of each phase, with the time left (here a clock that ticks one second per update)."""
     from sparc_local.cli.progress import AdaptLines
 
     (sparc_home / "active-model").write_text(str(_with_reference(tmp_path, None).path))
-    assert run("index", str(docs), "-q").exit_code == 0
+    assert run("index", str(adapt_docs), "-q").exit_code == 0
     sentences = _status()["sentences"]
     ticks = iter(range(1000))
     monkeypatch.setattr(AdaptLines, "clock", staticmethod(lambda: float(next(ticks))))
@@ -460,9 +459,9 @@ def test_adapt_lines_are_a_tenth_of_a_long_phase_apart() -> None:
     assert all(s.startswith(f"training: {50 * i} of 500 steps") for i, s in enumerate(shown))
 
 
-def test_adapt_without_head_is_a_clear_error(docs: Path, sparc_home: Path, tmp_path: Path) -> None:
+def test_adapt_without_head_is_a_clear_error(adapt_docs: Path, sparc_home: Path, tmp_path: Path) -> None:
     (sparc_home / "active-model").write_text(str(make_tiny_model(tmp_path / "nohead").path))
-    assert run("index", str(docs), "-q").exit_code == 0
+    assert run("index", str(adapt_docs), "-q").exit_code == 0
     r = run("adapt", "--steps", "2")
     assert r.exit_code == 1
     assert r.output.startswith("Error: the model tiny-bert has no MLM head")
@@ -470,11 +469,11 @@ def test_adapt_without_head_is_a_clear_error(docs: Path, sparc_home: Path, tmp_p
 
 
 @pytest.mark.parametrize("quant", ["int8-weights", "int8"])
-def test_adapt_int8_model(docs: Path, sparc_home: Path, tmp_path: Path, quant: str) -> None:
+def test_adapt_int8_model(adapt_docs: Path, sparc_home: Path, tmp_path: Path, quant: str) -> None:
     layout = "distilbert"
     base = make_tiny_adapt_model(tmp_path / "int8", layout=layout, quant=quant)
     (sparc_home / "active-model").write_text(str(base.path))
-    assert run("index", str(docs), "-q").exit_code == 0
+    assert run("index", str(adapt_docs), "-q").exit_code == 0
     r = run("adapt", "--steps", "2", "--batch-size", "8", "-q")
     assert r.exit_code == 0, r.output
     new = ModelInfo.load(Path((sparc_home / "active-model").read_text().strip()))
@@ -485,8 +484,8 @@ def test_adapt_int8_model(docs: Path, sparc_home: Path, tmp_path: Path, quant: s
     assert r.exit_code == 0 and json.loads(r.output)
 
 
-def test_ask_after_adapt_never_imports_adapt(docs: Path, sparc_home: Path) -> None:
-    assert run("index", str(docs), "-q").exit_code == 0
+def test_ask_after_adapt_never_imports_adapt(adapt_docs: Path, sparc_home: Path) -> None:
+    assert run("index", str(adapt_docs), "-q").exit_code == 0
     assert run("adapt", "--steps", "1", "-q").exit_code == 0
     code = ("import sys; from typer.testing import CliRunner; from sparc_local.cli.app import app; "
             "r = CliRunner().invoke(app, ['ask', 'green tea']); assert r.exit_code == 0, r.output; "

@@ -37,7 +37,7 @@ def _when(text: str) -> float:
 
 
 @pytest.fixture
-def docs(tmp_path: Path) -> Path:
+def dated_docs(tmp_path: Path) -> Path:
     """Four files in three folders, with known modification times, indexed."""
     root = tmp_path / "docs"
     files = {
@@ -58,11 +58,11 @@ def docs(tmp_path: Path) -> Path:
     return root
 
 
-def kept(docs: Path, *args: str) -> list[str]:
-    """The files (relative to docs) of every answer `ask QUESTION --json ARGS` gives."""
+def kept(dated_docs: Path, *args: str) -> list[str]:
+    """The files (relative to dated_docs) of every answer `ask QUESTION --json ARGS` gives."""
     result = runner.invoke(app, ["ask", QUESTION, "--json", "-k", "50", *args], catch_exceptions=False)
     assert result.exit_code == 0, result.output
-    return sorted({str(Path(a["path"]).relative_to(docs)) for a in json.loads(result.stdout)})
+    return sorted({str(Path(a["path"]).relative_to(dated_docs)) for a in json.loads(result.stdout)})
 
 
 ALL = ["library/history.txt", "library/trip.htm", "notes/museum.html", "tea.md"]
@@ -71,23 +71,23 @@ ALL = ["library/history.txt", "library/trip.htm", "notes/museum.html", "tea.md"]
 # ------------------------------------------------------------------------------------ filters
 
 
-def test_every_file_answers_unfiltered(docs: Path):
-    assert kept(docs) == ALL
+def test_every_file_answers_unfiltered(dated_docs: Path):
+    assert kept(dated_docs) == ALL
 
 
-def test_path_is_text_or_a_glob_relative_to_the_indexed_folder(docs: Path):
-    assert kept(docs, "--path", "library") == ["library/history.txt", "library/trip.htm"]
-    assert kept(docs, "--path", "library/h") == ["library/history.txt"]
-    assert kept(docs, "--path", "library/*") == ["library/history.txt", "library/trip.htm"]
-    assert kept(docs, "--path", "tr*") == ["library/trip.htm"]  # a name, at any depth
-    assert kept(docs, "--path", "*.htm*") == ["library/trip.htm", "notes/museum.html"]
+def test_path_is_text_or_a_glob_relative_to_the_indexed_folder(dated_docs: Path):
+    assert kept(dated_docs, "--path", "library") == ["library/history.txt", "library/trip.htm"]
+    assert kept(dated_docs, "--path", "library/h") == ["library/history.txt"]
+    assert kept(dated_docs, "--path", "library/*") == ["library/history.txt", "library/trip.htm"]
+    assert kept(dated_docs, "--path", "tr*") == ["library/trip.htm"]  # a name, at any depth
+    assert kept(dated_docs, "--path", "*.htm*") == ["library/trip.htm", "notes/museum.html"]
     # absolute: a glob as before, and a text keeps what lies at or below it
-    assert kept(docs, "--path", "*/library/*") == ["library/history.txt", "library/trip.htm"]
-    assert kept(docs, "--path", f"{docs}/*.md") == ["tea.md"]
-    assert kept(docs, "--path", str(docs / "notes")) == ["notes/museum.html"]
-    assert kept(docs, "--path", str(docs / "note")) == []  # a whole folder name, not a prefix of one
+    assert kept(dated_docs, "--path", "*/library/*") == ["library/history.txt", "library/trip.htm"]
+    assert kept(dated_docs, "--path", f"{dated_docs}/*.md") == ["tea.md"]
+    assert kept(dated_docs, "--path", str(dated_docs / "notes")) == ["notes/museum.html"]
+    assert kept(dated_docs, "--path", str(dated_docs / "note")) == []  # a whole folder name, not a prefix of one
     # the indexed folder's own path is not part of the relative path
-    nothing = runner.invoke(app, ["ask", QUESTION, "--path", docs.name])
+    nothing = runner.invoke(app, ["ask", QUESTION, "--path", dated_docs.name])
     assert (nothing.exit_code, nothing.output) == (0, f"No indexed file matches --path docs{INDEXED}")
 
 
@@ -100,7 +100,7 @@ INDEXED = "; the index holds 4 files (.htm, .html, .md, .txt) modified 2025-06-0
     (["--before", "2025-06-01T12:00", "--path", "my notes"], "--path 'my notes' --before 2025-06-01T12:00"),
     (["--type", "md", "--before", "2026-01-01"], "--type md --before 2026-01-01"),  # each keeps some, not both
 ])
-def test_filters_that_keep_no_indexed_file_say_so(docs: Path, args: list[str], said: str):
+def test_filters_that_keep_no_indexed_file_say_so(dated_docs: Path, args: list[str], said: str):
     line = f"No indexed file matches {said}{INDEXED}"
     result = runner.invoke(app, ["ask", QUESTION, *args])
     assert (result.exit_code, result.output) == (0, line)
@@ -108,31 +108,31 @@ def test_filters_that_keep_no_indexed_file_say_so(docs: Path, args: list[str], s
     assert (result.exit_code, result.stdout, result.stderr) == (0, "[]\n", line)
 
 
-def test_filters_that_keep_a_file_without_an_answer_say_no_answer(docs: Path):
+def test_filters_that_keep_a_file_without_an_answer_say_no_answer(dated_docs: Path):
     result = runner.invoke(app, ["ask", "tower", "--type", "md", "--mode", "bm25"])
     assert (result.exit_code, result.output) == (0, "No answer found.\n")
 
 
-def test_type_keeps_the_extension_and_its_aliases(docs: Path):
+def test_type_keeps_the_extension_and_its_aliases(dated_docs: Path):
     html = ["library/trip.htm", "notes/museum.html"]
     for ext in ("htm", "html", ".HTML", "Htm"):
-        assert kept(docs, "--type", ext) == html, ext
-    assert kept(docs, "--type", "markdown") == kept(docs, "--type", "md") == ["tea.md"]
-    assert kept(docs, "--type", "text") == kept(docs, "--type", ".txt") == ["library/history.txt"]
-    assert kept(docs, "--type", "pdf") == []
-    assert kept(docs, "--type", "htm", "--path", "library") == ["library/trip.htm"]
+        assert kept(dated_docs, "--type", ext) == html, ext
+    assert kept(dated_docs, "--type", "markdown") == kept(dated_docs, "--type", "md") == ["tea.md"]
+    assert kept(dated_docs, "--type", "text") == kept(dated_docs, "--type", ".txt") == ["library/history.txt"]
+    assert kept(dated_docs, "--type", "pdf") == []
+    assert kept(dated_docs, "--type", "htm", "--path", "library") == ["library/trip.htm"]
 
 
-def test_since_and_before_bound_the_modification_time(docs: Path):
-    assert kept(docs, "--since", "2026-01-10") == ["notes/museum.html", "tea.md"]  # from its midnight on
-    assert kept(docs, "--before", "2026-01-10") == ["library/history.txt", "library/trip.htm"]
-    assert kept(docs, "--since", "2025-12-31T23:59", "--before", "2026-01-10") == ["library/trip.htm"]
-    assert kept(docs, "--since", "2025-12-31 23:59:01") == ["notes/museum.html", "tea.md"]
-    assert kept(docs, "--since", "2026-01-01", "--type", "md") == ["tea.md"]
-    assert kept(docs, "--before", "2025-01-01") == []
+def test_since_and_before_bound_the_modification_time(dated_docs: Path):
+    assert kept(dated_docs, "--since", "2026-01-10") == ["notes/museum.html", "tea.md"]  # from its midnight on
+    assert kept(dated_docs, "--before", "2026-01-10") == ["library/history.txt", "library/trip.htm"]
+    assert kept(dated_docs, "--since", "2025-12-31T23:59", "--before", "2026-01-10") == ["library/trip.htm"]
+    assert kept(dated_docs, "--since", "2025-12-31 23:59:01") == ["notes/museum.html", "tea.md"]
+    assert kept(dated_docs, "--since", "2026-01-01", "--type", "md") == ["tea.md"]
+    assert kept(dated_docs, "--before", "2025-01-01") == []
 
 
-def test_filters_rank_inside_the_kept_files(docs: Path):
+def test_filters_rank_inside_the_kept_files(dated_docs: Path):
     """A mask inside scoring: -k 1 is the best answer of the kept files, not a filtered top 1."""
     best = json.loads(runner.invoke(app, ["ask", "green tea steep", "--json", "-k", "1"]).output)
     assert Path(best[0]["path"]).name == "tea.md"
@@ -155,7 +155,7 @@ def test_a_bad_date_is_a_usage_error(option: str, value: str):
 # ------------------------------------------------------------------------------------ output
 
 
-def test_piped_output_is_plain_text(docs: Path):
+def test_piped_output_is_plain_text(dated_docs: Path):
     answers = json.loads(runner.invoke(app, ["ask", "green tea steep", "--json", "-k", "2"]).output)
     result = runner.invoke(app, ["ask", "green tea steep", "-k", "2"])
     assert result.exit_code == 0
@@ -220,7 +220,7 @@ def test_styles_follow_the_terminal_and_its_conventions(monkeypatch: pytest.Monk
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="a pseudo-terminal")
-def test_ask_in_a_terminal_of_40_columns(docs: Path):
+def test_ask_in_a_terminal_of_40_columns(dated_docs: Path):
     """The real command on a pseudo-terminal: styled, and wrapped between words at its width."""
     import fcntl
     import pty
@@ -246,7 +246,7 @@ def test_ask_in_a_terminal_of_40_columns(docs: Path):
     os.close(master)
     assert proc.wait() == 0
     assert out.decode().replace("\r\n", "\n") == (
-        f"\x1b[1m1.\x1b[0m {docs / 'tea.md'}:3  \x1b[2mscore {score:.2f}\x1b[0m\n"
+        f"\x1b[1m1.\x1b[0m {dated_docs / 'tea.md'}:3  \x1b[2mscore {score:.2f}\x1b[0m\n"
         # the heading leads its paragraph; the phrase is underlined in the sentence
         "   Tea \x1b[1;4;33mGreen tea\x1b[0m \x1b[1;33mshould steep for three\x1b[0m\n"
         "   \x1b[1;33mminutes.\x1b[0m Then drink it.\n")
@@ -255,14 +255,14 @@ def test_ask_in_a_terminal_of_40_columns(docs: Path):
 # ------------------------------------------------------------------------------------ passages, no answer
 
 
-def test_sentences_of_one_passage_collapse_into_one_result(docs: Path, monkeypatch: pytest.MonkeyPatch):
+def test_sentences_of_one_passage_collapse_into_one_result(dated_docs: Path, monkeypatch: pytest.MonkeyPatch):
     """The tea paragraph's two sentences (its heading "Tea" is context) take one result, its best; the next passage comes
     second, fetched even when the first fetch holds a single passage."""
     monkeypatch.setattr(ask_module, "FETCH_FACTOR", 1)  # -k 2 fetches 2 sentences first: both tea's
     answers = json.loads(runner.invoke(app, ["ask", "green tea steep", "--json", "-k", "2"]).output)
     first, second = answers
     assert [a["rank"] for a in answers] == [1, 2]
-    assert (first["path"], first["sentence"]) == (str(docs / "tea.md"), "Green tea should steep for three minutes.")
+    assert (first["path"], first["sentence"]) == (str(dated_docs / "tea.md"), "Green tea should steep for three minutes.")
     assert second["path"] != first["path"] and second["collapsed"] == []
     # each collapsed sentence keeps its own score, between the passage's best and the next passage's
     assert sorted((c["sentence"], c["page"], c["line"]) for c in first["collapsed"]) == [("Then drink it.", None, 3)]
@@ -270,7 +270,7 @@ def test_sentences_of_one_passage_collapse_into_one_result(docs: Path, monkeypat
     assert first["score"] >= scores[0] >= second["score"]
     result = runner.invoke(app, ["ask", "green tea steep", "-k", "2"])
     assert (result.exit_code, result.output) == (0, (
-        f"1. {docs / 'tea.md'}:3  score {first['score']:.2f}\n"
+        f"1. {dated_docs / 'tea.md'}:3  score {first['score']:.2f}\n"
         "   Tea Green tea should steep for three minutes. Then drink it.\n"
         "   phrase: Green tea\n"
         "   +1 more from this passage\n"
@@ -320,15 +320,15 @@ def test_repeats_fold_into_the_first_passage_that_says_them():
         == [[], []]
 
 
-def test_a_file_copied_twice_is_one_answer_with_its_other_place(docs: Path):
-    copy = docs / "notes" / "museum copy.html"
-    shutil.copy(docs / "notes" / "museum.html", copy)
-    assert runner.invoke(app, ["index", str(docs), "-q"]).exit_code == 0
+def test_a_file_copied_twice_is_one_answer_with_its_other_place(dated_docs: Path):
+    copy = dated_docs / "notes" / "museum copy.html"
+    shutil.copy(dated_docs / "notes" / "museum.html", copy)
+    assert runner.invoke(app, ["index", str(dated_docs), "-q"]).exit_code == 0
     answers = json.loads(runner.invoke(app, ["ask", "museum ticket", "--json", "-k", "2"]).output)
     first = answers[0]
     assert first["sentence"] == "The museum ticket was for the history of music."
     assert [e["path"] for e in first["elsewhere"]] == [str(copy)] or (
-        first["path"] == str(copy) and [e["path"] for e in first["elsewhere"]] == [str(docs / "notes" / "museum.html")])
+        first["path"] == str(copy) and [e["path"] for e in first["elsewhere"]] == [str(dated_docs / "notes" / "museum.html")])
     assert all(a["sentence"] != first["sentence"] for a in answers[1:])
     result = runner.invoke(app, ["ask", "museum ticket", "-k", "1"])
     other = first["elsewhere"][0]
@@ -339,7 +339,7 @@ def test_a_file_copied_twice_is_one_answer_with_its_other_place(docs: Path):
         f"   also in {other['path']}:1\n"))
 
 
-def test_a_nonsense_question_has_no_likely_answer(docs: Path):
+def test_a_nonsense_question_has_no_likely_answer(dated_docs: Path):
     """Hybrid mode says when even the best answer is unlikely (ask.LIKELY_SCORE, calibrated by
     benchmarks/no_answer.py); the sparc and bm25 modes keep raw scores and say nothing."""
     answers = json.loads(runner.invoke(app, ["ask", "zzzzqqq", "--json", "-k", "2"]).output)
@@ -489,12 +489,14 @@ def test_plain_ask_reads_arguments_as_the_typer_app_does():
     assert list(inspect.signature(run_ask).parameters) == list(defaults)
 
 
-def test_ask_modes_are_spelled_alike_everywhere():
-    from sparc_local.cli.entry import ASK_MODES
-    from sparc_local.cli.options import Mode
-    from sparc_local.query.fusion import MODES
+def test_ask_modes_are_the_apps_choices():
+    """entry.py's parser and the Typer app accept the same --mode names (``query.modes``)."""
+    from sparc_local.cli.entry import plain_ask
+    from sparc_local.query.modes import MODES
 
-    assert ASK_MODES == tuple(m.value for m in Mode) == MODES
+    mode = next(p for p in typer.main.get_command(app).commands["ask"].params if p.name == "mode")
+    assert list(mode.type.choices) == list(MODES) == ["hybrid", "sparc", "bm25"]
+    assert [plain_ask(["ask", "q", "--mode", m.upper()])["mode"] for m in MODES] == list(MODES)
 
 
 @pytest.mark.parametrize("args", [
@@ -502,7 +504,7 @@ def test_ask_modes_are_spelled_alike_everywhere():
     ["ask", "green tea", "--path", "*.pdf"], ["ask", ""], ["ask", "tea", "--since", "2026-13-01"],
     ["ask", "tea", "-k", "0"], ["ask", "tea", "--nope"], ["ask", "?!"],
 ], ids=str)
-def test_the_entry_point_answers_as_the_typer_app(docs: Path, args: list[str]):
+def test_the_entry_point_answers_as_the_typer_app(dated_docs: Path, args: list[str]):
     """The console script (`python -m sparc_local`, entry.main) and the Typer app print the same,
     and exit the same, whether the entry point answers itself or hands over."""
     typer_run = runner.invoke(app, args, prog_name="sparc-local")
@@ -517,7 +519,7 @@ def test_no_answers_without_an_index_through_the_entry_point():
         1, "", "Error: there is no index yet\nRun `sparc-local index FOLDER` first.\n")
 
 
-def test_plain_ask_imports_no_cli_library(docs: Path):
+def test_plain_ask_imports_no_cli_library(dated_docs: Path):
     """Nor the encoder, the readers (extract imports them all), scipy (eval's BM25 baseline) or, for an
     ASCII question, tokenizers."""
     code = ("import sys; from sparc_local.cli.entry import main; assert main(['ask', 'green tea']) == 0; "

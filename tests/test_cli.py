@@ -328,7 +328,7 @@ def test_shared_options_are_declared_once():
 def test_index_max_sentences_default_is_the_pipelines():
     import typer.main
 
-    from sparc_local.pipeline import MAX_SENTENCES
+    from sparc_local.index_options import MAX_SENTENCES
 
     index = typer.main.get_command(app).commands["index"]
     assert next(p.default for p in index.params if p.name == "max_sentences") == MAX_SENTENCES

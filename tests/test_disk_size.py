@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from sparc_local.index.store import Index
+from sparc_local.index_options import IndexOptions
 from sparc_local.model.info import ModelInfo
 from sparc_local.pipeline import run_index
 
@@ -36,7 +37,7 @@ def test_no_slack_after_tiered_merges(tmp_path: Path, tiny_model_dir: Path):
     info = ModelInfo.load(tiny_model_dir)
     db = tmp_path / "index.db"
     with Index(db) as idx:
-        run_index(idx, [str(root)], info, lambda: Encoder(info, threads=1), batch_sentences=40)
+        run_index(idx, [str(root)], info, lambda: Encoder(info, threads=1), IndexOptions(batch_sentences=40))
         # each file is written twice (stored, then encoded): tiered merging leaves two segments
         # that compaction need not merge, so its page return is what this checks
         assert len(idx.segments()) <= 2

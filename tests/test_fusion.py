@@ -13,7 +13,7 @@ from sparc_local.index import postings as P
 from sparc_local.index.store import FileUpdate, Index, SentenceRow
 from sparc_local.model import lexical as L
 from sparc_local.model.sparse import SparseVectors
-from sparc_local.query import fusion
+from sparc_local.query import fusion, modes
 from sparc_local.query import scoring as S
 from sparc_local.query.searcher import Searcher
 
@@ -155,7 +155,7 @@ def test_eval_reports_the_three_modes(tmp_path, tiny_model_dir):
     assert out.exit_code == 0, out.output
     r = json.loads(out.stdout)
     assert {"hybrid", "sparc", "bm25", "bm25_words"} <= set(r)
-    for mode in fusion.MODES:
+    for mode in modes.MODES:
         assert set(r[mode]) >= {"mrr@10", "r@1", "r@10", "latency_ms_p50"}
         assert "hits" not in r[mode]  # per question only when a benchmark asks
 
@@ -165,7 +165,7 @@ def test_eval_hits_per_question_agree_with_the_means(tmp_path, tiny_model_dir):
     from sparc_local.model.info import ModelInfo
 
     r = evaluate(_tea_set(tmp_path), ModelInfo.load(tiny_model_dir), with_hits=True)
-    for mode in fusion.MODES:
+    for mode in modes.MODES:
         hits = r[mode]["hits"]
         assert len(hits) == 2 and all(0 <= h <= 10 for h in hits)
         assert r[mode]["mrr@10"] == pytest.approx(np.mean([1 / h if h else 0.0 for h in hits]))

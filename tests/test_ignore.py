@@ -125,7 +125,7 @@ def test_watcher_follows_an_edited_ignore_file(tmp_path: Path, tiny_model_dir: P
         until(KEPT | {"sub/c.log.md", "sub/private.md"})
         (root / ".gitignore").write_text("*.log.md\nbuild/\n/top.txt\n**/cache/**\nnotes.md\n")
         until(KEPT - {"notes.md", "keep.log.md"} | {"sub/c.log.md", "sub/private.md"})
-        assert w.status()["last_error"] is None
+        assert w.status().last_error is None
     finally:
         w.stop(timeout=15)
 

@@ -16,7 +16,7 @@ from sparc_local.cli.app import app
 from sparc_local.index.store import Index
 from sparc_local.model.info import ModelInfo
 from sparc_local.watch import daemon
-from sparc_local.watch.config import WatchConfig
+from sparc_local.watch.config import SETTINGS, WatchConfig, WatchProcess, from_json
 from sparc_local.watch.watcher import Watcher
 from tests.helpers import indexed_paths, wait_until
 
@@ -134,25 +134,25 @@ def test_watcher_pauses_on_battery_then_resumes(tmp_path: Path, tiny_model_dir: 
                             power_poll=0.1))
     w.start(timeout=15)
     try:
-        wait_until(lambda: w.status()["phase"] == "paused", "paused")
+        wait_until(lambda: w.status().phase == "paused", "paused")
         (root / "b.txt").write_text("The charger is in the drawer.\n")
         time.sleep(1.0)
-        assert w.status()["paused"] == "on battery power" and w.status()["queue"] == 1
+        assert w.status().paused == "on battery power" and w.status().queue == 1
         assert not Path(sparc_home / "index.db").exists() or _files() == set()
 
         # `status` says so (the state file a watcher process writes from this status)
         (sparc_home / "watch.pid").write_text(f"{os.getpid()}\n")
         state = daemon._StateWriter()
         state(w.status())
-        since = time.strftime("%Y-%m-%d %H:%M", time.localtime(state.base["started_at"]))
+        since = time.strftime("%Y-%m-%d %H:%M", time.localtime(w.status().started_at))
         out = runner.invoke(app, ["status"]).output
         assert f"Watcher:      running (pid {os.getpid()}) since {since}, queue 1, paused on battery power\n" in out
 
         n = len(probes)
         battery.clear()  # back on mains: the catch-up and the queued change go through
         wait_until(lambda: _files() == {"a.txt", "b.txt"}, "resumed")
-        assert len(probes) > n and w.status()["paused"] is None and w.status()["last_error"] is None
-        wait_until(lambda: w.status()["queue"] == 0, "queue drained")  # b.txt's later events
+        assert len(probes) > n and w.status().paused is None and w.status().last_error is None
+        wait_until(lambda: w.status().queue == 0, "queue drained")  # b.txt's later events
         state(w.status())
         assert ", queue 0\n" in runner.invoke(app, ["status"]).output
     finally:
@@ -185,7 +185,7 @@ def test_watcher_stops_encoding_when_unplugged_mid_run(tmp_path: Path, tiny_mode
                 WatchConfig(quiet_period=0.1, on_battery=probe, power_poll=0.0))
     w.start(timeout=30)
     try:
-        wait_until(lambda: w.status()["phase"] == "paused", "paused mid-run")
+        wait_until(lambda: w.status().phase == "paused", "paused mid-run")
         with Index() as idx:  # every file stored and answerable by BM25; the encoder stopped part way
             done, total = idx.encoded_counts()
         assert len(_files()) == 40 and 0 < done < total == 1200
@@ -197,11 +197,18 @@ def test_watcher_stops_encoding_when_unplugged_mid_run(tmp_path: Path, tiny_mode
         w.stop(timeout=15)
 
 
-def test_daemon_args_carry_the_power_options():
-    args = daemon.watch_args(["/r"], threads=1, wait=0.0, quiet_period=2.0, max_delay=10.0, exclude=[],
-                             include_hidden=False, ignore_files=False, polling=False, low_priority=False,
-                             pause_on_battery=False)
-    assert args == ["--quiet-period", "2.0", "--max-delay", "10.0", "--threads", "1", "--wait", "0.0",
-                    "--normal-priority", "--on-battery", "--no-ignore", "--", "/r"]
-    result = runner.invoke(app, ["watch", "--normal-priority", "--on-battery", "--no-ignore", "--help"])
-    assert result.exit_code == 0
+def test_daemon_args_carry_the_power_options(active_tiny: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """The flags a user gives `watch --daemon` reach the detached watcher's process unchanged."""
+    runs: list[tuple] = []
+    monkeypatch.setattr(daemon, "run", lambda roots, info, config, process, **_: runs.append((roots, config, process)))
+    flags = ["--normal-priority", "--on-battery", "--no-ignore", "--quiet-period", "3.5", "--exclude", "*.log",
+             "--threads", "2", "--wait", "1.5", "--poll"]
+    assert runner.invoke(app, ["watch", *flags, str(tmp_path)]).exit_code == 0
+    (roots, config, process), = runs
+    assert config == WatchConfig(quiet_period=3.5, exclude=["*.log"], ignore_files=False, polling=True)
+    assert process == WatchProcess(threads=2, wait=1.5, low_priority=False, pause_on_battery=False)
+    args = daemon.watch_args(roots, config, process)
+    assert args[0] == SETTINGS and args[2:] == ["--", *roots]
+    assert from_json(args[1]) == (config, process)
+    assert runner.invoke(app, ["watch", *args]).exit_code == 0  # the detached process's command line
+    assert runs[1] == runs[0]

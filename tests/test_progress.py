@@ -10,19 +10,20 @@ import pytest
 
 from sparc_local.cli.progress import describe
 from sparc_local.index.store import Index
+from sparc_local.index_options import IndexOptions
 from sparc_local.model.info import ModelInfo
 from sparc_local.pipeline import Progress, run_index
 
 pytestmark = pytest.mark.usefixtures("active_tiny")
 
 
-def _run(root: Path, info: ModelInfo, **kw) -> tuple:
+def _run(root: Path, info: ModelInfo, options: IndexOptions = IndexOptions()) -> tuple:
     from sparc_local.model.encoder import Encoder
 
     seen: list[Progress] = []
     with Index() as idx:
-        report = run_index(idx, [str(root)], info, lambda: Encoder(info, threads=1),
-                           on_progress=lambda p: seen.append(dataclasses.replace(p)), **kw)
+        report = run_index(idx, [str(root)], info, lambda: Encoder(info, threads=1), options,
+                           on_progress=lambda p: seen.append(dataclasses.replace(p)))
     return report, seen
 
 
@@ -61,7 +62,7 @@ def test_moves_within_a_large_file(tmp_path: Path, tiny_model_dir: Path):
     root.mkdir()
     big = root / "big.txt"
     big.write_text(" ".join(f"Sentence {i} is about the river." for i in range(400)) + "\n")
-    report, seen = _run(root, info, batch_sentences=10_000)
+    report, seen = _run(root, info, IndexOptions(batch_sentences=10_000))
     inside = [p for p in seen if p.phase == "encoding" and p.batches == 1 and p.sentences_done]
     assert report.sentences == 400 and len({p.sentences_done for p in inside}) >= 10
     assert {p.current for p in inside} == {str(big)}

@@ -123,10 +123,10 @@ def test_write_read_round_trip(db):
         assert ids.tolist() == sorted(expected, key=lambda i: (-expected[i], i))
 
         rows = ix.sentences(ids[:3].tolist()[::-1] + [10**6])
-        assert [r["id"] for r in rows] == ids[:3].tolist()[::-1]
-        r = next(x for x in ix.sentences(list(range(1, 9))) if x["path"] == "/d/b.pdf")
-        assert r["context"][r["offset_in_context"] : r["offset_in_context"] + len(r["text"])] == r["text"]
-        assert r["page"] == 1 and r["line"] == 1 and r["char_start"] == 0
+        assert [r.id for r in rows] == ids[:3].tolist()[::-1]
+        r = next(x for x in ix.sentences(list(range(1, 9))) if x.path == "/d/b.pdf")
+        assert r.context[r.offset_in_context : r.offset_in_context + len(r.text)] == r.text
+        assert r.page == 1 and r.line == 1 and r.char_start == 0
 
         ex = Searcher(ix).explain(q, ids[:2])
         for d, s in zip(ex, sc[:2]):
@@ -166,17 +166,17 @@ def test_update_replaces_sentences(db):
     rng = np.random.default_rng(3)
     with Index(db) as ix:
         ix.write_files([_update(rng, "/d/a.txt", 10, "old"), _update(rng, "/d/b.txt", 4)])
-        old_ids = {r["id"] for r in ix.sentences(range(1, 11))}
+        old_ids = {r.id for r in ix.sentences(range(1, 11))}
         assert len(old_ids) == 10
         ix.write_files([_update(rng, "/d/a.txt", 6, "new")], merge=False)
         ids, _ = Searcher(ix).search(_all_tokens(), None)
         assert not set(ids.tolist()) & old_ids  # old ones no longer score
         assert len(ids) == 6 + 4
         rows = ix.sentences(ids)
-        assert all(("new" in r["text"]) for r in rows if r["path"] == "/d/a.txt")
+        assert all(("new" in r.text) for r in rows if r.path == "/d/a.txt")
         assert ix.file("/d/a.txt").n_sentences == 6
         assert ix.stats()["sentences"] == 10 and ix.stats()["tombstones"] == 10
-        assert all(r["path"] is None for r in ix.sentences(sorted(old_ids)))
+        assert all(r.path is None for r in ix.sentences(sorted(old_ids)))
         assert ix.verify() == []
         # the first segment is now mostly tombstones: maybe_merge rewrites it, same results
         assert ix.maybe_merge() == 1
@@ -212,7 +212,7 @@ def test_remove_files_and_remove_under(db):
         assert ix.remove_under("/r/sub") == 2  # not /r/subway.txt
         assert [f.path for f in ix.all_files()] == ["/other/d.txt", "/r/subway.txt"]
         ids, _ = Searcher(ix).search(_all_tokens(), None)
-        assert {r["path"] for r in ix.sentences(ids)} == {"/other/d.txt", "/r/subway.txt"}
+        assert {r.path for r in ix.sentences(ids)} == {"/other/d.txt", "/r/subway.txt"}
         assert ix.remove_under("/r/") == 1
         assert ix.stats()["files"] == 1 and ix.stats()["sentences"] == 3
         assert ix.verify() == []
@@ -250,7 +250,7 @@ def test_merge_all_preserves_results_exactly(db, chunk_bytes, monkeypatch):
         # new writes after a merge never reuse ids
         max_id = int(ix.conn.execute("SELECT max(id) FROM sentences").fetchone()[0])
         ix.write_files([_update(rng, "/d/new.txt", 2)])
-        assert min(r["id"] for r in ix.sentences(range(max_id + 1, max_id + 10))) > max_id
+        assert min(r.id for r in ix.sentences(range(max_id + 1, max_id + 10))) > max_id
 
 
 def test_maybe_merge_tiered(db):
@@ -469,7 +469,7 @@ def test_search_sees_other_connections_commits(db):
             got, want = rs.search(q, 5), Searcher(fresh).search(q, 5)
             np.testing.assert_array_equal(got[0], want[0])
             np.testing.assert_array_equal(got[1], want[1])
-            assert all(r["path"] in ("/d/a.txt", "/d/c.txt") for r in reader.sentences(got[0]))
+            assert all(r.path in ("/d/a.txt", "/d/c.txt") for r in reader.sentences(got[0]))
     writer.close()
     reader.close()
 
@@ -635,7 +635,7 @@ def test_migration_2_moves_contexts_into_paragraphs(tmp_path):
     with Index(db) as idx:
         assert idx.schema_version() == SCHEMA_VERSION
         rows = idx.sentences([1, 2, 3])
-        assert [(r["text"], r["context"], r["offset_in_context"]) for r in rows] == [
+        assert [(r.text, r.context, r.offset_in_context) for r in rows] == [
             ("One.", para, 0), ("Two.", para, 5), ("One.", para, 0)]
         # one paragraph row per (file, paragraph)
         assert idx.conn.execute("SELECT count(*) FROM paragraphs").fetchone()[0] == 2
@@ -788,14 +788,14 @@ def test_filtered_search_equals_exhaustive_over_the_kept_files(db, monkeypatch):
         # another connection adds a kept file: the next question sees it
         writer.write_files([_update(rng, "/d/a/new.md", 5, "v1")], merge=False)
         ids, _ = searcher.search(_all_tokens(), None, file_filter=PathFilter(glob="*/new.md"))
-        assert [r["path"] for r in ix.sentences(ids)] == ["/d/a/new.md"] * 5
+        assert [r.path for r in ix.sentences(ids)] == ["/d/a/new.md"] * 5
         assert len(searcher.search(_all_tokens(), None, file_filter=PathFilter(ext="pdf"))[0]) == 0
         # a deeper root changes what lies "in a/" relative to the roots: the next question sees it
         flt = PathFilter(glob="a/f1*")
         ids, _ = searcher.search(_all_tokens(), None, file_filter=flt)
-        assert {r["path"] for r in ix.sentences(ids)} == {"/d/a/f10.md"}
+        assert {r.path for r in ix.sentences(ids)} == {"/d/a/f10.md"}
         writer.remove_roots_under("/d")
         writer.add_roots(["/d/a", "/d/b"])
         assert len(searcher.search(_all_tokens(), None, file_filter=flt)[0]) == 0
         ids, _ = searcher.search(_all_tokens(), None, file_filter=PathFilter(glob="f1*"))
-        assert {r["path"] for r in ix.sentences(ids)} == {"/d/b/f1.md", "/d/a/f10.md", "/d/b/f11.MD"}
+        assert {r.path for r in ix.sentences(ids)} == {"/d/b/f1.md", "/d/a/f10.md", "/d/b/f11.MD"}

@@ -10,6 +10,7 @@ from tokenizers.models import WordLevel
 from tokenizers.pre_tokenizers import WhitespaceSplit
 
 from sparc_local.batch_writer import stored_paragraphs
+from sparc_local.index.records import StoredSentence
 from sparc_local.ingest.extract import extract
 from sparc_local.ingest.sentences import Paragraph, paragraphs, segment
 from sparc_local.model.inputs import InputSpec, paragraph_inputs
@@ -109,8 +110,8 @@ def test_heading_is_in_every_sentences_context_and_never_encoded() -> None:
 def test_stored_paragraphs_give_the_encoder_the_same_headings(tmp_path: Path) -> None:
     blocks = extract(write(tmp_path / "faq.html", FAQ + TABLE))
     sents = segment(blocks)
-    rows = [{"text": s.text, "context": blocks[s.block].text, "offset_in_context": s.start - blocks[s.block].start}
-            for s in sents]
+    rows = [StoredSentence(i, s.text, blocks[s.block].text, s.start - blocks[s.block].start, "faq.html",
+                           None, None, None, None, 1) for i, s in enumerate(sents)]
     fresh, stored = paragraphs(sents, blocks), stored_paragraphs(rows)
     assert stored == fresh and [p.heading for p in stored] == [p.heading for p in fresh]
     assert any(p.heading for p in fresh)

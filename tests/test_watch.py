@@ -99,7 +99,7 @@ def test_catch_up_create_edit_delete(root: Path, start):
     until(lambda i: top(i, "capital london") == "London is the capital of England.", "edit")
     (root / "city.txt").unlink()
     until(lambda i: indexed(i) == {str(root / "tea.md")}, "delete")
-    assert w.status()["last_error"] is None and w.status()["queue"] == 0
+    assert w.status().last_error is None and w.status().queue == 0
 
 
 def test_forgotten_file_stays_forgotten_when_edited(root: Path, start):
@@ -118,7 +118,7 @@ def test_forgotten_file_stays_forgotten_when_edited(root: Path, start):
     with Index() as idx:
         assert indexed(idx) == {str(root / "tea.md"), str(root / "city.txt")}
         assert idx.conn.execute("SELECT count(*) FROM sentences WHERE text LIKE '%bank PIN%'").fetchone()[0] == 0
-    assert w.status()["last_error"] is None
+    assert w.status().last_error is None
     w.stop(timeout=DEADLINE)
     assert runner.invoke(app, ["index", str(private), "-q"]).exit_code == 0
     with Index() as idx:
@@ -146,7 +146,7 @@ def test_model_is_unloaded_when_idle(root: Path, start):
     (root / "city.txt").write_text("Paris is the capital of France.\n")
     until(lambda i: str(root / "city.txt") in indexed(i), "create")
     deadline = time.monotonic() + DEADLINE
-    while w.status()["model_loaded"]:
+    while w.status().model_loaded:
         assert time.monotonic() < deadline, "model still loaded"
         time.sleep(0.05)
     (root / "city.txt").write_text("London is the capital of England.\n")  # loads it again
@@ -259,9 +259,9 @@ def test_unreadable_file_waits_for_its_next_event(root: Path, start, caplog):
     bad = root / "notes.txt"
     bad.write_bytes(bytes(range(256)) * 2)  # half-written garbage: not text
     until(lambda i: (r := i.file(str(bad))) is not None and r.status == "error", "error recorded")
-    until(lambda i: w.status()["queue"] == 0, "queue drained")
+    until(lambda i: w.status().queue == 0, "queue drained")
     time.sleep(1.0)  # the quiet period and every retry delay (0.2 s) over several times
-    assert w.status()["queue"] == 0
+    assert w.status().queue == 0
     assert caplog.text.count(f"skipped {bad}") == 1
     assert caplog.text.count("batch of 1 paths: 0 indexed, 0 removed, 1 failed") == 1
     # finished later with the very same size and mtime: still read again, on its next event
@@ -270,7 +270,7 @@ def test_unreadable_file_waits_for_its_next_event(root: Path, start, caplog):
     os.utime(bad, ns=(st.st_atime_ns, st.st_mtime_ns))
     assert bad.stat().st_size == st.st_size
     until(lambda i: top(i, "river bridge built") == "The river bridge was built in 1890.", "fixed file")
-    until(lambda i: w.status()["queue"] == 0, "queue drained")  # the utime event may still be pending
+    until(lambda i: w.status().queue == 0, "queue drained")  # the utime event may still be pending
     assert w.running
 
 
@@ -281,7 +281,7 @@ def test_busy_database_is_retried(root: Path, start, sparc_home: Path):
     try:
         (root / "city.txt").write_text("Paris is the capital of France.\n")
         deadline = time.monotonic() + DEADLINE
-        while "locked" not in (w.status()["last_error"] or ""):
+        while "locked" not in (w.status().last_error or ""):
             assert time.monotonic() < deadline, "no busy error recorded"
             time.sleep(0.05)
     finally:
@@ -296,7 +296,7 @@ def test_root_disappears_and_comes_back(root: Path, start, tmp_path: Path):
     away = tmp_path / "unmounted"
     os.rename(root, away)
     deadline = time.monotonic() + DEADLINE
-    while w.status()["missing_roots"] != [str(root)]:
+    while w.status().missing_roots != [str(root)]:
         assert time.monotonic() < deadline, "missing root not noticed"
         time.sleep(0.05)
     (away / "later.txt").write_text("The king built the tower.\n")  # changed while away
@@ -304,12 +304,12 @@ def test_root_disappears_and_comes_back(root: Path, start, tmp_path: Path):
     until(lambda i: str(root / "later.txt") in indexed(i), "re-indexed on return")
     (root / "new.txt").write_text("The queen played the piano.\n")
     until(lambda i: str(root / "new.txt") in indexed(i), "watched again")
-    assert w.status()["missing_roots"] == []
+    assert w.status().missing_roots == []
 
 
 def test_polling_observer(root: Path, start):
     w = start([root], polling=True, poll_interval=0.2)
-    assert w.status()["observer"] == "polling"
+    assert w.status().observer == "polling"
     (root / "poll.txt").write_text("The flour goes into the oven.\n")
     until(lambda i: str(root / "poll.txt") in indexed(i), "polled change")
 
@@ -334,7 +334,7 @@ while time.monotonic() < end:
         break
     time.sleep(0.05)
 w.stop()
-print(json.dumps(dict(observer=w.status()["observer"], files=files)))
+print(json.dumps(dict(observer=w.status().observer, files=files)))
 """
 
 
@@ -466,12 +466,13 @@ def test_name_that_is_not_utf8(root: Path, start):
     assert key in indexed(Index())
     os.unlink(raw)
     until(lambda i: key not in indexed(i), "delete")
-    assert w.status()["last_error"] is None
+    assert w.status().last_error is None
 
 
 def test_run_index_stops_when_asked(root: Path, tiny_model_dir: Path):
     """should_stop is asked before each file: the batches committed before it said so stay, the
     report says the run stopped, and the next run does the rest."""
+    from sparc_local.index_options import IndexOptions
     from sparc_local.model.encoder import Encoder
     from sparc_local.pipeline import run_index
 
@@ -480,7 +481,7 @@ def test_run_index_stops_when_asked(root: Path, tiny_model_dir: Path):
     info = ModelInfo.load(tiny_model_dir)
     asked = []
     with Index() as idx:
-        rep = run_index(idx, [str(root)], info, lambda: Encoder(info, threads=1), batch_sentences=1,
+        rep = run_index(idx, [str(root)], info, lambda: Encoder(info, threads=1), IndexOptions(batch_sentences=1),
                         should_stop=lambda: asked.append(1) or len(asked) > 3)
         assert (rep.stopped, rep.indexed, len(asked)) == (True, 3, 4)  # one file per batch
         assert len(indexed(idx)) == 3 and idx.verify() == []
@@ -540,3 +541,17 @@ def test_proc_start_of_a_process_with_parentheses_in_its_name():
         child.kill()
         child.wait()
     assert proc_start(child.pid) is None and proc_stat(child.pid) is None and not pid_alive(child.pid)
+
+
+def test_watcher_status_and_index_options_round_trip_through_json():
+    """watch.json and the `index` handoff carry these records; a key they do not know (the
+    daemon's pid, an older or newer version's field) is ignored, a missing one takes its default."""
+    from sparc_local.index_options import IndexOptions
+    from sparc_local.watch.state import Phase, WatcherStatus
+
+    st = WatcherStatus(phase=Phase.PAUSED, queue=3, paused="on battery power", roots=["/r"], requests=True)
+    assert WatcherStatus.from_json(json.loads(json.dumps({**st.to_json(), "pid": 7}))) == st
+    assert WatcherStatus.from_json({"phase": "dreaming", "queue": 2}) == WatcherStatus(queue=2)
+    opts = IndexOptions(exclude=["*.log"], include_hidden=True, max_sentences=7, prune=False)
+    assert IndexOptions.from_json(json.loads(json.dumps({**opts.to_json(), "paths": ["/r"]}))) == opts
+    assert IndexOptions.from_json({}) == IndexOptions()

@@ -5,52 +5,25 @@ files are not read again (they may have changed or gone since): the sentences, t
 paragraphs and the file records are copied from the old database, and the encoder gets each
 paragraph's sentences, as `index` gave them (inputs.paragraph_inputs builds both).
 
-The switch copies the finished database into the live one with SQLite's online backup, as one
-write transaction, instead of renaming a file over it. Renaming under open connections is unsafe
-in WAL mode: the -wal and -shm files are found by name, so a connection to the old file that
-closes after the rename checkpoints into and deletes the -wal/-shm the new file is using. With
-the backup, readers (`ask`) keep their snapshot of the old index until the switch commits and
-see the new one afterwards; a crash before the commit leaves the old index untouched.
+The switch (``Database.replace_with``) copies the finished database into the live one with
+SQLite's online backup, as one write transaction: readers (`ask`) keep their snapshot of the old
+index until the switch commits and see the new one afterwards; a crash before the commit leaves
+the old index untouched.
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
-import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 
-import numpy as np
-
 from sparc_local.batch_writer import BatchWriter, stored_update
-from sparc_local.index.db import LAST_UPDATE, MODEL_PATH, WEIGHT_SCALE
-from sparc_local.index.store import FileUpdate, Index
+from sparc_local.index.db import LAST_UPDATE, MODEL_PATH, WEIGHT_SCALE, remove_database
+from sparc_local.index.store import FileStatus, FileUpdate, Index
 from sparc_local.model.encoder import Encoder, LazyEncoder
 from sparc_local.model.info import INDEX_MODEL_KEY, ModelInfo
 from sparc_local.model.lexical import Lexical
 
 _SKIP_META = {WEIGHT_SCALE, INDEX_MODEL_KEY, MODEL_PATH, LAST_UPDATE}
-
-
-def live_sentence_ids(index: Index) -> np.ndarray:
-    """Ids of every sentence that belongs to a file (not tombstoned), ascending."""
-    rows = index.conn.execute("SELECT id FROM sentences WHERE file_id IS NOT NULL ORDER BY id")
-    return np.fromiter((r[0] for r in rows), dtype=np.int64)
-
-
-def _by_file(index: Index) -> dict[int, list[int]]:
-    out: dict[int, list[int]] = {}
-    for sid, fid in index.conn.execute(
-            "SELECT id, file_id FROM sentences WHERE file_id IS NOT NULL ORDER BY file_id, id"):
-        out.setdefault(fid, []).append(sid)
-    return out
-
-
-def remove_database(path: Path) -> None:
-    for suffix in ("", "-wal", "-shm", "-journal"):
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(str(path) + suffix)
 
 
 def reencode(src: Index, dst_path: Path, info: ModelInfo, encoder_factory: Callable[[], Encoder], *,
@@ -61,7 +34,7 @@ def reencode(src: Index, dst_path: Path, info: ModelInfo, encoder_factory: Calla
     only if there is a sentence to encode. Returns the number of sentences encoded.
     """
     remove_database(dst_path)
-    sentence_ids = _by_file(src)
+    sentence_ids = src.sentence_ids_by_file()
     total = sum(len(v) for v in sentence_ids.values())
     done = 0
     with Index(dst_path) as dst:
@@ -82,7 +55,7 @@ def reencode(src: Index, dst_path: Path, info: ModelInfo, encoder_factory: Calla
         writer = BatchWriter(dst, LazyEncoder(encoder_factory), merge=False, on_written=written)
         lexical = Lexical.of(info)
         for rec in src.all_files():
-            if rec.status != "ok":
+            if rec.status != FileStatus.OK:
                 writer.add(FileUpdate(rec.path, rec.size, rec.mtime, rec.hash, error=rec.error or "error"))
                 continue
             ids = sentence_ids.get(rec.id, [])
@@ -94,24 +67,5 @@ def reencode(src: Index, dst_path: Path, info: ModelInfo, encoder_factory: Calla
         last = src.get_meta(LAST_UPDATE)
         if last is not None:
             dst.set_meta(LAST_UPDATE, last)
-        dst.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        dst.checkpoint()
     return done
-
-
-def switch_database(live: Index, new_path: Path) -> None:
-    """Make the live index's content that of new_path, atomically for every reader, then delete new_path.
-
-    One backup step = one write transaction on the live database (its WAL receives the new
-    pages), so concurrent readers see either the old index or the new one, never a mix.
-    """
-    new = sqlite3.connect(new_path, isolation_level=None)
-    try:
-        new.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        if live.conn.in_transaction:
-            raise RuntimeError("the live index has an open transaction")
-        new.backup(live.conn, pages=-1)
-    finally:
-        new.close()
-    # fold the copied pages into the main file and empty the WAL (waits for readers up to the busy timeout)
-    live.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    remove_database(new_path)

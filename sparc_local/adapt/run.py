@@ -141,9 +141,7 @@ def _cleanup_models(keep: ModelInfo | None) -> None:
 
 def corpus_ids(index: Index, minimum: int) -> np.ndarray:
     """The live sentence ids adapt trains on; refused when there are fewer than ``minimum``."""
-    from sparc_local.adapt.reencode import live_sentence_ids
-
-    ids = live_sentence_ids(index)
+    ids = index.live_sentence_ids()
     if len(ids) == 0:
         raise AdaptError("the index has no sentences to adapt to", "Run `sparc-local index FOLDER` first.")
     if len(ids) < minimum:
@@ -165,7 +163,7 @@ def token_batches(index: Index, ids: np.ndarray, tokenizer, info: ModelInfo, bat
     while True:
         perm = rng.permutation(ids)
         for start in range(0, len(perm), pool):
-            texts = [r["text"] for r in index.sentences(perm[start:start + pool])]
+            texts = [r.text for r in index.sentences(perm[start:start + pool])]
             seqs = [[cls_id, *e.ids[: max_length - 2], sep_id]
                     for e in tokenizer.encode_batch(texts, add_special_tokens=False) if e.ids]
             if not seqs:
@@ -185,7 +183,7 @@ def corpus_counts(index: Index, ids: np.ndarray, tokenizer) -> np.ndarray:
     """Occurrences of each vocabulary token in the indexed sentences ``ids`` (special tokens: 0)."""
     counts = np.zeros(tokenizer.get_vocab_size(), np.int64)
     for start in range(0, len(ids), POOL_BATCHES * 256):
-        texts = [r["text"] for r in index.sentences(ids[start:start + POOL_BATCHES * 256])]
+        texts = [r.text for r in index.sentences(ids[start:start + POOL_BATCHES * 256])]
         counts += domain.count_tokens(tokenizer.encode_batch(texts, add_special_tokens=False), len(counts))
     counts[list(tokenizer.get_added_tokens_decoder())] = 0
     return counts
@@ -261,14 +259,15 @@ def _completed_steps(ckpt: Path) -> int:
 
 def _switch(index: Index, info: ModelInfo, threads: int | None, on_progress: Progress | None) -> int:
     """Re-encode the index with `info` into a new database, switch to it, point at `info`."""
-    from sparc_local.adapt.reencode import reencode, remove_database, switch_database
+    from sparc_local.adapt.reencode import reencode
+    from sparc_local.index.db import remove_database
     from sparc_local.model.encoder import EncoderFactory
 
     new_db = index.path.with_name(index.path.name + NEW_DB_SUFFIX)
     try:
         n = reencode(index, new_db, info, EncoderFactory(info, threads),
                      on_progress=(lambda d, t: on_progress("encode", d, t, None)) if on_progress else None)
-        switch_database(index, new_db)
+        index.replace_with(new_db)
     except BaseException:
         remove_database(new_db)
         raise

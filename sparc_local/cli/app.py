@@ -26,7 +26,6 @@ from sparc_local.cli.options import (
     AsJson,
     Exclude,
     Hidden,
-    Mode,
     NoIgnore,
     NormalPriority,
     Quiet,
@@ -37,6 +36,9 @@ from sparc_local.cli.options import (
     to_timestamp,
 )
 from sparc_local.errors import SparcError, UserError
+from sparc_local.index_options import MAX_SENTENCES, IndexOptions
+from sparc_local.query.modes import Mode
+from sparc_local.watch.config import SETTINGS, WatchConfig, WatchProcess
 
 if TYPE_CHECKING:
     from sparc_local.model.info import ModelInfo
@@ -119,7 +121,7 @@ def index(
     normal_priority: NormalPriority = False,
     quiet: Quiet = False,
     wait: Wait = DEFAULT_WAIT,
-    max_sentences: int = typer.Option(100_000, "--max-sentences", metavar="N", min=1,
+    max_sentences: int = typer.Option(MAX_SENTENCES, "--max-sentences", metavar="N", min=1,
                                       help="Index at most N sentences of one file (a huge log is cut there)."),
 ) -> None:
     """Index folders (or refresh the index): only new and changed files are read again."""
@@ -132,12 +134,12 @@ def index(
             return idx.roots()
 
     roots = roots_.resolve(paths_ or [], remembered, "index")
-    _index(roots, dict(exclude=list(exclude), include_hidden=hidden, ignore_files=not no_ignore,
-                       max_sentences=max_sentences),
+    _index(roots, IndexOptions(exclude=exclude, include_hidden=hidden, ignore_files=not no_ignore,
+                               max_sentences=max_sentences),
            info, threads=threads, low_priority=not normal_priority, quiet=quiet, wait=wait)
 
 
-def _index(roots: list[str], options: dict, info: ModelInfo, *, threads: int, low_priority: bool, quiet: bool,
+def _index(roots: list[str], options: IndexOptions, info: ModelInfo, *, threads: int, low_priority: bool, quiet: bool,
            wait: float) -> None:
     """`index` of absolute ``roots`` with run_index's ``options``: progress, skipped and cut files
     on stderr, the summary on stdout. While the watcher runs, it does the same work (and says the same)."""
@@ -162,7 +164,7 @@ def _index(roots: list[str], options: dict, info: ModelInfo, *, threads: int, lo
             IndexProgress(console, enabled=not quiet and console.is_terminal) as progress:
         def local():
             with _open_index(must_exist=False) as idx:
-                return run_index(idx, roots, info, encoder, **options, on_error=skipped, on_capped=capped,
+                return run_index(idx, roots, info, encoder, options, on_error=skipped, on_capped=capped,
                                  on_progress=progress.update)
 
         report = handoff.index(roots, options, local, wait=wait, on_progress=progress.update,
@@ -321,8 +323,8 @@ def demo() -> None:
 
     with paths.using(paths.demo_dir()):
         typer.echo(f"Indexing the sample files in {sample_dir()} ...")
-        _index([str(sample_dir())], dict(exclude=[QUESTIONS_FILE]), _model(), threads=0, low_priority=True,
-               quiet=False, wait=DEFAULT_WAIT)  # the other options: run_index's defaults
+        _index([str(sample_dir())], IndexOptions(exclude=[QUESTIONS_FILE]), _model(), threads=0, low_priority=True,
+               quiet=False, wait=DEFAULT_WAIT)
         question = sample_questions()[0]
         typer.echo(f'\n$ sparc-local ask "{question}" -k 3\n')
         run_ask(question, top_k=3)
@@ -333,21 +335,23 @@ def watch(
     paths_: list[Path] = typer.Argument(None, metavar="[PATHS]...",
                                         help="Folders or files to watch (they become indexed roots). "
                                              "Default: every folder indexed before."),
-    quiet_period: float = typer.Option(2.0, "--quiet-period", metavar="SECONDS", min=0.0,
+    quiet_period: float = typer.Option(WatchConfig.quiet_period, "--quiet-period", metavar="SECONDS", min=0.0,
                                        help="Index a batch of changes once no event came for this long."),
-    max_delay: float = typer.Option(10.0, "--max-delay", metavar="SECONDS", min=0.0,
+    max_delay: float = typer.Option(WatchConfig.max_delay, "--max-delay", metavar="SECONDS", min=0.0,
                                     help="Index a batch at the latest this long after its first change."),
     exclude: Exclude = [],
     hidden: Hidden = False,
     no_ignore: NoIgnore = False,
-    threads: Threads = 1,
+    threads: Threads = WatchProcess.threads,
     normal_priority: NormalPriority = False,
     on_battery: bool = typer.Option(False, "--on-battery",
                                     help="Keep indexing on battery power (default: pause until on mains power)."),
     poll: bool = typer.Option(False, "--poll", help="Poll the folders instead of using OS events."),
-    wait: Wait = 0.0,
+    wait: Wait = WatchProcess.wait,
     daemon_: bool = typer.Option(False, "--daemon", help="Run in the background (log: watch.log in the data dir)."),
     stop: bool = typer.Option(False, "--stop", help="Stop the background watcher."),
+    settings: str | None = typer.Option(None, SETTINGS, hidden=True,
+                                        help="All of the above as JSON (what `--daemon` hands its process)."),
 ) -> None:
     """Keep the index up to date as files change (catch up first; Ctrl-C or --stop ends it)."""
     from sparc_local.watch import daemon
@@ -362,20 +366,23 @@ def watch(
     info = _model()
     with _open_index(must_exist=False) as idx:  # even with PATHS: a damaged index is told here, not in a log
         roots = roots_.resolve(paths_ or [], idx.roots, "watch", missing_ok=True)
-    opts = dict(quiet_period=quiet_period, max_delay=max_delay, exclude=exclude, include_hidden=hidden,
-                ignore_files=not no_ignore, polling=poll)
+    config = WatchConfig(quiet_period=quiet_period, max_delay=max_delay, exclude=exclude, include_hidden=hidden,
+                         ignore_files=not no_ignore, polling=poll)
+    process = WatchProcess(threads=threads, wait=wait, low_priority=not normal_priority,
+                           pause_on_battery=not on_battery)
+    if settings is not None:
+        from sparc_local.watch.config import from_json
+
+        config, process = from_json(settings)
     if daemon_:
-        pid = daemon.spawn(daemon.watch_args(roots if paths_ else [], threads=threads, wait=wait,
-                                             low_priority=not normal_priority, pause_on_battery=not on_battery,
-                                             **opts))
+        pid = daemon.spawn(daemon.watch_args(roots if paths_ else [], config, process))
         typer.echo(f"Watching {', '.join(roots)} in the background (pid {pid}); log: {watchfiles.log_path()}\n"
                    "Stop it with `sparc-local watch --stop`.")
         return
     console = _console()
     with (console.status("starting") if console.is_terminal else contextlib.nullcontext()) as live:
-        daemon.run(roots, info, threads=threads, wait=wait, low_priority=not normal_priority,
-                   pause_on_battery=not on_battery,
-                   on_tick=(lambda st: live.update(daemon.describe(st))) if live else None, **opts)
+        daemon.run(roots, info, config, process,
+                   on_tick=(lambda st: live.update(daemon.describe(st))) if live else None)
 
 
 class ServiceAction(str, Enum):

@@ -8,6 +8,7 @@ from __future__ import annotations
 import sys
 
 from sparc_local.errors import SparcError, UserError
+from sparc_local.query.modes import HYBRID
 
 DEFAULT_TOP_K = 10
 DATE_FORMS = "YYYY-MM-DD or YYYY-MM-DDTHH:MM"
@@ -63,7 +64,7 @@ def filter_options(path: str | None, type_: str | None, since: float | None, bef
 
 def run_ask(question: str, top_k: int = DEFAULT_TOP_K, as_json: bool = False, path: str | None = None,
             type_: str | None = None, explain: bool = False, since: float | None = None,
-            before: float | None = None, mode: str = "hybrid") -> None:
+            before: float | None = None, mode: str = HYBRID) -> None:
     """`ask`: the answers on stdout (text, or JSON), and a note on stderr when the index is stale.
     When the filters keep no indexed file, one line says so and what the indexed files are: in
     place of "No answer found.", or on stderr beside --json's empty list."""

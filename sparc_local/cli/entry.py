@@ -16,6 +16,7 @@ import sys
 
 from sparc_local.cli.common import parse_date, report, run_ask
 from sparc_local.errors import SparcError
+from sparc_local.query.modes import MODES
 
 PROG = "sparc-local"
 COMPLETE_VAR = "_SPARC_LOCAL_COMPLETE"  # set by the completion scripts Typer writes
@@ -24,7 +25,6 @@ OPENBLAS_THREADS = "OPENBLAS_NUM_THREADS"
 # `ask`'s options as plain_ask reads them; tests/test_ask_cli.py checks them against the Typer command
 ASK_VALUES = {"--top-k": "top_k", "-k": "top_k", "--path": "path", "--type": "type_", "--since": "since",
               "--before": "before", "--mode": "mode"}
-ASK_MODES = ("hybrid", "sparc", "bm25")  # ``options.Mode`` (a test checks they agree)
 ASK_FLAGS = {"--json": "as_json", "--explain": "explain"}
 _COMPLETION_SHELLS = ("bash", "zsh", "fish", "powershell", "pwsh")
 
@@ -66,7 +66,7 @@ def plain_ask(args: list[str]) -> dict | None:
             return None
         found["top_k"] = int(top_k)
     if "mode" in found:
-        if found["mode"].lower() not in ASK_MODES:
+        if found["mode"].lower() not in MODES:
             return None
         found["mode"] = found["mode"].lower()
     for key in ("since", "before"):

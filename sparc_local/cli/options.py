@@ -7,7 +7,6 @@ A command gives its own default (``threads: Threads = 0``): the same option may 
 
 from __future__ import annotations
 
-from enum import Enum
 from typing import Annotated
 
 import typer
@@ -58,9 +57,3 @@ def complete_type(incomplete: str) -> list[str]:
     return [name for name in names if name.startswith(incomplete.lstrip(".").lower())]
 
 
-class Mode(str, Enum):
-    """`ask --mode`: the values of ``query.fusion.MODES`` (spelled here so the app need not import it)."""
-
-    hybrid = "hybrid"
-    sparc = "sparc"
-    bm25 = "bm25"

@@ -13,10 +13,13 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeRemainingColumn
 
+from sparc_local.pipeline import IndexPhase
+
 if TYPE_CHECKING:
     from sparc_local.pipeline import Progress as IndexRun
 
 MIN_PATH = 8  # characters of the current file's path worth showing
+_RATED = (IndexPhase.INDEXING, IndexPhase.ENCODING)  # phases with a rate and a time left
 
 
 def _clock(seconds: float) -> str:
@@ -30,19 +33,19 @@ def describe(p: IndexRun, seconds: float, width: int = 80) -> str:
     and the reading rate. Encoding: sentences encoded of those waiting, the rate and the time
     left. Then the current file (its path cut from the left, at a folder if it can, to fit
     ``width``). ``seconds``: time since the phase began."""
-    if p.phase == "scanning":
+    if p.phase == IndexPhase.SCANNING:
         return f"scanning: {p.scanned} files"
-    if p.phase == "encoding":
+    if p.phase == IndexPhase.ENCODING:
         done, total = p.sentences_done, p.sentences_pending
         line = f"encoding: {p.files_done}/{p.files_total} files read, encoded {done} of {total} sentences"
     else:
         done, total = p.sentences_read, p.sentences_estimate()
         approx = "~" if p.bytes_read < p.bytes_total else ""
         line = f"{p.files_done}/{p.files_total} files, {done}/{approx}{total} sentences read"
-        if p.phase != "indexing":
+        if p.phase != IndexPhase.INDEXING:
             line = f"{p.phase}: {line}"
     rate = done / seconds if seconds > 0 else 0.0
-    if rate > 0 and p.phase in ("indexing", "encoding"):
+    if rate > 0 and p.phase in _RATED:
         line += f", {rate:.0f}/s, {_clock(max(total - done, 0) / rate)} left"
     room = width - len(line) - 4  # ", " and the spinner
     if p.current and room >= MIN_PATH:
@@ -63,11 +66,11 @@ class IndexProgress:
         self.progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), console=console,
                                  disable=not enabled, transient=True)
         self.started: float | None = None  # when the current phase began (reading, encoding)
-        self.phase = "scanning"
+        self.phase = IndexPhase.SCANNING
 
     def __enter__(self) -> IndexProgress:
         self.progress.__enter__()
-        self.task = self.progress.add_task("scanning")
+        self.task = self.progress.add_task(IndexPhase.SCANNING)
         return self
 
     def __exit__(self, *exc) -> None:
@@ -75,7 +78,7 @@ class IndexProgress:
 
     def update(self, p: IndexRun) -> None:
         now = time.perf_counter()
-        if p.phase != self.phase and p.phase in ("indexing", "encoding"):
+        if p.phase != self.phase and p.phase in _RATED:
             self.started, self.phase = now, p.phase  # each phase has its own rate
         text = describe(p, now - (self.started or now), self.console.width)
         self.progress.update(self.task, description=text)

@@ -289,15 +289,15 @@ def print_status(st: Status) -> None:
     out.print(f"Active model: {escape(st.active_model or '(missing)')}")
     out.print(f"Last update:  {when}")
     w = st.watch
-    if w.get("running"):
-        since = dt.datetime.fromtimestamp(w["since"]).strftime("%Y-%m-%d %H:%M") if w.get("since") else "?"
-        line = f"running (pid {w['pid']}) since {since}, queue {w['queue']}"
-        if w.get("paused"):
-            line += f", paused {w['paused']}"
+    if w.running:
+        since = dt.datetime.fromtimestamp(w.since).strftime("%Y-%m-%d %H:%M") if w.since else "?"
+        line = f"running (pid {w.pid}) since {since}, queue {w.queue}"
+        if w.paused:
+            line += f", paused {w.paused}"
     else:
         line = "not running"
-    if w.get("last_error"):
-        line += f"; last error: {w['last_error']}"
+    if w.last_error:
+        line += f"; last error: {w.last_error}"
     out.print(f"Watcher:      {escape(line)}")
     out.print(f"Errors:       {len(st.errors)}")
     for e in st.errors:

@@ -97,8 +97,7 @@ def fill_index(index: Index, ds: reqa.ReqaSet, vectors: SparseVectors, info: Mod
     writer.flush()
     index.merge_all()
     # db sentence ids -> dataset sentence ids (rows were inserted in passage order)
-    db_ids = [r[0] for r in index.conn.execute(
-        "SELECT s.id FROM sentences s JOIN files f ON f.id = s.file_id ORDER BY f.path, s.id")]
+    db_ids = index.sentence_ids_by_path()
     order = [i for p in sorted(by_passage) for i in by_passage[p]]
     return {db: ds.ids[i] for db, i in zip(db_ids, order)}
 
@@ -147,7 +146,7 @@ def evaluate(ds_dir: Path, info: ModelInfo, *, depth: int = 10, top_k: int | Non
              with_hits: bool = False) -> dict:
     """The three ways `ask --mode` ranks, on the same index, and the classic BM25 baseline."""
     from sparc_local.query.bm25 import BM25
-    from sparc_local.query.fusion import MODES, SPARC
+    from sparc_local.query.modes import MODES, SPARC
 
     with eval_index(ds_dir, info, top_k=top_k, threads=threads, progress=progress) as ev:
         results = {mode: rank(ev, mode, depth, with_hits) for mode in MODES}

@@ -67,6 +67,13 @@ def qmarks(n: int) -> str:
     return ",".join("?" * n)
 
 
+def remove_database(path: Path) -> None:
+    """Delete a database file and its -wal, -shm and -journal files, those that exist."""
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(f"{path}{suffix}")
+
+
 def _secure_file(path: Path) -> None:
     """Create ``path`` 0600 if missing; tighten it to 0600 if it is wider."""
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
@@ -154,6 +161,31 @@ class Database:
     @property
     def conn(self) -> sqlite3.Connection:
         return self._conn
+
+    def checkpoint(self) -> None:
+        """Fold the WAL into the database file and empty it (it would otherwise keep a copy of every
+        page written); waits for readers up to the busy timeout."""
+        self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+    def replace_with(self, new_path: Path) -> None:
+        """Make this database's content that of the database at new_path, atomically for every
+        reader, then delete new_path.
+
+        SQLite's online backup, not a rename: in WAL mode the -wal and -shm files are found by
+        name, so a connection to a renamed-over file could checkpoint into and delete the ones
+        the new file uses. One backup step is one write transaction here (the WAL receives the
+        new pages), so readers see the old content or the new, never a mix.
+        """
+        new = sqlite3.connect(new_path, isolation_level=None)
+        try:
+            new.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            if self._conn.in_transaction:
+                raise RuntimeError("the database has an open transaction")
+            new.backup(self._conn, pages=-1)
+        finally:
+            new.close()
+        self.checkpoint()
+        remove_database(new_path)
 
     def schema_version(self) -> int:
         return self._conn.execute("PRAGMA user_version").fetchone()[0]

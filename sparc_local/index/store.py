@@ -48,7 +48,7 @@ from sparc_local.paths import is_under
 from . import positions
 from . import postings as codec
 from .db import LAST_UPDATE, Database, chunks, qmarks
-from .records import FILE_COLS, FileRecord, FileUpdate, SentenceRow  # noqa: F401 (the write API's types)
+from .records import FILE_COLS, STORED_SENTENCE_SQL, FileRecord, FileStatus, FileUpdate, SentenceRow, StoredSentence  # noqa: F401 (the API's types)
 from .schema import MIGRATIONS, SCHEMA_VERSION  # noqa: F401 (the schema's names, read by callers)
 from .segments import MAX_DELETED_RATIO, MERGE_FACTOR, Segments
 
@@ -214,7 +214,7 @@ class Index(Database):
                     " ON CONFLICT(path) DO UPDATE SET size = excluded.size, mtime = excluded.mtime,"
                     " hash = excluded.hash, status = excluded.status, error = excluded.error,"
                     " n_sentences = excluded.n_sentences, indexed_at = excluded.indexed_at",
-                    (path, int(u.size), float(u.mtime), str(u.hash), "ok" if ok else "error", u.error, n, now),
+                    (path, int(u.size), float(u.mtime), str(u.hash), FileStatus.OK if ok else FileStatus.ERROR, u.error, n, now),
                 )
                 if not n:
                     continue
@@ -375,24 +375,31 @@ class Index(Database):
     def file_sentence_ids(self, file_id: int) -> list[int]:
         return [r[0] for r in self._conn.execute("SELECT id FROM sentences WHERE file_id = ?", (file_id,))]
 
-    def sentences(self, ids: Sequence[int] | np.ndarray) -> list[dict]:
-        """Rows for the given sentence ids, in the same order; ids that no longer exist are
-        skipped.  Keys: id, text, context, offset_in_context, path (None if tombstoned),
-        page, line, char_start, char_end, file_id."""
+    def live_sentence_ids(self) -> np.ndarray:
+        """Ids of every sentence that belongs to a file (not tombstoned), ascending."""
+        rows = self._conn.execute("SELECT id FROM sentences WHERE file_id IS NOT NULL ORDER BY id")
+        return np.fromiter((r[0] for r in rows), dtype=np.int64)
+
+    def sentence_ids_by_file(self) -> dict[int, list[int]]:
+        """{file id: its live sentence ids, ascending}, files in id order."""
+        out: dict[int, list[int]] = {}
+        for sid, fid in self._conn.execute(
+                "SELECT id, file_id FROM sentences WHERE file_id IS NOT NULL ORDER BY file_id, id"):
+            out.setdefault(fid, []).append(sid)
+        return out
+
+    def sentence_ids_by_path(self) -> list[int]:
+        """Ids of the live sentences, by file path, then id (the order a file's rows were written)."""
+        return [r[0] for r in self._conn.execute(
+            "SELECT s.id FROM sentences s JOIN files f ON f.id = s.file_id ORDER BY f.path, s.id")]
+
+    def sentences(self, ids: Sequence[int] | np.ndarray) -> list[StoredSentence]:
+        """The given sentences, in the same order; ids that no longer exist are skipped."""
         ids = [int(i) for i in ids]
-        rows: dict[int, dict] = {}
+        rows: dict[int, StoredSentence] = {}
         for chunk in chunks(ids):
-            for r in self._conn.execute(
-                "SELECT s.id, s.text, p.text, s.offset_in_context, f.path, s.page, s.line,"
-                " s.char_start, s.char_end, s.file_id FROM sentences s LEFT JOIN files f ON f.id = s.file_id"
-                " JOIN paragraphs p ON p.id = s.paragraph_id"
-                f" WHERE s.id IN ({qmarks(len(chunk))})",
-                chunk,
-            ):
-                rows[r[0]] = dict(
-                    id=r[0], text=r[1], context=r[2], offset_in_context=r[3], path=r[4],
-                    page=r[5], line=r[6], char_start=r[7], char_end=r[8], file_id=r[9],
-                )
+            for r in self._conn.execute(f"{STORED_SENTENCE_SQL} WHERE s.id IN ({qmarks(len(chunk))})", chunk):
+                rows[r[0]] = StoredSentence(*r)
         return [rows[i] for i in ids if i in rows]
 
     def phrase_positions(self, ids: Sequence[int]) -> dict[int, bytes]:

@@ -14,7 +14,7 @@ from sparc_local.errors import NoQueryTokens
 from sparc_local.index.store import Index
 from sparc_local.model.info import ModelInfo
 from sparc_local.model.lexical import FIELD_BASE, PARAGRAPH_FIELD, SENTENCE_FIELD
-from sparc_local.query import fusion
+from sparc_local.query.modes import HYBRID
 from sparc_local.query.pathfilter import PathFilter
 from sparc_local.query.phrase import Phrase, find_phrase
 from sparc_local.query.searcher import Searcher
@@ -23,7 +23,7 @@ from sparc_local.query.tokens import QueryTokenizer, query_token_ids
 _FIELD_LABELS = {SENTENCE_FIELD: " (bm25)", PARAGRAPH_FIELD: " (bm25, context)"}
 
 
-# The fused score (``fusion.HYBRID``, in [0, 1.8]) below which the top answer is rarely right:
+# The fused score (``modes.HYBRID``, in [0, 1.8]) below which the top answer is rarely right:
 # 95% of right top answers score more, chosen on training data only (du2017-train: questions
 # whose answer is indexed, questions whose article is not, nonsense), see benchmarks/no_answer.py
 # for the figures.  Re-run it when ``fusion.WEIGHTS`` or the model change.  The sparc and bm25
@@ -160,10 +160,10 @@ class Asker:
 
     def ask(self, question: str, k: int = 10, path_glob: str | None = None, ext: str | None = None,
             explain: bool = False, since: float | None = None, before: float | None = None,
-            mode: str = fusion.HYBRID, phrases: int | None = None) -> list[Answer]:
+            mode: str = HYBRID, phrases: int | None = None) -> list[Answer]:
         """The top ``k`` passages among the files the filters keep (``pathfilter.PathFilter``:
         ``since``/``before`` bound the modification time, in seconds since the epoch), ranked by
-        ``mode`` (``fusion.MODES``), each as its best sentence (``collapse``).  In hybrid mode
+        ``mode`` (``modes.MODES``), each as its best sentence (``collapse``).  In hybrid mode
         each says whether it is a likely answer: a score of LIKELY_SCORE or more, and a word of
         the question in its passage (``shares_word``).  The first ``phrases`` (None: all) get
         their phrase (``find_phrase``): a sentence with other than ASCII text loads the
@@ -182,7 +182,7 @@ class Asker:
                 break
             want *= 4
         answers = collapse(found, k)
-        if mode == fusion.HYBRID:
+        if mode == HYBRID:
             for a in answers:
                 a.likely = a.score >= LIKELY_SCORE and shares_word(question, a.context)
         shown = answers if explain else answers[:phrases]
@@ -201,14 +201,14 @@ class Asker:
 
     def _answers(self, ids: np.ndarray, scores: np.ndarray) -> list[Answer]:
         """The sentences of a ranking, one Answer each (rank 0 until collapsed)."""
-        rows = {row["id"]: row for row in self.index.sentences(ids)}
+        rows = {row.id: row for row in self.index.sentences(ids)}
         answers: list[Answer] = []
         for i, score in zip(ids.tolist(), scores.tolist()):
             row = rows.get(i)
-            if row is None or row["path"] is None:  # removed since the search (a writer committed)
+            if row is None or row.path is None:  # removed since the search (a writer committed)
                 continue
-            answers.append(Answer(0, round(score, 4), row["path"], row["page"], row["line"], row["text"],
-                                  row["context"], row["offset_in_context"], row["id"], file_id=row["file_id"]))
+            answers.append(Answer(0, round(score, 4), row.path, row.page, row.line, row.text,
+                                  row.context, row.offset_in_context, row.id, file_id=row.file_id))
         return answers
 
     def _label(self, key: int) -> str:

@@ -25,9 +25,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from sparc_local.model.lexical import FIELD_BASE, PARAGRAPH_FIELD, PENDING, SENTENCE_FIELD
+from sparc_local.query.modes import BM25, HYBRID, SPARC
 
-HYBRID, SPARC, BM25 = "hybrid", "sparc", "bm25"
-MODES = (HYBRID, SPARC, BM25)
 # chosen on training data (du2017-train, and its held-out articles a42-a43), never the evaluation
 # sets: MRR@10 0.7787 / 0.7960 against SPARC's 0.7583 / 0.7925 (benchmarks/hybrid_tune.py)
 WEIGHTS = {SENTENCE_FIELD: 0.5, PARAGRAPH_FIELD: 0.3}

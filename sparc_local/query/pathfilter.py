@@ -132,7 +132,9 @@ def no_match(index: Index, file_filter: PathFilter) -> NoMatch | None:
     """A ``NoMatch`` when ``file_filter`` keeps none of the files the index holds text of, else
     None (None too when it holds none: then no filter is to blame). Reads every file's row: for
     a question that found no answer only."""
-    files = [f for f in index.all_files() if f.status == "ok"]
+    from sparc_local.index.records import FileStatus
+
+    files = [f for f in index.all_files() if f.status == FileStatus.OK]
     if not files or any(file_filter.keeps([f.path for f in files], index.stored_roots(), [f.mtime for f in files])):
         return None
     counts = Counter(os.path.splitext(f.path)[1].lower() for f in files)

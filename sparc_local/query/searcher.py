@@ -18,6 +18,7 @@ from sparc_local.index import postings as codec
 from sparc_local.index.db import MAX_PARAMS
 from sparc_local.index.store import Index
 from sparc_local.query import fusion, maxscore, scoring
+from sparc_local.query.modes import SPARC
 from sparc_local.query.pathfilter import PathFilter
 
 
@@ -100,9 +101,9 @@ class Searcher:
 
     def search(self, token_ids: np.ndarray | Sequence[int], n: int | None = 10,
                stats: dict | None = None, *, file_filter: PathFilter | None = None,
-               mode: str = fusion.SPARC) -> tuple[np.ndarray, np.ndarray]:
+               mode: str = SPARC) -> tuple[np.ndarray, np.ndarray]:
         """Top ``n`` live sentences for a question's token ids -> (sentence_ids, scores): SPARC's
-        g(q, s) in f units, or in ``fusion.HYBRID``/``fusion.BM25`` mode the fused score.
+        g(q, s) in f units, or in ``HYBRID``/``BM25`` mode the fused score.
 
         Exact (identical to summing every posting), see ``maxscore.top_k_blobs``.  ``stats``, if
         given, receives counters for benchmarks.  ``file_filter``: only sentences of the files
@@ -115,7 +116,7 @@ class Searcher:
         for tok, blob in rows:
             by_token.setdefault(tok, []).append(blob)
         blobs, scale, mult = list(by_token.values()), self.index.weight_scale, None
-        if mode != fusion.SPARC:
+        if mode != SPARC:
             mult, scale = self._multipliers(list(by_token), blobs, snap, mode)
         # kept between questions: no page faults on a fresh accumulator (zero again on return)
         self._work = maxscore.work_buffer(snap.size, len(by_token), self._work,
@@ -130,7 +131,7 @@ class Searcher:
         return fusion.multipliers(keys, df, max_q, snap.written, codec.QMAX, mode)
 
     def explain(self, token_ids: np.ndarray | Sequence[int], ids: Sequence[int],
-                mode: str = fusion.SPARC) -> list[dict[int, float]]:
+                mode: str = SPARC) -> list[dict[int, float]]:
         """{key: its part of the score} for each sentence id: f(v, s) per question token in SPARC
         mode, else each posting key's share of the fused score (keys: ``fusion.keys``)."""
         with self.index.read_transaction():
@@ -139,7 +140,7 @@ class Searcher:
         lists = codec.decode_lists([blob for _, blob in rows])
         plist = [(tok, sids, q) for (tok, _), (sids, q) in zip(rows, lists)]
         scale = self.index.weight_scale
-        if mode != fusion.SPARC:
+        if mode != SPARC:
             by_key: dict[int, list[bytes]] = {}
             for tok, blob in rows:
                 by_key.setdefault(tok, []).append(blob)

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from sparc_local.index.records import FileStatus
 from sparc_local.ingest.extract import SUPPORTED, ExtractError, iter_files, path_key
 from sparc_local.paths import is_under
 from sparc_local.watch.config import LOG_NAME
@@ -54,7 +55,7 @@ def apply(idx, batch: dict[str, bool], scope: Scope, index_files: Callable[[list
         elif stat.S_ISREG(mode) and os.path.splitext(path)[1].lower() in SUPPORTED:  # never a FIFO
             files.add(path)
             rec = idx.file(path_key(path))
-            if rec is not None and rec.status == "error":  # read it again even if its stat is the same
+            if rec is not None and rec.status == FileStatus.ERROR:  # read it again even if its stat is the same
                 idx.touch_file(rec.path, rec.size, -1.0)
     if folders:
         known = [f.path for f in idx.all_files()]

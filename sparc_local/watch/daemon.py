@@ -16,6 +16,7 @@ picked up by the catch-up pass of the next start.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
 import signal
@@ -28,7 +29,7 @@ from logging.handlers import RotatingFileHandler
 
 from sparc_local.errors import SparcError
 from sparc_local.index.lock import WriterLock, pid_alive
-from sparc_local.watch.config import LOG_NAME
+from sparc_local.watch.config import LOG_NAME, SETTINGS, WatchConfig, WatchProcess, to_json
 from sparc_local.watch.files import (
     COMMAND,
     POLL,
@@ -41,6 +42,7 @@ from sparc_local.watch.files import (
     state_path,
     write_json,
 )
+from sparc_local.watch.state import WatcherStatus
 
 log = logging.getLogger(LOG_NAME)
 LOG_BYTES, LOG_BACKUPS = 1_000_000, 3  # watch.log rotates at 1 MB and keeps 3 old files
@@ -69,19 +71,17 @@ class _StateWriter:
 
     def __init__(self) -> None:
         self.path = state_path()
-        self.base = dict(pid=os.getpid(), proc_start=proc_start(os.getpid()), started_at=time.time())
+        self.base = dict(pid=os.getpid(), proc_start=proc_start(os.getpid()))
         self.last: dict | None = None
 
-    def __call__(self, status: dict, running: bool = True) -> None:
-        keys = ("phase", "queue", "last_error", "last_batch_at", "indexed", "removed", "errors", "observer",
-                "roots", "missing_roots", "paused", "requests")
-        data = dict(self.base, running=running, **{k: status.get(k) for k in keys})
+    def __call__(self, status: WatcherStatus, running: bool = True) -> None:
+        data = dict(self.base, running=running, **status.to_json())
         if data != self.last:
             write_json(self.path, data)
             self.last = data
 
 
-def serve(watcher, lock: WriterLock, on_tick: Callable[[dict], None] | None = None, tick: float = 1.0) -> None:
+def serve(watcher, lock: WriterLock, on_tick: Callable[[WatcherStatus], None] | None = None, tick: float = 1.0) -> None:
     """Run `watcher` until SIGTERM/SIGINT (main thread only), keeping pidfile and state file; then
     stop it, release `lock` and remove the pidfile."""
     stop = threading.Event()
@@ -100,7 +100,7 @@ def serve(watcher, lock: WriterLock, on_tick: Callable[[dict], None] | None = No
             if on_tick is not None:
                 on_tick(status)
             if not watcher.running:  # its worker died: exit 1, so a supervisor restarts it
-                raise DaemonError(f"the watcher stopped: {status.get('last_error')}", f"See {log_path()}.")
+                raise DaemonError(f"the watcher stopped: {status.last_error}", f"See {log_path()}.")
     finally:
         log.info("stopping the watcher (pid %d)", os.getpid())
         watcher.stop()
@@ -114,29 +114,27 @@ def serve(watcher, lock: WriterLock, on_tick: Callable[[dict], None] | None = No
         log.info("watcher stopped")
 
 
-def run(roots: list[str], model, *, threads: int = 1, wait: float = 0.0,
-        on_tick: Callable[[dict], None] | None = None, low_priority: bool = True, pause_on_battery: bool = True,
-        **options) -> None:
+def run(roots: list[str], model, config: WatchConfig = WatchConfig(), process: WatchProcess = WatchProcess(), *,
+        on_tick: Callable[[WatcherStatus], None] | None = None) -> None:
     """Take the writer lock (LockHeld if another writer has it), then watch until signalled: at
-    low CPU and I/O priority (``power.low_priority``), encoding only on mains power. ``options``:
-    fields of ``WatchConfig``."""
+    low CPU and I/O priority (``power.low_priority``), encoding only on mains power, as ``process``
+    says."""
     from sparc_local import power
-    from sparc_local.watch.config import WatchConfig
     from sparc_local.watch.watcher import Watcher
 
-    lock = WriterLock(COMMAND).acquire(wait)
+    lock = WriterLock(COMMAND).acquire(process.wait)
     handler = setup_logging()
     try:
-        config = WatchConfig(**options, on_battery=power.on_battery if pause_on_battery else None)
+        config = dataclasses.replace(config, on_battery=power.on_battery if process.pause_on_battery else None)
 
         from sparc_local.model.encoder import EncoderFactory
 
         # the Encoder's small default token budget (512) suits a background process: measured on
         # the shipped model, 1 thread, peak RSS 295 MB instead of 823 MB at 2048, and no slower
-        encoder = EncoderFactory(model, threads or None)
+        encoder = EncoderFactory(model, process.threads or None)
 
         # before any thread of the watcher starts: they inherit it
-        with power.low_priority(low_priority) as prio:
+        with power.low_priority(process.low_priority) as prio:
             if prio:
                 log.info("running at nice %d, I/O priority %s", power.NICE, prio.io_set)
             # inbox: `forget` and `index` hand their writes to it
@@ -147,17 +145,10 @@ def run(roots: list[str], model, *, threads: int = 1, wait: float = 0.0,
         handler.close()
 
 
-def watch_args(roots: list[str], *, threads: int, wait: float, quiet_period: float, max_delay: float,
-               exclude: list[str], include_hidden: bool, ignore_files: bool, polling: bool,
-               low_priority: bool = True, pause_on_battery: bool = True) -> list[str]:
-    """The `watch` command line that reproduces these options in the detached process."""
-    args = ["--quiet-period", repr(quiet_period), "--max-delay", repr(max_delay), "--threads", str(threads),
-            "--wait", repr(wait)]
-    args += ["--normal-priority"] * (not low_priority) + ["--on-battery"] * (not pause_on_battery)
-    for glob in exclude:
-        args += ["--exclude", glob]
-    args += ["--hidden"] * include_hidden + ["--no-ignore"] * (not ignore_files) + ["--poll"] * polling
-    return [*args, "--", *roots]
+def watch_args(roots: list[str], config: WatchConfig, process: WatchProcess) -> list[str]:
+    """The `watch` command line that hands these settings to the detached process (``SETTINGS``,
+    ``config.to_json``)."""
+    return [SETTINGS, to_json(config, process), "--", *roots]
 
 
 def spawn(args: list[str], timeout: float = START_STOP_TIMEOUT) -> int:
@@ -201,15 +192,15 @@ def stop(timeout: float = START_STOP_TIMEOUT) -> int | None:
     return pid
 
 
-def describe(st: dict) -> str:
+def describe(st: WatcherStatus) -> str:
     """The one-line live status of a watcher (for the foreground status line)."""
-    when = time.strftime("%H:%M:%S", time.localtime(st["last_batch_at"])) if st.get("last_batch_at") else "never"
-    line = (f"{st['phase']}: {len(st['roots'])} roots, queue {st['queue']}, {st['indexed']} indexed, "
-            f"{st['removed']} removed, last batch {when}")
-    if st.get("paused"):
-        line += f", paused {st['paused']}"
-    if st.get("missing_roots"):
-        line += f", missing: {', '.join(st['missing_roots'])}"
-    if st.get("last_error"):
-        line += f" | last error: {st['last_error']}"
+    when = time.strftime("%H:%M:%S", time.localtime(st.last_batch_at)) if st.last_batch_at else "never"
+    line = (f"{st.phase}: {len(st.roots)} roots, queue {st.queue}, {st.indexed} indexed, "
+            f"{st.removed} removed, last batch {when}")
+    if st.paused:
+        line += f", paused {st.paused}"
+    if st.missing_roots:
+        line += f", missing: {', '.join(st.missing_roots)}"
+    if st.last_error:
+        line += f" | last error: {st.last_error}"
     return line

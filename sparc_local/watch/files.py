@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 
 from sparc_local.index.lock import pid_alive, proc_stat
+from sparc_local.watch.state import WatcherStatus, WatchState
 
 COMMAND = "sparc-local watch"
 INBOX = "requests"  # folder of the data dir: requests handed to the watcher
@@ -74,15 +75,15 @@ def running_pid() -> int | None:
     return pid
 
 
-def read_status() -> dict:
-    """What `status` shows: {running, pid, since, queue, paused, last_error}. Never takes the lock.
-    ``paused``: why the watcher does not encode now ("on battery power"), or None."""
+def read_status() -> WatchState:
+    """What `status` shows of the watcher, from its state file. Never takes the lock."""
     pid = running_pid()
     state = read_json(state_path())
-    live = pid is not None and state.get("pid") == pid
-    return dict(running=pid is not None, pid=pid, since=state.get("started_at") if live else None,
-                queue=int(state.get("queue", 0)) if live else 0, paused=state.get("paused") if live else None,
-                last_error=state.get("last_error"))
+    st = WatcherStatus.from_json(state)
+    if pid is None or state.get("pid") != pid:  # its last error stays to be seen
+        return WatchState(running=pid is not None, pid=pid, last_error=st.last_error)
+    return WatchState(running=True, pid=pid, since=st.started_at, queue=st.queue, paused=st.paused,
+                      last_error=st.last_error)
 
 
 def inbox_path() -> Path:

@@ -29,8 +29,10 @@ from typing import TypeVar
 
 from sparc_local.errors import SparcError
 from sparc_local.index.lock import LockHeld, WriterLock, pid_alive
+from sparc_local.index_options import IndexOptions
 from sparc_local.watch.config import LOG_NAME
 from sparc_local.watch.files import COMMAND, POLL, inbox_path, log_path, read_json, running_pid, state_path, write_json
+from sparc_local.watch.state import WatcherStatus
 
 REQUEST, TAKEN, DONE, PROGRESS = ".json", ".taken", ".done", ".progress"
 STALE = 3600.0  # seconds after which an answer nobody collected is deleted
@@ -63,7 +65,7 @@ def _watcher_pid(record: dict | None) -> int | None:
     if not pid or (record or {}).get("command") != COMMAND or running_pid() != pid:
         return None
     state = read_json(state_path())
-    return pid if state.get("pid") == pid and state.get("requests") is True else None
+    return pid if state.get("pid") == pid and WatcherStatus.from_json(state).requests is True else None
 
 
 def as_writer(command: str, wait: float, local: Callable[[], T], request: Request,
@@ -156,9 +158,7 @@ def apply(index, request: Request, model, encoder_factory: Callable[[], object],
         return forget_path(index, a["path"])
     if request.kind == "index":
         return pipeline.run_index(
-            index, list(a["paths"]), model, encoder_factory, exclude=a.get("exclude", ()),
-            include_hidden=bool(a.get("include_hidden")), ignore_files=bool(a.get("ignore_files", True)),
-            max_sentences=int(a.get("max_sentences", pipeline.MAX_SENTENCES)),
+            index, list(a["paths"]), model, encoder_factory, IndexOptions.from_json(a),
             on_error=lambda p, r: events.append(["error", p, r]),
             on_capped=lambda p, n: events.append(["capped", p, n]), on_progress=on_progress,
             should_stop=should_stop)
@@ -243,17 +243,17 @@ class Inbox:
             return False
 
 
-def index(roots: list[str], options: dict, local: Callable[[], T], *, wait: float,
+def index(roots: list[str], options: IndexOptions, local: Callable[[], T], *, wait: float,
           on_event: Callable[[str, list], None] | None = None,
           on_progress: Callable[[object], None] | None = None) -> T:
-    """`index` of absolute ``roots`` with run_index's ``options`` (exclude, include_hidden,
-    ignore_files, max_sentences): ``local()`` or the running watcher. Returns an IndexReport."""
+    """`index` of absolute ``roots`` with run_index's ``options``: ``local()`` or the running
+    watcher (the request carries ``options.to_json()``). Returns an IndexReport."""
     from sparc_local.pipeline import IndexReport, Progress
 
     def decode(ok: dict) -> IndexReport:
         return IndexReport(**{**ok, "errors": [tuple(e) for e in ok.get("errors", [])]})
 
-    return as_writer("sparc-local index", wait, local, Request("index", dict(paths=roots, **options)), decode,
+    return as_writer("sparc-local index", wait, local, Request("index", dict(paths=roots, **options.to_json())), decode,
                      on_event=on_event,
                      on_progress=(lambda snap: on_progress(Progress(**snap))) if on_progress else None)
 

@@ -15,6 +15,7 @@ Never prints: it logs to the ``sparc_local.watch.watcher`` logger and reports th
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import sqlite3
@@ -25,6 +26,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from sparc_local.index.db import is_busy
+from sparc_local.index_options import IndexOptions
 from sparc_local.ingest.extract import path_key
 from sparc_local.ingest.ignore import Rules
 from sparc_local.model.info import ModelInfo
@@ -35,6 +37,7 @@ from sparc_local.watch.backlog import Backlog
 from sparc_local.watch.config import LOG_NAME, WatchConfig
 from sparc_local.watch.observer import Observation, RootCheck
 from sparc_local.watch.scope import Scope
+from sparc_local.watch.state import Phase, WatcherStatus
 
 log = logging.getLogger(LOG_NAME)
 
@@ -73,6 +76,10 @@ class Watcher:
         self._serving = False
         self._idx = None
         self._rescan: set[str] = set(self.scope.roots)  # roots to run a full run_index over (catch-up)
+        # a batch's files: inside known roots, already past the walk's rules (scope.py) and not new
+        # roots; deleted files are removed by the batch itself; compaction waits for idle time
+        self._batch_options = config.index_options(remember_roots=False, prune=False, compact=False,
+                                                   include_hidden=True)
         self._busy_until = 0.0
         self._busy_failures = 0
         self._stopping = threading.Event()
@@ -80,10 +87,8 @@ class Watcher:
         self._thread: threading.Thread | None = None
         self._encoder = None
         self._encoder_used = 0.0
-        self._lock = threading.Lock()  # guards _stats: the worker writes it, any thread reads it
-        self._stats = dict(phase="starting", indexed=0, removed=0, errors=0, batches=0, last_error=None,
-                           last_batch_at=None, observer=None, paused=None, started_at=time.time(),
-                           missing_roots=[])
+        self._lock = threading.Lock()  # guards _state: the worker replaces it, any thread reads it
+        self._state = WatcherStatus(started_at=time.time())
 
     # ------------------------------------------------------------------ public
 
@@ -110,13 +115,13 @@ class Watcher:
     def running(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
 
-    def status(self) -> dict:
-        """A snapshot: phase, queue (paths waiting), counters, last_error, observer kind, and
-        whether it takes requests of other commands (handoff.py)."""
+    def status(self) -> WatcherStatus:
+        """A snapshot: phase, queue, counters, last_error, observer kind, and whether it takes
+        requests of other commands (handoff.py)."""
         queue = self._backlog.size()
         with self._lock:
-            return dict(self._stats, queue=queue, roots=list(self.roots), model_loaded=self._encoder is not None,
-                        requests=self._inbox is not None)
+            return dataclasses.replace(self._state, queue=queue, roots=list(self.roots),
+                                       model_loaded=self._encoder is not None, requests=self._inbox is not None)
 
     def note(self, path: str, is_dir: bool = False) -> None:
         """Record that `path` changed (called by the observer thread)."""
@@ -135,14 +140,15 @@ class Watcher:
     # ------------------------------------------------------------------ worker
 
     def _set(self, **values) -> None:
+        """Change fields of the status (``WatcherStatus``'s names)."""
         with self._lock:
-            self._stats.update(values)
+            self._state = dataclasses.replace(self._state, **values)
 
     def _count(self, indexed: int, removed: int, errors: int) -> None:
         with self._lock:
-            self._stats["indexed"] += indexed
-            self._stats["removed"] += removed
-            self._stats["errors"] += errors
+            s = self._state
+            self._state = dataclasses.replace(s, indexed=s.indexed + indexed, removed=s.removed + removed,
+                                              errors=s.errors + errors)
 
     def _run(self) -> None:
         from sparc_local.index.store import Index
@@ -157,7 +163,7 @@ class Watcher:
             self._set(last_error=f"{type(err).__name__}: {err}")
         finally:
             self.ready.set()
-            self._set(phase="stopped")
+            self._set(phase=Phase.STOPPED)
             self._observation.stop()
             if idx is not None:
                 idx.close()
@@ -189,7 +195,7 @@ class Watcher:
                 self._apply_batch(idx, batch)
                 continue
             self.ready.set()  # (a catch-up put off on battery)
-            self._set(phase="paused" if paused else "watching")
+            self._set(phase=Phase.PAUSED if paused else Phase.WATCHING)
             self._report()
 
             def deadline(due: list[float]) -> float:
@@ -293,23 +299,20 @@ class Watcher:
                 self._report()
         return self._paused
 
-    def _run_index(self, idx, paths: list[str], **kw):
+    def _run_index(self, idx, paths: list[str], options: IndexOptions):
         from sparc_local.pipeline import run_index
 
-        return run_index(idx, paths, self.model, self._encoder_once, on_progress=self._progress,
-                         on_error=lambda p, r: log.warning("skipped %s: %s", p, r), should_stop=self._should_stop,
-                         **kw)
+        return run_index(idx, paths, self.model, self._encoder_once, options, on_progress=self._progress,
+                         on_error=lambda p, r: log.warning("skipped %s: %s", p, r), should_stop=self._should_stop)
 
     def _catch_up(self, idx) -> None:
         """Full incremental run_index over the roots that exist (at start, or a root that came back)."""
         roots = sorted(r for r in self._rescan if os.path.exists(r))
-        self._set(phase="catch-up")
+        self._set(phase=Phase.CATCH_UP)
         self._report()
         try:
             if roots:
-                cfg = self.config
-                rep = self._run_index(idx, roots, exclude=cfg.exclude, include_hidden=cfg.include_hidden,
-                                      ignore_files=cfg.ignore_files)
+                rep = self._run_index(idx, roots, self.config.index_options())
                 self._count(rep.indexed, rep.removed, len(rep.errors))
                 if rep.stopped:  # the roots stay to rescan
                     return
@@ -321,12 +324,11 @@ class Watcher:
             self._failed(err, what="catch-up")
 
     def _apply_batch(self, idx, batch: dict[str, bool]) -> None:
-        self._set(phase="indexing")
+        self._set(phase=Phase.INDEXING)
         self._report()
         try:
             done = batches.apply(idx, batch, self.scope,
-                                 lambda files: self._run_index(idx, files, remember_roots=False, prune=False,
-                                                               compact=False, include_hidden=True),
+                                 lambda files: self._run_index(idx, files, self._batch_options),
                                  chunk_files=self.config.chunk_files, should_stop=self._should_stop,
                                  on_left=self._backlog.left)
             self._count(done.indexed, done.removed, len(done.errors))
@@ -336,8 +338,8 @@ class Watcher:
                 self._backlog.done(batch)
                 self._busy_failures = 0
                 with self._lock:
-                    self._stats["last_batch_at"] = time.time()
-                    self._stats["batches"] += 1
+                    self._state = dataclasses.replace(self._state, last_batch_at=time.time(),
+                                                      batches=self._state.batches + 1)
         except Exception as err:
             self._failed(err, what="batch", batch=batch)
         finally:
@@ -377,7 +379,5 @@ class Watcher:
     def _roots_checked(self, check: RootCheck) -> None:
         """Record what a check of the roots found; the roots to re-index join the catch-up."""
         self._rescan |= check.rescan
-        with self._lock:
-            self._stats.update(missing_roots=check.missing, observer=self._observation.kind)
-            if check.error:
-                self._stats["last_error"] = check.error
+        self._set(missing_roots=check.missing, observer=self._observation.kind,
+                  **({"last_error": check.error} if check.error else {}))
