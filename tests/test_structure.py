@@ -151,6 +151,7 @@ def test_pdf_words_are_not_glued_and_its_title_and_items_are_structure() -> None
 def test_the_glued_pdf_glues_its_words_in_pypdf() -> None:
     """The fixture is the hard case: an extractor that reads only the glyph stream glues it."""
     import pypdf
+
     from tests.pdf.make_glued import LINES, content, pdf
 
     text = pypdf.PdfReader(GLUED_PDF).pages[0].extract_text()
