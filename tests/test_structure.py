@@ -164,3 +164,11 @@ def test_html_list_items_are_units(tmp_path: Path) -> None:
             "<li>globs2 adds weights</li></ul>")
     sents = segment(extract(write(tmp_path / "spec.html", page)))
     assert [s.text for s in sents] == ["The database is read from:", "globs lists the patterns", "globs2 adds weights"]
+
+
+def test_an_equation_number_is_context_not_a_sentence(tmp_path: Path) -> None:
+    page = "<p>The force is the gradient of the potential.</p><p>(117)</p><p>It acts on every atom (2).</p>"
+    blocks = extract(write(tmp_path / "forces.html", page))
+    assert [s.text for s in segment(blocks)] == ["The force is the gradient of the potential.",
+                                                 "It acts on every atom (2)."]
+    assert "(117)" in [b.text for b in blocks]
