@@ -1,13 +1,19 @@
-"""Indexing speed of two model folders on the same real files, paired in one run (issue #13).
+"""Indexing speed of two model folders, or of two checkouts, on the same real files, paired in one run (issue #13).
 
     python benchmarks/index_speed.py MODEL_A MODEL_B [--passages 300] [--rounds 2] [--threads 2]
+    python benchmarks/index_speed.py --trees OLD NEW --docs FOLDER [--keep DIR]   # two checkouts (issue 32)
     python benchmarks/index_speed.py --smoke     # the tiny model, fp32 against int8 (smoke.py)
+
+With --trees each checkout's code indexes FOLDER (e.g. the desk, ~/.cache/sparc-local-bench/desk)
+with the model it ships; --keep DIR keeps each run's home (DIR/home-ROUND-A|B) for desk.py --reuse --home.
 
 squad-dev's first passages are written as .txt files (one per passage), and each model indexes
 them with `sparc-local index` in a fresh process and a fresh home: walk, extract, segment, the
 input builder, the encoder and SQLite, as a user runs it. Runs alternate A B A B ..., so the
 VM's drifting speed hits both alike; printed per model are the best and median sentences/s,
-peak RSS, and the median of the per-round speed ratios B/A.
+peak RSS, and the median of the per-round speed ratios B/A; the same per CPU second (user + system
+time of the index process and its threads), which other jobs on the machine disturb far less than
+wall time.
 """
 
 from __future__ import annotations
@@ -27,26 +33,34 @@ from sparc_local.evaluation import reqa
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "reqa" / "squad-dev"
 
 
-def index_once(model: Path, docs: Path, home: Path, threads: int) -> tuple[float, int, int]:
-    """(seconds, sentences, peak RSS in KB) of one `sparc-local index` in a fresh home."""
+def index_once(model: Path | None, docs: Path, home: Path, threads: int,
+               tree: Path | None = None) -> tuple[float, int, int, float]:
+    """(seconds, sentences, peak RSS in KB, CPU seconds) of one `sparc-local index` in a fresh home, by this
+    checkout with ``model``, else by the checkout ``tree`` with its own model."""
     home.mkdir(mode=0o700)
-    (home / "active-model").write_text(str(model.resolve()))
     env = {**os.environ, "SPARC_LOCAL_HOME": str(home)}
+    if model is not None:
+        (home / "active-model").write_text(str(model.resolve()))
+    if tree is not None:
+        env["PYTHONPATH"] = str(tree.resolve())
     t0 = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "-m", "sparc_local", "index", str(docs), "--threads", str(threads)],
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            env=env, cwd=tree, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     _, status, usage = os.wait4(proc.pid, 0)
     seconds = time.perf_counter() - t0
     out = proc.stdout.read() + proc.stderr.read()
     if status != 0:
         raise SystemExit(f"index failed with {model}: {out}")
     sentences = int(re.search(r"\((\d+) sentences\)", out).group(1))
-    return seconds, sentences, usage.ru_maxrss
+    return seconds, sentences, usage.ru_maxrss, usage.ru_utime + usage.ru_stime
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("models", nargs="*", type=Path)
+    p.add_argument("models", nargs="*", type=Path, help="two model folders (or --trees)")
+    p.add_argument("--trees", nargs=2, type=Path, help="two checkouts instead, each with its shipped model")
+    p.add_argument("--docs", type=Path, help="index this folder instead of squad-dev passages")
+    p.add_argument("--keep", type=Path, help="keep each run's home under this folder")
     p.add_argument("--data", type=Path, default=DATA)
     p.add_argument("--passages", type=int, default=300)
     p.add_argument("--rounds", type=int, default=2)
@@ -58,28 +72,40 @@ def main() -> None:
 
         s = smoke.setup()
         args.models, args.data, args.rounds, args.threads = [s.model, s.model_int8], s.data, 1, 1
-    if len(args.models) != 2:
-        p.error("give two model folders, MODEL_A MODEL_B")
-    ds = reqa.load(args.data)
+    arms = args.trees or args.models
+    if len(arms) != 2:
+        p.error("give two model folders or --trees OLD NEW")
     with tempfile.TemporaryDirectory(dir=Path.home()) as tmp:
-        docs = Path(tmp) / "docs"
-        docs.mkdir()
-        paras = ds.paragraphs()[: args.passages]
-        for i, para in enumerate(paras):
-            (docs / f"p{i:05d}.txt").write_text(" ".join(para) + "\n")
-        runs: dict[Path, list[tuple[float, int, int]]] = {m: [] for m in args.models}
+        if args.docs:
+            docs, what = args.docs, f"{args.docs}"
+        else:
+            docs = Path(tmp) / "docs"
+            docs.mkdir()
+            paras = reqa.load(args.data).paragraphs()[: args.passages]
+            for i, para in enumerate(paras):
+                (docs / f"p{i:05d}.txt").write_text(" ".join(para) + "\n")
+            what = f"{len(paras)} squad-dev passages as .txt files"
+        homes = args.keep or Path(tmp)
+        homes.mkdir(parents=True, exist_ok=True)
+        runs: dict[Path, list[tuple[float, int, int, float]]] = {m: [] for m in arms}
         for r in range(args.rounds):
-            for m in args.models:
-                runs[m].append(index_once(m, docs, Path(tmp) / f"home-{r}-{args.models.index(m)}", args.threads))
-        print(f"{len(paras)} {args.data.name} passages as .txt files, {args.threads} threads, {args.rounds} rounds (A B A B ...)")
+            for i, m in enumerate(arms):
+                home = homes / f"home-{r}-{'AB'[i]}"
+                runs[m].append(index_once(None if args.trees else m, docs, home, args.threads,
+                                          m if args.trees else None))
+        print(f"{what}, {args.threads} threads, {args.rounds} rounds (A B A B ...)")
         for m, rs in runs.items():
-            speeds = [n / s for s, n, _ in rs]
-            print(f"{m.name:28s} {rs[0][1]} sentences  best {max(speeds):7.1f} sentences/s  median "
-                  f"{statistics.median(speeds):7.1f}  peak RSS {max(kb for *_, kb in rs) / 1024:.0f} MB")
-        a, b = (runs[m] for m in args.models)
-        ratios = [(nb / sb) / (na / sa) for (sa, na, _), (sb, nb, _) in zip(a, b)]
+            speeds = [n / s for s, n, _, _ in rs]
+            cpu = [n / c for _, n, _, c in rs]
+            print(f"{str(m):28s} {rs[0][1]} sentences  best {max(speeds):7.1f} sentences/s  median "
+                  f"{statistics.median(speeds):7.1f}  peak RSS {max(r[2] for r in rs) / 1024:.0f} MB  "
+                  f"per round: {' '.join(f'{x:.1f}' for x in speeds)}; per CPU second: {' '.join(f'{x:.1f}' for x in cpu)}")
+        a, b = (runs[m] for m in arms)
+        ratios = [(nb / sb) / (na / sa) for (sa, na, *_), (sb, nb, *_) in zip(a, b)]
+        cpu_ratios = [(nb / cb) / (na / ca) for (_, na, _, ca), (_, nb, _, cb) in zip(a, b)]
         print(f"speed ratio B/A per round: {' '.join(f'{x:.2f}' for x in ratios)}; median {statistics.median(ratios):.2f}")
-
+        print(f"per CPU second, B/A per round: {' '.join(f'{x:.2f}' for x in cpu_ratios)}; "
+              f"median {statistics.median(cpu_ratios):.2f}")
 
 if __name__ == "__main__":
     main()

@@ -20,6 +20,14 @@ kinds), and the share of each kind called unlikely; the F1-best threshold for co
 same for `ask`'s own rule (``ask.LIKELY_SCORE`` and a question word in the passage, read from
 the answers); then the same figures on squad-train-head (its own index, every question
 answerable, with nonsense).
+
+Off-topic questions (issue 32: "what is the best recipe for banana bread" answered from a manual
+with no "No likely answer"): --tech N adds N small packages of the technical training data
+(``training.techdata``'s "train" units only, never dev/test, none of the kept-out packages), each
+with its own index, asked its own questions (answerable), the questions of the next package and
+du2017-train questions (off-topic: real questions whose answer is not indexed) and nonsense; the
+check set (squad-train-head) is also asked the questions of packages outside the calibration
+sample (off-topic).  The threshold is then taken over all calibration answers pooled.
 """
 
 from __future__ import annotations
@@ -39,9 +47,13 @@ from sparc_local.evaluation.evaluate import encode_corpus, fill_index
 from sparc_local.index.store import Index
 from sparc_local.model.info import active_model
 from sparc_local.query import fusion
-from sparc_local.query.ask import LIKELY_SCORE, Asker
+from sparc_local.query.ask import LIKELY_SCORE, Asker, shares_word
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "reqa"
+TECH = Path.home() / ".cache" / "sparc-local-train" / "tech-v1"  # python -m sparc_local.training.techdata
+TECH_MAX_SENTENCES = 2000  # packages sampled for calibration are this small: encoding stays minutes
+TECH_MIN_QUESTIONS = 30
+OFF_TOPIC = 150  # off-topic questions asked per package index
 RECALL = 0.95  # right top answers kept "likely"
 NONSENSE = 500  # random letter strings asked
 SEED = 17
@@ -54,11 +66,11 @@ def nonsense(n: int, seed: int = SEED) -> list[str]:
 
 def top_answers(ds: reqa.ReqaSet, ds_dir: Path, keep,
                 questions: list[tuple[str, set[str]]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(top hybrid score, top answer right, `ask` calls it likely) per question, on an index of
+    """(top hybrid score, top answer right, its passage holds a question word) per question, on an index of
     the passages ``keep`` accepts."""
     info = active_model()
     vectors = encode_corpus(ds, ds_dir, info, threads=None).head(info.top_k)
-    scores, right, likely = [], [], []
+    scores, right, shares = [], [], []
     with tempfile.TemporaryDirectory(dir=paths.user_dir()) as tmp:
         with Index(Path(tmp) / "calibrate.db") as index:
             to_sid = fill_index(index, ds, vectors, info, keep=keep)
@@ -70,12 +82,32 @@ def top_answers(ds: reqa.ReqaSet, ds_dir: Path, keep,
                     top = []
                 scores.append(top[0].score if top else 0.0)
                 right.append(bool(top) and to_sid[top[0].sentence_id] in gold)
-                likely.append(bool(top) and bool(top[0].likely))
-    return np.array(scores), np.array(right), np.array(likely)
+                shares.append(bool(top) and shares_word(question, top[0].context))
+    return np.array(scores), np.array(right), np.array(shares)
 
 
 def article(passage: str) -> int:
     return int(passage.split("_")[0][1:])  # "a07_003": article 7
+
+
+def tech_units(n: int, seed: int = SEED) -> tuple[list[Path], list[Path]]:
+    """(n small "train" packages for calibration, the other "train" packages) of the technical
+    training data; dev and test units are never read."""
+    import json
+
+    from sparc_local.training import techdata
+
+    train = json.loads((TECH / techdata.SPLIT_FILE).read_text())["train"]
+    folders = [TECH / techdata.PACKAGES_DIR / u for u in sorted(train)]
+    sets = {f: reqa.load(f) for f in folders}
+    small = [f for f, d in sets.items() if 0 < len(d.ids) <= TECH_MAX_SENTENCES and len(d.queries) >= TECH_MIN_QUESTIONS]
+    chosen = random.Random(seed).sample(small, min(n, len(small)))
+    return chosen, [f for f in folders if f not in chosen]
+
+
+def questions_of(folder: Path, n: int, seed: int) -> list[str]:
+    qs = [q for _, q, _ in reqa.load(folder).queries]
+    return random.Random(seed).sample(qs, min(n, len(qs)))
 
 
 def figures(above: np.ndarray, right: np.ndarray, kinds: dict[str, np.ndarray]) -> str:
@@ -91,13 +123,15 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--calibrate", type=Path, default=DATA / "du2017-train")
     ap.add_argument("--check", type=Path, default=DATA / "squad-train-head")
+    ap.add_argument("--tech", type=int, default=0, help="small packages of the technical training data to add")
+    ap.add_argument("--likely", type=float, default=LIKELY_SCORE, help="the threshold `ask` uses (to report before/after)")
     args = ap.parse_args()
 
     ds = reqa.load(args.calibrate)
     passage_of = dict(zip(ds.ids, ds.passages))
     indexed = lambda p: article(p) % 2 == 0
     asked = [(q, set(a)) for _, q, a in ds.queries] + [(q, set()) for q in nonsense(NONSENSE)]
-    s, right, likely = top_answers(ds, args.calibrate, indexed, asked)
+    s, right, shares = top_answers(ds, args.calibrate, indexed, asked)
     n_real = len(ds.queries)
     answerable = np.zeros(len(asked), bool)
     answerable[:n_real] = [any(indexed(passage_of[a]) for a in gold) for _, gold in asked[:n_real]]
@@ -105,9 +139,30 @@ def main() -> None:
     absent[:n_real] = ~answerable[:n_real]
     junk = np.zeros(len(asked), bool)
     junk[n_real:] = True
+    off = np.zeros(len(asked), bool)
+    if args.tech:
+        units, others = tech_units(args.tech)
+        wiki = [q for _, q, _ in ds.queries]
+        for i, unit in enumerate(units):
+            own = reqa.load(unit)
+            away = questions_of(units[(i + 1) % len(units)], OFF_TOPIC, SEED + i) + random.Random(SEED + i).sample(
+                wiki, OFF_TOPIC)
+            asked_u = ([(q, set(a)) for _, q, a in own.queries] + [(q, set()) for q in away]
+                       + [(q, set()) for q in nonsense(OFF_TOPIC // 3, SEED + 100 + i)])
+            su, ru, lu = top_answers(own, unit, None, asked_u)
+            n_own, n_away = len(own.queries), len(away)
+            s, right, shares = np.concatenate([s, su]), np.concatenate([right, ru]), np.concatenate([shares, lu])
+            grow = np.zeros(len(asked_u), bool)
+            ans_u, off_u, junk_u = grow.copy(), grow.copy(), grow.copy()
+            ans_u[:n_own], off_u[n_own:n_own + n_away], junk_u[n_own + n_away:] = True, True, True
+            answerable, absent = np.concatenate([answerable, ans_u]), np.concatenate([absent, grow])
+            off, junk = np.concatenate([off, off_u]), np.concatenate([junk, junk_u])
+        print(f"technical training data: {len(units)} packages ({', '.join(u.name for u in units)})")
     kinds = {"answerable wrong": answerable & ~right, "answerable right": right, "absent": absent,
-             "nonsense": junk}
-    print(f"{ds.name}: {answerable.sum()} answerable, {absent.sum()} absent, {junk.sum()} nonsense questions; "
+             "off-topic": off, "nonsense": junk}
+    kinds = {k: m for k, m in kinds.items() if m.any()}
+    print(f"{ds.name}{' + technical' if args.tech else ''}: {answerable.sum()} answerable, {absent.sum()} absent, {off.sum()} off-topic, "
+          f"{junk.sum()} nonsense questions; "
           f"top answer right for {right.sum()} ({right.sum() / answerable.sum():.3f} of answerable)")
     for name, m in kinds.items():
         q = np.quantile(s[m], [0.05, 0.25, 0.5, 0.75, 0.95])
@@ -121,20 +176,27 @@ def main() -> None:
     f1 = [2 * (s[right] >= g).sum() / ((s >= g).sum() + right.sum()) for g in grid]
     best = float(grid[int(np.argmax(f1))])
     print(f"F1-best threshold {best:.3f} (F1 {max(f1):.3f}): {figures(s >= best, right, kinds)}")
-    print(f"ask.LIKELY_SCORE {LIKELY_SCORE:.3f} alone: {figures(s >= LIKELY_SCORE, right, kinds)}")
-    print(f"`ask` (LIKELY_SCORE and a question word in the passage): {figures(likely, right, kinds)}")
+    print(f"--likely {args.likely:.3f} alone: {figures(s >= args.likely, right, kinds)}")
+    print(f"`ask` (--likely and a question word in the passage): {figures((s >= args.likely) & shares, right, kinds)}")
+    print(f"threshold {t:.3f} and a question word in the passage: {figures((s >= t) & shares, right, kinds)}")
 
     if args.check:
         check = reqa.load(args.check)
-        asked = [(q, set(a)) for _, q, a in check.queries] + [(q, set()) for q in nonsense(NONSENSE, SEED + 1)]
-        s2, right2, likely2 = top_answers(check, args.check, None, asked)
-        junk2 = np.zeros(len(asked), bool)
-        junk2[len(check.queries):] = True
-        kinds2 = {"answerable wrong": ~junk2 & ~right2, "answerable right": right2, "nonsense": junk2}
+        away = [q for i, u in enumerate(others[:4]) for q in questions_of(u, OFF_TOPIC, SEED + 50 + i)] if args.tech else []
+        asked = ([(q, set(a)) for _, q, a in check.queries] + [(q, set()) for q in away]
+                 + [(q, set()) for q in nonsense(NONSENSE, SEED + 1)])
+        s2, right2, shares2 = top_answers(check, args.check, None, asked)
+        n_q = len(check.queries)
+        off2, junk2 = np.zeros(len(asked), bool), np.zeros(len(asked), bool)
+        off2[n_q:n_q + len(away)], junk2[n_q + len(away):] = True, True
+        kinds2 = {"answerable wrong": ~junk2 & ~off2 & ~right2, "answerable right": right2, "off-topic": off2,
+                  "nonsense": junk2}
+        kinds2 = {k: m for k, m in kinds2.items() if m.any()}
         print(f"{check.name}: {len(check.queries)} answerable (top answer right for {right2.sum()}), "
-              f"{junk2.sum()} nonsense questions")
+              f"{off2.sum()} off-topic, {junk2.sum()} nonsense questions")
         print(f"  calibrated {t:.3f} alone: {figures(s2 >= t, right2, kinds2)}")
-        print(f"  `ask`: {figures(likely2, right2, kinds2)}")
+        print(f"  `ask` (--likely {args.likely:.3f}): {figures((s2 >= args.likely) & shares2, right2, kinds2)}")
+        print(f"  calibrated {t:.3f} and a question word in the passage: {figures((s2 >= t) & shares2, right2, kinds2)}")
 
 
 if __name__ == "__main__":

@@ -130,3 +130,46 @@ def test_boundary_before_a_lowercase_command() -> None:
     assert len(split("Files, dirs etc. are read.")) == 1
     assert len(split("Made in the U.S. by hand.")) == 1
     assert len(split("Wait... and see.")) == 1
+
+
+GLUED_PDF = Path(__file__).parent / "pdf" / "glued.pdf"  # written by tests/pdf/make_glued.py
+
+
+def test_pdf_words_are_not_glued_and_its_title_and_items_are_structure() -> None:
+    """The PDF spaces its words by gaps, not space glyphs: PDFium keeps them apart; its numbered
+    title is context, and each list item, on a full-width line, is a unit."""
+    blocks = extract(GLUED_PDF)
+    sents = segment(blocks)
+    assert [s.text for s in sents] == [
+        "Commands are saved in a history list.",
+        "The list holds 500 commands by default, and the shell reads it at startup.",
+        "• The first item names the file that the history is kept in.",
+        "• The second item names the number of lines that it keeps."]
+    assert {s.page for s in sents} == {1}
+    assert [p.heading for p in paragraphs(sents, blocks)] == ["4.3. Good password"] * 3
+
+
+def test_the_glued_pdf_glues_its_words_in_pypdf() -> None:
+    """The fixture is the hard case: an extractor that reads only the glyph stream glues it."""
+    import pypdf
+
+    from tests.pdf.make_glued import LINES, content, pdf
+
+    text = pypdf.PdfReader(GLUED_PDF).pages[0].extract_text()
+    assert "Commandsaresavedinahistorylist." in text
+    assert GLUED_PDF.read_bytes() == pdf(content()) and len(LINES) == 5  # the shipped file is the script's
+
+
+def test_html_list_items_are_units(tmp_path: Path) -> None:
+    page = ("<p>The database is read from:</p><ul><li>globs lists the patterns</li>"
+            "<li>globs2 adds weights</li></ul>")
+    sents = segment(extract(write(tmp_path / "spec.html", page)))
+    assert [s.text for s in sents] == ["The database is read from:", "globs lists the patterns", "globs2 adds weights"]
+
+
+def test_an_equation_number_is_context_not_a_sentence(tmp_path: Path) -> None:
+    page = "<p>The force is the gradient of the potential.</p><p>(117)</p><p>It acts on every atom (2).</p>"
+    blocks = extract(write(tmp_path / "forces.html", page))
+    assert [s.text for s in segment(blocks)] == ["The force is the gradient of the potential.",
+                                                 "It acts on every atom (2)."]
+    assert "(117)" in [b.text for b in blocks]
