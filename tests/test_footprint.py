@@ -161,6 +161,6 @@ def test_no_connection_leaves_the_machine(footprint: Footprint):
     # the control: every command ran under strace, the watcher the CLI detached too
     execs = [line for line in calls if "execve(" in line and '"sparc_local"' in line]
     assert len(execs) >= len(footprint.codes) + 1
-    assert any('"watch", "--quiet-period"' in line for line in execs), execs  # the daemon's own command line
+    assert any('"watch", "--settings"' in line for line in execs), execs  # the daemon's own command line
     families = {m for line in calls for m in re.findall(r"AF_[A-Z0-9]+", line)}
     assert families <= {"AF_UNIX"}, calls
