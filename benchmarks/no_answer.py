@@ -50,7 +50,7 @@ from sparc_local.query import fusion
 from sparc_local.query.ask import LIKELY_SCORE, Asker, shares_word
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "reqa"
-TECH = Path.home() / ".cache" / "sparc-local-train" / "tech-v1"  # python -m sparc_local.training.techdata
+TECH = Path.home() / ".cache" / "sparc-local-train" / "tech-v1"  # python -m sparc_lab.techdata
 TECH_MAX_SENTENCES = 2000  # packages sampled for calibration are this small: encoding stays minutes
 TECH_MIN_QUESTIONS = 30
 OFF_TOPIC = 150  # off-topic questions asked per package index
@@ -94,8 +94,10 @@ def tech_units(n: int, seed: int = SEED) -> tuple[list[Path], list[Path]]:
     """(n small "train" packages for calibration, the other "train" packages) of the technical
     training data; dev and test units are never read."""
     import json
+    import sys
 
-    from sparc_local.training import techdata
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the lab sits beside the package
+    from sparc_lab import techdata
 
     train = json.loads((TECH / techdata.SPLIT_FILE).read_text())["train"]
     folders = [TECH / techdata.PACKAGES_DIR / u for u in sorted(train)]
