@@ -6,7 +6,6 @@ from the BM25 top-100 of the question over the same set that is not an answer.
 
 from __future__ import annotations
 
-import gzip
 import json
 import random
 from collections.abc import Container
@@ -17,7 +16,7 @@ import numpy as np
 
 from sparc_lab.pseudoq import as_question
 from sparc_lab.techdata import PACKAGES_DIR, SPLIT_FILE
-from sparc_local.evaluation.reqa import ReqaSet, load
+from sparc_local.evaluation.reqa import ReqaSet, load, read_jsonl
 from sparc_local.query.bm25 import BM25
 
 # the ReQA sets beside a clone (../shared/data/reqa), the default --data of every lab command
@@ -132,8 +131,7 @@ def _tech_examples(tech_dir: Path, texts: list[str], paragraphs: list[list[str]]
 
 def _rewritten(ds: ReqaSet, folder: Path, share: float, vocab: Container[str], rng: random.Random) -> ReqaSet:
     """``ds`` with ``share`` of its questions, drawn at random, in pseudoq's question form."""
-    with gzip.open(folder / "queries.jsonl.gz", "rt", encoding="utf-8") as fh:
-        kinds = {q["id"]: q.get("kind", "") for q in map(json.loads, fh) if q}
+    kinds = {q["id"]: q.get("kind", "") for q in read_jsonl(folder / "queries.jsonl.gz")}
     queries = [(qid, as_question(text, kinds.get(qid, ""), vocab) if rng.random() < share else text, answers)
                for qid, text, answers in ds.queries]
     return replace(ds, queries=queries)

@@ -29,7 +29,8 @@ class ReqaSet:
         return out
 
 
-def _jsonl(path: Path) -> list[dict]:
+def read_jsonl(path: Path) -> list[dict]:
+    """The rows of a gzipped JSON-lines file of the format (also read by the lab for fields load drops)."""
     with gzip.open(path, "rt", encoding="utf-8") as fh:
         return [json.loads(line) for line in fh if line.strip()]
 
@@ -39,8 +40,8 @@ def load(folder: Path) -> ReqaSet:
     if not (folder / "corpus.jsonl.gz").is_file():
         raise DatasetMissing(f"{folder} is not a ReQA dataset folder (no corpus.jsonl.gz)",
                              "Give a folder holding corpus.jsonl.gz and queries.jsonl.gz.")
-    rows = sorted(_jsonl(folder / "corpus.jsonl.gz"), key=lambda r: (r["passage"], r["position"]))
-    queries = [(q["id"], q["question"], list(q["answers"])) for q in _jsonl(folder / "queries.jsonl.gz")]
+    rows = sorted(read_jsonl(folder / "corpus.jsonl.gz"), key=lambda r: (r["passage"], r["position"]))
+    queries = [(q["id"], q["question"], list(q["answers"])) for q in read_jsonl(folder / "queries.jsonl.gz")]
     return ReqaSet(
         name=folder.name,
         ids=[r["id"] for r in rows],
