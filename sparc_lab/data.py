@@ -81,8 +81,12 @@ def _examples(ds: ReqaSet, offset: int, keep_passage, rng: random.Random,
     return out
 
 
+# the kinds of technical pair whose question an author wrote as a question (sparc_lab/techdata.py)
+NATURAL_KINDS = frozenset({"faq", "howto"})
+
+
 def build_pool(data_dir: Path, seed: int = 13, tech_dir: Path | None = None, tech_share: float = 0.5,
-               rewrite: float = 0.0, vocab: Container[str] = frozenset()) -> Pool:
+               rewrite: float = 0.0, vocab: Container[str] = frozenset(), natural_first: bool = False) -> Pool:
     rng = random.Random(seed)
     texts: list[str] = []
     paragraphs: list[list[str]] = []
@@ -103,35 +107,46 @@ def build_pool(data_dir: Path, seed: int = 13, tech_dir: Path | None = None, tec
             else:
                 train.append(ex)
     if tech_dir is not None:
-        train += _tech_examples(tech_dir, texts, paragraphs, len(train), tech_share, rng, rewrite, vocab)
+        train += _tech_examples(tech_dir, texts, paragraphs, len(train), tech_share, rng, rewrite, vocab,
+                                natural_first)
     return Pool(texts, paragraphs, train, valid)
 
 
 def _tech_examples(tech_dir: Path, texts: list[str], paragraphs: list[list[str]], n_home: int, share: float,
-                   rng: random.Random, rewrite: float = 0.0, vocab: Container[str] = frozenset()) -> list[Example]:
+                   rng: random.Random, rewrite: float = 0.0, vocab: Container[str] = frozenset(),
+                   natural_first: bool = False) -> list[Example]:
     """The train packages of a technical set (sparc_lab/techdata.py: SPLIT_FILE, PACKAGES_DIR/PKG), each package
     its own set, so a BM25 negative is a sentence of the same package; sampled so that they make
     ``share`` of the training examples beside the ``n_home`` Wikipedia ones. A ``rewrite`` share of
-    the headings, terms and options is put in question form (sparc_lab/pseudoq.py)."""
+    the headings, terms and options is put in question form (sparc_lab/pseudoq.py). With
+    ``natural_first`` every FAQ and HOWTO question joins the sample before any mechanical pair: they
+    are the few a person wrote as a question, as a user asks."""
     if not 0 <= share < 1:
         raise ValueError("--tech-share must be in [0, 1)")
     split = json.loads((tech_dir / SPLIT_FILE).read_text())
     found: list[Example] = []
+    natural: list[Example] = []
     for pkg in split["train"]:
-        ds = load(tech_dir / PACKAGES_DIR / pkg)
+        folder = tech_dir / PACKAGES_DIR / pkg
+        ds = load(folder)
+        kinds = {q["id"]: q.get("kind", "") for q in read_jsonl(folder / "queries.jsonl.gz")}
         if rewrite:
-            ds = _rewritten(ds, tech_dir / PACKAGES_DIR / pkg, rewrite, vocab, rng)
+            ds = _rewritten(ds, kinds, rewrite, vocab, rng)
         offset = len(texts)
         texts += ds.texts
         paragraphs += ds.paragraphs()
-        found += [ex for _, ex in _examples(ds, offset, lambda p: True, rng)]
+        wrote = {q[1] for q in ds.queries if kinds.get(q[0]) in NATURAL_KINDS} if natural_first else set()
+        for _, ex in _examples(ds, offset, lambda p: True, rng):
+            (natural if ex.question in wrote else found).append(ex)
     want = round(n_home * share / (1 - share))
-    return found if want >= len(found) else rng.sample(found, want)
+    natural = natural if want >= len(natural) else rng.sample(natural, want)
+    rest = want - len(natural)
+    return natural + (found if rest >= len(found) else rng.sample(found, rest))
 
 
-def _rewritten(ds: ReqaSet, folder: Path, share: float, vocab: Container[str], rng: random.Random) -> ReqaSet:
+def _rewritten(ds: ReqaSet, kinds: dict[str, str], share: float, vocab: Container[str],
+               rng: random.Random) -> ReqaSet:
     """``ds`` with ``share`` of its questions, drawn at random, in pseudoq's question form."""
-    kinds = {q["id"]: q.get("kind", "") for q in read_jsonl(folder / "queries.jsonl.gz")}
     queries = [(qid, as_question(text, kinds.get(qid, ""), vocab) if rng.random() < share else text, answers)
                for qid, text, answers in ds.queries]
     return replace(ds, queries=queries)

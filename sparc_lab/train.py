@@ -89,7 +89,8 @@ class Trainer:
             return pickle.loads(cache.read_bytes())
         tech = Path(self.args.tech).expanduser() if self.args.tech else None
         pool = build_pool(Path(self.args.data), seed=self.args.seed, tech_dir=tech, tech_share=self.args.tech_share,
-                          rewrite=self.args.tech_rewrite, vocab=self.tokenizer.get_vocab())
+                          rewrite=self.args.tech_rewrite, vocab=self.tokenizer.get_vocab(),
+                          natural_first=self.args.tech_natural_first)
         cache.write_bytes(pickle.dumps(pool))
         return pool
 
@@ -283,6 +284,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--tech-share", type=float, default=0.5, help="share of training questions drawn from --tech")
     p.add_argument("--tech-rewrite", type=float, default=0.0,
                    help="share of --tech headings, terms and options put in question form (training/pseudoq.py)")
+    p.add_argument("--tech-natural-first", action="store_true",
+                   help="every FAQ and HOWTO pair of --tech joins before the mechanical ones fill the share")
     p.add_argument("--run", required=True, help="checkpoint folder, kept outside the work tree")
     p.add_argument("--steps", type=int, default=4000)
     p.add_argument("--batch", type=int, default=16)

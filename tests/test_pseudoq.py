@@ -7,9 +7,10 @@ import random
 import numpy as np
 import pytest
 
-from sparc_lab.data import _rewritten
+from sparc_lab.data import _rewritten, _tech_examples
 from sparc_lab.interpolate import interpolate
 from sparc_lab.pseudoq import as_question, verb_of
+from sparc_lab.techdata import PACKAGES_DIR, SPLIT_FILE
 from sparc_local.evaluation.reqa import load
 
 VOCAB = frozenset("check run use write set map open install the".split())
@@ -53,11 +54,32 @@ def test_rewritten_share_and_kinds(tmp_path):
                for i in range(200)] + [{"id": "faq", "question": "Running the tests", "answers": ["p-0"], "kind": "faq"}]
     _write_set(tmp_path / "pkg", queries)
     ds = load(tmp_path / "pkg")
-    out = _rewritten(ds, tmp_path / "pkg", 0.5, VOCAB, random.Random(0))
+    kinds = {q["id"]: q["kind"] for q in queries}
+    out = _rewritten(ds, kinds, 0.5, VOCAB, random.Random(0))
     changed = [q for (_, old, _), (_, q, _) in zip(ds.queries, out.queries, strict=True) if q != old]
     assert 70 < len(changed) < 130 and set(changed) == {"How do I run the tests?"}
     assert dict((i, q) for i, q, _ in out.queries)["faq"] == "Running the tests"
-    assert _rewritten(ds, tmp_path / "pkg", 0.0, VOCAB, random.Random(0)).queries == ds.queries
+    assert _rewritten(ds, kinds, 0.0, VOCAB, random.Random(0)).queries == ds.queries
+
+
+def test_natural_questions_join_first(tmp_path):
+    """With natural_first every FAQ pair is in the technical sample; the mechanical ones fill the rest."""
+    (tmp_path / PACKAGES_DIR).mkdir()
+    corpus = [{"id": f"p-{i}", "text": f"Sentence number {i} about make.", "passage": "p", "position": i}
+              for i in range(20)]
+    queries = [{"id": f"h{i}", "question": f"Heading {i}", "answers": [f"p-{i}"], "kind": "heading"}
+               for i in range(15)] + [{"id": f"f{i}", "question": f"Why does make {i} fail?",
+                                       "answers": [f"p-{i}"], "kind": "faq"} for i in range(3)]
+    folder = tmp_path / PACKAGES_DIR / "pkg"
+    folder.mkdir()
+    for name, rows in (("corpus", corpus), ("queries", queries)):
+        with gzip.open(folder / f"{name}.jsonl.gz", "wt") as fh:
+            fh.writelines(json.dumps(r) + "\n" for r in rows)
+    (tmp_path / SPLIT_FILE).write_text(json.dumps({"train": ["pkg"], "dev": [], "test": []}))
+    for natural_first, seed in ((True, 0), (True, 1), (False, 0)):
+        out = _tech_examples(tmp_path, [], [], 5, 0.5, random.Random(seed), natural_first=natural_first)
+        faqs = sum(ex.question.startswith("Why") for ex in out)
+        assert len(out) == 5 and (faqs == 3 if natural_first else faqs < 5)
 
 
 def test_interpolate_mixes_floats_and_keeps_the_rest():
