@@ -47,16 +47,19 @@ from sparc_local.evaluation.evaluate import encode_corpus, fill_index
 from sparc_local.index.store import Index
 from sparc_local.model.info import active_model
 from sparc_local.query import fusion
-from sparc_local.query.ask import LIKELY_SCORE, Asker, shares_word
+from sparc_local.query.ask import LIKELY_SCORE, MIN_COVERAGE, Asker, shares_word
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "reqa"
 TECH = Path.home() / ".cache" / "sparc-local-train" / "tech-v1"  # python -m sparc_lab.techdata
 TECH_MAX_SENTENCES = 2000  # packages sampled for calibration are this small: encoding stays minutes
 TECH_MIN_QUESTIONS = 30
 OFF_TOPIC = 150  # off-topic questions asked per package index
+TECH_CHECK = 4  # small technical packages outside the calibration sample, for the check
 RECALL = 0.95  # right top answers kept "likely"
 NONSENSE = 500  # random letter strings asked
 SEED = 17
+LINEAR_GRID = (0.25, 0.5, 1.0, 2.0)  # score + L x coverage
+COVERAGE_GRID = (0.0, 0.05, 0.075, 0.1, 0.125, 0.15, 0.175, 0.2, 0.3)  # least share of the question's idf in the passage
 
 
 def nonsense(n: int, seed: int = SEED) -> list[str]:
@@ -65,12 +68,12 @@ def nonsense(n: int, seed: int = SEED) -> list[str]:
 
 
 def top_answers(ds: reqa.ReqaSet, ds_dir: Path, keep,
-                questions: list[tuple[str, set[str]]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(top hybrid score, top answer right, its passage holds a question word) per question, on an index of
-    the passages ``keep`` accepts."""
+                questions: list[tuple[str, set[str]]]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(top hybrid score, top answer right, its passage holds a question word, the share of the question's
+    idf its passage holds) per question, on an index of the passages ``keep`` accepts."""
     info = active_model()
     vectors = encode_corpus(ds, ds_dir, info, threads=None).head(info.top_k)
-    scores, right, shares = [], [], []
+    scores, right, shares, cover = [], [], [], []
     with tempfile.TemporaryDirectory(dir=paths.user_dir()) as tmp:
         with Index(Path(tmp) / "calibrate.db") as index:
             to_sid = fill_index(index, ds, vectors, info, keep=keep)
@@ -83,7 +86,9 @@ def top_answers(ds: reqa.ReqaSet, ds_dir: Path, keep,
                 scores.append(top[0].score if top else 0.0)
                 right.append(bool(top) and to_sid[top[0].sentence_id] in gold)
                 shares.append(bool(top) and shares_word(question, top[0].context))
-    return np.array(scores), np.array(right), np.array(shares)
+                cover.append(float(asker.searcher.coverage(asker.tokens(question), [top[0].sentence_id])[0])
+                             if top else 0.0)
+    return np.array(scores), np.array(right), np.array(shares), np.array(cover)
 
 
 def article(passage: str) -> int:
@@ -104,7 +109,7 @@ def tech_units(n: int, seed: int = SEED) -> tuple[list[Path], list[Path]]:
     sets = {f: reqa.load(f) for f in folders}
     small = [f for f, d in sets.items() if 0 < len(d.ids) <= TECH_MAX_SENTENCES and len(d.queries) >= TECH_MIN_QUESTIONS]
     chosen = random.Random(seed).sample(small, min(n, len(small)))
-    return chosen, [f for f in folders if f not in chosen]
+    return chosen, [f for f in small if f not in chosen]
 
 
 def questions_of(folder: Path, n: int, seed: int) -> list[str]:
@@ -121,19 +126,33 @@ def figures(above: np.ndarray, right: np.ndarray, kinds: dict[str, np.ndarray]) 
     return f"recall {recall:.3f}, precision {precision:.3f}; flagged: {flagged}"
 
 
+def asks(s: np.ndarray, shares: np.ndarray, cover: np.ndarray, args: argparse.Namespace) -> np.ndarray:
+    """``ask``'s rule (query/ask.py) with the thresholds given: which top answers it calls likely."""
+    return (s >= args.likely) & shares & (cover >= args.min_coverage)
+
+
+def joint_threshold(s: np.ndarray, right: np.ndarray, passes: np.ndarray) -> float | None:
+    """The highest score threshold that, with the other conditions (``passes``), keeps RECALL of
+    the right top answers; None when the conditions alone drop more."""
+    kept = np.sort(s[right & passes])[::-1]
+    need = int(np.ceil(RECALL * right.sum()))
+    return float(kept[need - 1]) if len(kept) >= need > 0 else None
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--calibrate", type=Path, default=DATA / "du2017-train")
     ap.add_argument("--check", type=Path, default=DATA / "squad-train-head")
     ap.add_argument("--tech", type=int, default=0, help="small packages of the technical training data to add")
     ap.add_argument("--likely", type=float, default=LIKELY_SCORE, help="the threshold `ask` uses (to report before/after)")
+    ap.add_argument("--min-coverage", type=float, default=MIN_COVERAGE, help="the idf share `ask` asks of a passage")
     args = ap.parse_args()
 
     ds = reqa.load(args.calibrate)
     passage_of = dict(zip(ds.ids, ds.passages))
     indexed = lambda p: article(p) % 2 == 0
     asked = [(q, set(a)) for _, q, a in ds.queries] + [(q, set()) for q in nonsense(NONSENSE)]
-    s, right, shares = top_answers(ds, args.calibrate, indexed, asked)
+    s, right, shares, cover = top_answers(ds, args.calibrate, indexed, asked)
     n_real = len(ds.queries)
     answerable = np.zeros(len(asked), bool)
     answerable[:n_real] = [any(indexed(passage_of[a]) for a in gold) for _, gold in asked[:n_real]]
@@ -142,6 +161,7 @@ def main() -> None:
     junk = np.zeros(len(asked), bool)
     junk[n_real:] = True
     off = np.zeros(len(asked), bool)
+    wiki_off = np.zeros(len(asked), bool)
     if args.tech:
         units, others = tech_units(args.tech)
         wiki = [q for _, q, _ in ds.queries]
@@ -151,17 +171,20 @@ def main() -> None:
                 wiki, OFF_TOPIC)
             asked_u = ([(q, set(a)) for _, q, a in own.queries] + [(q, set()) for q in away]
                        + [(q, set()) for q in nonsense(OFF_TOPIC // 3, SEED + 100 + i)])
-            su, ru, lu = top_answers(own, unit, None, asked_u)
+            su, ru, lu, cu = top_answers(own, unit, None, asked_u)
             n_own, n_away = len(own.queries), len(away)
             s, right, shares = np.concatenate([s, su]), np.concatenate([right, ru]), np.concatenate([shares, lu])
+            cover = np.concatenate([cover, cu])
             grow = np.zeros(len(asked_u), bool)
-            ans_u, off_u, junk_u = grow.copy(), grow.copy(), grow.copy()
-            ans_u[:n_own], off_u[n_own:n_own + n_away], junk_u[n_own + n_away:] = True, True, True
+            ans_u, off_u, wiki_u, junk_u = grow.copy(), grow.copy(), grow.copy(), grow.copy()
+            ans_u[:n_own], off_u[n_own:n_own + OFF_TOPIC], junk_u[n_own + n_away:] = True, True, True
+            wiki_u[n_own + OFF_TOPIC:n_own + n_away] = True
             answerable, absent = np.concatenate([answerable, ans_u]), np.concatenate([absent, grow])
             off, junk = np.concatenate([off, off_u]), np.concatenate([junk, junk_u])
+            wiki_off = np.concatenate([wiki_off, wiki_u])
         print(f"technical training data: {len(units)} packages ({', '.join(u.name for u in units)})")
     kinds = {"answerable wrong": answerable & ~right, "answerable right": right, "absent": absent,
-             "off-topic": off, "nonsense": junk}
+             "off-topic": off, "encyclopedia in manuals": wiki_off, "nonsense": junk}
     kinds = {k: m for k, m in kinds.items() if m.any()}
     print(f"{ds.name}{' + technical' if args.tech else ''}: {answerable.sum()} answerable, {absent.sum()} absent, {off.sum()} off-topic, "
           f"{junk.sum()} nonsense questions; "
@@ -179,15 +202,35 @@ def main() -> None:
     best = float(grid[int(np.argmax(f1))])
     print(f"F1-best threshold {best:.3f} (F1 {max(f1):.3f}): {figures(s >= best, right, kinds)}")
     print(f"--likely {args.likely:.3f} alone: {figures(s >= args.likely, right, kinds)}")
-    print(f"`ask` (--likely and a question word in the passage): {figures((s >= args.likely) & shares, right, kinds)}")
+    rule = f"`ask` (--likely {args.likely:.3f}, --min-coverage {args.min_coverage:.3f} and a question word in the passage)"
+    print(f"{rule}: {figures(asks(s, shares, cover, args), right, kinds)}")
     print(f"threshold {t:.3f} and a question word in the passage: {figures((s >= t) & shares, right, kinds)}")
+    print("a question word in the passage, the share of the question's idf the passage holds at least C, and "
+          f"the highest score threshold that keeps {RECALL:.0%} of right top answers:")
+    rules = {}
+    for c in COVERAGE_GRID:
+        t_c = joint_threshold(s, right, shares & (cover >= c))
+        if t_c is not None:
+            rules[c] = t_c
+            print(f"  C {c:.3f}, threshold {t_c:.3f}: {figures((s >= t_c) & shares & (cover >= c), right, kinds)}")
+    print("a question word in the passage, and score + L x share at least a threshold that keeps "
+          f"{RECALL:.0%} of right top answers:")
+    lines = {}
+    for lam in LINEAR_GRID:
+        t_l = joint_threshold(s + lam * cover, right, shares)
+        if t_l is not None:
+            lines[lam] = t_l
+            print(f"  L {lam:.2f}, threshold {t_l:.3f}: {figures((s + lam * cover >= t_l) & shares, right, kinds)}")
+    c_best = max(rules, key=lambda c: (((s >= rules[c]) & shares & (cover >= c)) & right).sum()
+                 / max(((s >= rules[c]) & shares & (cover >= c)).sum(), 1))
+    print(f"chosen (the highest precision at {RECALL:.0%} recall): --min-coverage {c_best:.3f} --likely {rules[c_best]:.3f}")
 
     if args.check:
         check = reqa.load(args.check)
         away = [q for i, u in enumerate(others[:4]) for q in questions_of(u, OFF_TOPIC, SEED + 50 + i)] if args.tech else []
         asked = ([(q, set(a)) for _, q, a in check.queries] + [(q, set()) for q in away]
                  + [(q, set()) for q in nonsense(NONSENSE, SEED + 1)])
-        s2, right2, shares2 = top_answers(check, args.check, None, asked)
+        s2, right2, shares2, cover2 = top_answers(check, args.check, None, asked)
         n_q = len(check.queries)
         off2, junk2 = np.zeros(len(asked), bool), np.zeros(len(asked), bool)
         off2[n_q:n_q + len(away)], junk2[n_q + len(away):] = True, True
@@ -197,8 +240,31 @@ def main() -> None:
         print(f"{check.name}: {len(check.queries)} answerable (top answer right for {right2.sum()}), "
               f"{off2.sum()} off-topic, {junk2.sum()} nonsense questions")
         print(f"  calibrated {t:.3f} alone: {figures(s2 >= t, right2, kinds2)}")
-        print(f"  `ask` (--likely {args.likely:.3f}): {figures((s2 >= args.likely) & shares2, right2, kinds2)}")
+        print(f"  {rule}: {figures(asks(s2, shares2, cover2, args), right2, kinds2)}")
         print(f"  calibrated {t:.3f} and a question word in the passage: {figures((s2 >= t) & shares2, right2, kinds2)}")
+        for c, t_c in rules.items():
+            print(f"  C {c:.3f}, threshold {t_c:.3f}: {figures((s2 >= t_c) & shares2 & (cover2 >= c), right2, kinds2)}")
+        for lam, t_l in lines.items():
+            print(f"  L {lam:.2f}, threshold {t_l:.3f}: {figures((s2 + lam * cover2 >= t_l) & shares2, right2, kinds2)}")
+        if args.tech:  # manuals outside the calibration sample, asked the check set's questions
+            wiki2 = [q for _, q, _ in check.queries]
+            parts = []
+            for i, unit in enumerate(others[:TECH_CHECK]):
+                own = reqa.load(unit)
+                away = random.Random(SEED + 200 + i).sample(wiki2, OFF_TOPIC)
+                asked_u = ([(q, set(a)) for _, q, a in own.queries] + [(q, set()) for q in away]
+                           + [(q, set()) for q in nonsense(OFF_TOPIC // 3, SEED + 300 + i)])
+                kind = np.repeat(np.arange(3), [len(own.queries), len(away), OFF_TOPIC // 3])
+                parts.append((*top_answers(own, unit, None, asked_u), kind))
+            s3, r3, l3, c3, k3 = (np.concatenate(a) for a in zip(*parts))
+            kinds3 = {"answerable wrong": (k3 == 0) & ~r3, "answerable right": r3, "encyclopedia in manuals": k3 == 1,
+                      "nonsense": k3 == 2}
+            print(f"{TECH_CHECK} technical training packages outside the calibration sample "
+                  f"({', '.join(u.name for u in others[:TECH_CHECK])}): {(k3 == 0).sum()} answerable "
+                  f"(top answer right for {r3.sum()}), {(k3 == 1).sum()} {check.name} questions, {(k3 == 2).sum()} nonsense")
+            print(f"  {rule}: {figures(asks(s3, l3, c3, args), r3, kinds3)}")
+            for c, t_c in rules.items():
+                print(f"  C {c:.3f}, threshold {t_c:.3f}: {figures((s3 >= t_c) & l3 & (c3 >= c), r3, kinds3)}")
 
 
 if __name__ == "__main__":

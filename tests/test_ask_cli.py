@@ -360,6 +360,19 @@ def test_a_nonsense_question_has_no_likely_answer(dated_docs: Path):
     assert not runner.invoke(app, ["ask", "museum ticket", "-k", "2"]).output.startswith(NO_LIKELY_ANSWER)
 
 
+def test_a_passage_that_holds_little_of_the_question_is_no_likely_answer(dated_docs: Path, monkeypatch):
+    """Beside the score, a likely answer's passage holds MIN_COVERAGE of the question's idf
+    (issue 32: an off-topic question answered with confidence from a manual). With the score
+    threshold out of the way, the museum passage answers "museum ticket" but not a recipe
+    question that only shares its word "museum"."""
+    monkeypatch.setattr(ask_module, "LIKELY_SCORE", 0.0)
+    museum = ["--json", "-k", "1", "--path", "museum"]
+    real = json.loads(runner.invoke(app, ["ask", "museum ticket", *museum]).output)
+    off = json.loads(runner.invoke(app, ["ask", "museum banana bread recipe flour oven sugar butter", *museum]).output)
+    assert real[0]["sentence"] == off[0]["sentence"] == "The museum ticket was for the history of music."
+    assert (real[0]["likely"], off[0]["likely"]) == (True, False)
+
+
 # ------------------------------------------------------------------------------------ usage lines
 
 

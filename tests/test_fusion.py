@@ -129,6 +129,38 @@ def test_fused_search_equals_exhaustive_fused_scoring(tmp_path, monkeypatch, mod
             assert sum(parts.values()) == pytest.approx(score, rel=1e-5)
 
 
+def test_coverage_is_the_share_of_the_questions_idf_in_the_passage(tmp_path, monkeypatch):
+    """Against a reference from each sentence's own context words: encoded and pending files,
+    bitmap blobs, and a question word no sentence holds (it weighs as the rarest)."""
+    monkeypatch.setattr(bitmap, "BITMAP_MIN_N", 8)
+    rng = np.random.default_rng(5)
+    contexts = []
+    with Index(tmp_path / "index.db") as ix:
+        for f in range(4):
+            rows, vecs, lex = [], [], []
+            for _ in range(30):
+                ctx = np.unique(np.concatenate([[1], rng.choice(20, 5, replace=False) + 2]))
+                contexts.append(set(ctx.tolist()))
+                vecs.append((ctx, np.full(len(ctx), 2.5, np.float32)))
+                lex.append((L.field_keys(ctx, L.PARAGRAPH_FIELD), np.full(len(ctx), 4.0, np.float32)))
+                rows.append(SentenceRow("s", "s", 0))
+            vectors = None if f == 2 else SparseVectors.from_rows(vecs)  # one file waits for the encoder
+            ix.write_files([FileUpdate(f"/f{f}.txt", 1, 1.0, "h", rows, vectors,
+                                       lexical=SparseVectors.from_rows(lex))], merge=False)
+        sid = [i for f in range(4) for i in sorted(ix.file_sentence_ids(f + 1))]
+        n = len(contexts)
+        assert len(sid) == n
+        df = {t: sum(t in c for c in contexts) for t in range(30)}
+        q = [1, 3, 7, 12, 25]  # 25: in no sentence
+        idf = {t: math.log1p((n - df[t] + 0.5) / (df[t] + 0.5)) for t in q}
+        rows = list(range(0, n, 7))
+        ids = [sid[i] for i in rows]
+        want = [sum(idf[t] for t in q if t in contexts[i]) / sum(idf.values()) for i in rows]
+        np.testing.assert_allclose(Searcher(ix).coverage(np.array(q + [3]), ids), want, rtol=1e-12)
+    assert fusion.coverage(np.array([1.0, 3.0]), np.array([[True, False], [False, True], [False, False]])).tolist() \
+        == [0.25, 0.75, 0.0]
+
+
 def _tea_set(tmp_path):
     import gzip
 

@@ -218,7 +218,7 @@ def format_answers(answers: list[Answer], explain: bool = False, style: _Style |
     """What `ask` prints.  On a terminal (``width`` columns) the text of an answer wraps between
     words and hangs under its rank; elsewhere each part is one plain line, for grep and the like.
     One answer per passage, with how many of its other sentences ranked as high; a first line
-    says when even the best answer is unlikely (hybrid mode, ``ask.LIKELY_SCORE``).  The top
+    says when even the best answer is unlikely (hybrid mode, ``Answer.likely``).  The top
     answer's phrase is underlined in its sentence; without styles (plain text, TERM=dumb) a line
     under the context says it, so the context line stays the file's own text."""
     style = style or _Style(False)

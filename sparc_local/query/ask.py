@@ -23,12 +23,16 @@ from sparc_local.query.tokens import QueryTokenizer, query_token_ids
 _FIELD_LABELS = {SENTENCE_FIELD: " (bm25)", PARAGRAPH_FIELD: " (bm25, context)"}
 
 
-# The fused score (``modes.HYBRID``, in [0, 1.8]) below which the top answer is rarely right:
-# 95% of right top answers score more, chosen on training data only (du2017-train: questions
-# whose answer is indexed, questions whose article is not, nonsense), see benchmarks/no_answer.py
-# for the figures.  Re-run it when ``fusion.WEIGHTS`` or the model change.  The sparc and bm25
-# modes keep raw scores: no threshold.
-LIKELY_SCORE = 0.58
+# A likely answer (hybrid mode) scores LIKELY_SCORE or more (the fused score, in [0, 1.8]), its
+# passage holds a word of the question and at least MIN_COVERAGE of the question's idf
+# (``Searcher.coverage``). Chosen together on training data only, as the pair with the highest
+# precision that keeps 95% of right top answers (du2017-train and 12 technical training packages:
+# questions whose answer is indexed, questions whose article is not, another package's or an
+# encyclopedia's questions asked of manuals, nonsense); benchmarks/no_answer.py prints the
+# figures.  Re-run it when ``fusion.WEIGHTS`` or the model change.  The sparc and bm25 modes keep
+# raw scores: no threshold.
+LIKELY_SCORE = 0.55
+MIN_COVERAGE = 0.125
 _WORD = re.compile(r"\w{3,}")  # a question's words that count for shares_word
 FETCH_FACTOR = 3  # sentences fetched per passage shown, more while k passages are not filled
 # A sentence this long (in words) said verbatim in two passages is one statement shown once; a
@@ -164,8 +168,8 @@ class Asker:
         """The top ``k`` passages among the files the filters keep (``pathfilter.PathFilter``:
         ``since``/``before`` bound the modification time, in seconds since the epoch), ranked by
         ``mode`` (``modes.MODES``), each as its best sentence (``collapse``).  In hybrid mode
-        each says whether it is a likely answer: a score of LIKELY_SCORE or more, and a word of
-        the question in its passage (``shares_word``).  The first ``phrases`` (None: all) get
+        each says whether it is a likely answer: a score of LIKELY_SCORE or more, a word of the
+        question in its passage (``shares_word``) and MIN_COVERAGE of the question's idf.  The first ``phrases`` (None: all) get
         their phrase (``find_phrase``): a sentence with other than ASCII text loads the
         tokenizers library (~40 ms of a cold `ask`), so what is not shown is not computed."""
         tokens = self.tokens(question)
@@ -182,9 +186,10 @@ class Asker:
                 break
             want *= 4
         answers = collapse(found, k)
-        if mode == HYBRID:
-            for a in answers:
-                a.likely = a.score >= LIKELY_SCORE and shares_word(question, a.context)
+        if mode == HYBRID and answers:
+            cover = self.searcher.coverage(tokens, [a.sentence_id for a in answers])
+            for a, c in zip(answers, cover.tolist()):
+                a.likely = a.score >= LIKELY_SCORE and c >= MIN_COVERAGE and shares_word(question, a.context)
         shown = answers if explain else answers[:phrases]
         if shown:
             ids = [a.sentence_id for a in shown]

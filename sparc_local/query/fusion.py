@@ -67,8 +67,7 @@ def multipliers(key_ids: Sequence[int], df: Sequence[int], max_q: Sequence[int],
         pending.append(field != base)
         d[g] = d.get(g, 0.0) + n
         mq[g] = max(mq.get(g, 0.0), m)
-    w = {g: 1.0 if g[0] == 0 else math.log1p((n_sentences - n + 0.5) / (n + 0.5)) if n > 0 else 0.0
-         for g, n in d.items()}
+    w = {g: 1.0 if g[0] == 0 else idf(n, n_sentences) if n > 0 else 0.0 for g, n in d.items()}
     top: dict[int, float] = {}  # each field's attainable maximum
     for g, x in w.items():
         top[g[0]] = top.get(g[0], 0.0) + x * mq[g]
@@ -79,6 +78,22 @@ def multipliers(key_ids: Sequence[int], df: Sequence[int], max_q: Sequence[int],
     total = float(real.sum()) * qmax
     res = min(_RESOLUTION, _INT_MAX / total) if total > 0 else _RESOLUTION
     return np.rint(real * res).astype(np.int64), 1.0 / res
+
+
+def idf(df: float, n_sentences: int) -> float:
+    """BM25's idf of a key with ``df`` postings among ``n_sentences`` (Lucene's form, never negative)."""
+    return math.log1p((n_sentences - df + 0.5) / (df + 0.5))
+
+
+def coverage(weights: np.ndarray, present: np.ndarray) -> np.ndarray:
+    """The share of a question's idf mass that each passage holds: ``weights`` (question tokens,
+    their idf) and ``present`` (passages × tokens, bool) in, one share per passage out. A passage
+    about something else may score high on a few common or expanded words; it holds little of
+    the question's rare words (issue 32: "best recipe for banana bread" against manuals)."""
+    total = float(np.sum(weights))
+    if total <= 0:
+        return np.zeros(len(present))
+    return (np.asarray(present, np.float64) @ np.asarray(weights, np.float64)) / total
 
 
 def split(key_ids: Sequence[int]) -> dict[int, list[int]]:

@@ -17,6 +17,7 @@ import numpy as np
 from sparc_local.index import postings as codec
 from sparc_local.index.db import MAX_PARAMS
 from sparc_local.index.store import Index
+from sparc_local.model.lexical import FIELD_BASE, PARAGRAPH_FIELD, PENDING
 from sparc_local.query import fusion, maxscore, scoring
 from sparc_local.query.modes import SPARC
 from sparc_local.query.pathfilter import PathFilter
@@ -129,6 +130,29 @@ class Searcher:
         df = [sum(codec.header(b)[1] for b in bl) for bl in blobs]
         max_q = [max(map(codec.bound, bl)) for bl in blobs]
         return fusion.multipliers(keys, df, max_q, snap.written, codec.QMAX, mode)
+
+    def coverage(self, token_ids: np.ndarray | Sequence[int], ids: Sequence[int]) -> np.ndarray:
+        """For each sentence id, the share of the question's idf mass its passage holds
+        (``fusion.coverage``): a token is held when the sentence has a posting of it in the
+        context field (BM25 over the paragraph), encoded or pending."""
+        toks = _distinct(token_ids)
+        keys = [t + f * FIELD_BASE for f in (PARAGRAPH_FIELD, PENDING[PARAGRAPH_FIELD]) for t in toks]
+        with self.index.read_transaction():
+            rows = self.index.token_blobs(keys)
+            n = self._snapshot().written
+        want = np.asarray(ids, np.int64)
+        df = np.zeros(len(toks), np.int64)
+        present = np.zeros((len(want), len(toks)), bool)
+        col = {t: i for i, t in enumerate(toks)}
+        lists = codec.decode_lists([blob for _, blob in rows])
+        for (key, blob), (sids, _) in zip(rows, lists):
+            j = col[key % FIELD_BASE]
+            df[j] += codec.header(blob)[1]
+            if len(sids):  # sorted ids: a binary search per asked id
+                at = np.minimum(np.searchsorted(sids, want), len(sids) - 1)
+                present[:, j] |= sids[at] == want
+        # a token no sentence holds weighs as the rarest: the question asks what the files lack
+        return fusion.coverage(np.array([fusion.idf(d, n) for d in df.tolist()]), present)
 
     def explain(self, token_ids: np.ndarray | Sequence[int], ids: Sequence[int],
                 mode: str = SPARC) -> list[dict[int, float]]:
