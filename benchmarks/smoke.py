@@ -43,6 +43,19 @@ def setup() -> Smoke:
                  folder / "tiny-set")
 
 
+def lab_data(s: Smoke) -> Path:
+    """The lab's training sets (sparc_lab.data.TRAIN_SETS), tiny, in a folder of s: du2017-train holds the
+    held-out articles (DU_VALIDATION_ARTICLES) that the trainer validates on and input_rule.py reads."""
+    from sparc_lab.data import DU_VALIDATION_ARTICLES, TRAIN_SETS
+    from tests.tiny import write_reqa_set
+
+    data = s.folder / "reqa"
+    for k, name in enumerate(TRAIN_SETS):
+        held_out = sorted(DU_VALIDATION_ARTICLES) if name == "du2017-train" else []
+        write_reqa_set(data / name, seed=k, articles=["a12", *held_out])
+    return data
+
+
 @dataclass(frozen=True)
 class AdaptSmoke:
     model: Path  # the tiny model with its MLM head (tests/tiny.make_tiny_adapt_model)
