@@ -3,6 +3,7 @@
     python benchmarks/adapt_e2e.py --data ../shared/data/reqa/newsqa-dev \
         [--steps 500] [--batch-size 32] [--max-length 64] [--model DIR] [--home DIR]
         [--eval [--paired [--ranks DIR]]] [--no-switch] [--threads N] [--eval-only DIR ...] [--first N] [--force]
+    python benchmarks/adapt_e2e.py --smoke    # the tiny adapt model, 3 steps, --eval --paired (smoke.py)
 
 Builds an index from the corpus's sentences only (one "file" per passage, context = its other
 sentences; the questions are never read), then runs the library's adapt in a child process (so
@@ -143,7 +144,7 @@ def child(args: argparse.Namespace) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", type=Path, required=True, help="a ReQA folder; only corpus.jsonl.gz is indexed")
+    ap.add_argument("--data", type=Path, help="a ReQA folder; only corpus.jsonl.gz is indexed")
     ap.add_argument("--steps", type=int, default=500)
     ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--max-length", type=int, default=64)
@@ -164,7 +165,18 @@ def main() -> None:
     ap.add_argument("--first", type=int, metavar="N", help="only the set's first passages, up to N sentences")
     ap.add_argument("--force", action="store_true", help="adapt even a corpus close to the training text")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--smoke", action="store_true",
+                    help="seconds: the tiny adapt model on a tiny set, 3 steps of 4×16, --eval --paired (smoke.py)")
     args = ap.parse_args()
+    if args.smoke:
+        import smoke
+
+        s = smoke.setup()
+        a = smoke.adapt_setup(s)
+        args.data, args.model, args.home, args.eval, args.paired = a.data, a.model, s.folder / "adapt-home", True, True
+        args.steps, args.batch_size, args.max_length, args.threads = 3, 4, 16, 1
+    if not args.data:
+        ap.error("--data is required")
     if args.child:
         print(json.dumps(child(args)))
         return
@@ -202,7 +214,7 @@ def main() -> None:
         else:
             print(json.dumps({"adapt": r, "index": built}))
         return
-    print(f"adapt {r['steps']} steps × {args.batch_size} (max length {args.max_length}, {args.mode}) on "
+    print(f"adapt {r['steps']} steps × {args.batch_size} (max length {args.max_length}) on "
           f"{r['corpus']} sentences: {r['s_per_step_median']:.2f} s/step median ({r['s_per_step_mean']:.2f} mean); "
           f"train {r['train_seconds']:.0f}s, re-encode {r['encode_seconds']:.0f}s, total {r['wall_seconds']:.0f}s "
           f"({r['cpu_seconds']:.0f} CPU-s); MLM loss, mean of the first / last {LOSS_WINDOW} steps "

@@ -2,7 +2,8 @@
 
     # train E with adapt's own loop on the sentences of an index, once per MLM (cached in --out)
     python benchmarks/adapt_mechanism.py --home HOME --mlm shipped=MODEL_DIR --mlm companion=EXPORT_DIR \
-        [--steps 500] [--lr 5e-5] [--rows all] [--out DIR] [--variants DIR]
+        [--steps 500] [--lr 5e-5] [--rows all] [--out DIR] [--variants DIR] [--base DIR]
+    python benchmarks/adapt_mechanism.py --smoke    # the tiny adapt model, 3 steps on a tiny index (smoke.py)
 
 HOME is a SPARC_LOCAL_HOME whose index holds the corpus (desk.py's or adapt_e2e.py's home). Each
 --mlm names a model folder whose MLM (mlm_head.npz, and mlm_encoder.npz if any) trains E; E itself
@@ -132,15 +133,27 @@ def describe(E0: np.ndarray, E: np.ndarray, counts: np.ndarray, special: np.ndar
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--home", type=Path, required=True)
-    ap.add_argument("--mlm", action="append", required=True, metavar="LABEL=DIR")
+    ap.add_argument("--home", type=Path)
+    ap.add_argument("--mlm", action="append", metavar="LABEL=DIR")
+    ap.add_argument("--base", type=Path, help="the model whose E is trained (default: the shipped model)")
     ap.add_argument("--steps", type=int, default=500)
     ap.add_argument("--lr", type=float, default=5e-5)
     ap.add_argument("--rows", default="all", help="the row rule while training (sparc_lab.adapt_rules)")
     ap.add_argument("--out", type=Path, default=Path.home() / ".cache" / "sparc-local-train" / "adapt-mechanism")
     ap.add_argument("--variants", type=Path, help="write model folders of the row rules here")
     ap.add_argument("--sample", type=int, default=SAMPLE, help="paragraphs for the sparse-vector comparison (0: none)")
+    ap.add_argument("--smoke", action="store_true",
+                    help="seconds: the tiny adapt model, 3 steps on a tiny index, its variants (smoke.py)")
     args = ap.parse_args()
+    if args.smoke:
+        import smoke
+
+        s = smoke.setup()
+        a = smoke.adapt_setup(s, indexed=True)
+        args.home, args.base, args.mlm = a.home, a.model, [f"tiny={a.model}"]
+        args.steps, args.out, args.variants, args.sample = 3, s.folder / "mechanism", s.folder / "variants", 10
+    if not args.home or not args.mlm:
+        ap.error("--home and --mlm are required")
     os.environ["SPARC_LOCAL_HOME"] = str(args.home.resolve())
 
     from sparc_local.adapt.model_folder import write_adapted_model
@@ -148,7 +161,7 @@ def main() -> None:
     from sparc_local.model.info import ModelInfo, load_tokenizer, shipped_model_dir
     from sparc_local.paths import db_path
 
-    base = ModelInfo.load(shipped_model_dir())
+    base = ModelInfo.load(args.base or shipped_model_dir())
     from sparc_local.model.folder import load_encoder_weights
 
     _, w0 = load_encoder_weights(base)

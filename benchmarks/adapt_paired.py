@@ -2,6 +2,7 @@
 
     python benchmarks/adapt_paired.py --home HOME --a shipped=MODEL_DIR:all --b companion=EXPORT_DIR:corpus \
         [--steps 40] [--threads 2]
+    python benchmarks/adapt_paired.py --smoke    # the tiny adapt model, rows all against corpus, 2 steps, 1 thread
 
 On a shared machine the load changes from minute to minute; alternating A and B on the same
 batches of the index's sentences (HOME: a SPARC_LOCAL_HOME with an index) makes the ratio fair.
@@ -16,7 +17,7 @@ import os
 import sys
 
 if __name__ == "__main__":  # BLAS reads its thread count when numpy is imported
-    _t = sys.argv[sys.argv.index("--threads") + 1] if "--threads" in sys.argv else "2"
+    _t = sys.argv[sys.argv.index("--threads") + 1] if "--threads" in sys.argv else "1" if "--smoke" in sys.argv else "2"
     for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ[var] = _t
 
@@ -62,12 +63,22 @@ def side(spec: str, index, ids):
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--home", type=Path, required=True)
-    ap.add_argument("--a", required=True, metavar="LABEL=DIR:ROWS")
-    ap.add_argument("--b", required=True, metavar="LABEL=DIR:ROWS")
+    ap.add_argument("--home", type=Path)
+    ap.add_argument("--a", metavar="LABEL=DIR:ROWS")
+    ap.add_argument("--b", metavar="LABEL=DIR:ROWS")
     ap.add_argument("--steps", type=int, default=40)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--smoke", action="store_true",
+                    help="seconds: the tiny adapt model on a tiny index, rows all against corpus, 2 steps (smoke.py)")
     args = ap.parse_args()
+    if args.smoke:
+        import smoke
+
+        a = smoke.adapt_setup(smoke.setup(), indexed=True)
+        args.home, args.a, args.b = a.home, f"all={a.model}:all", f"corpus={a.model}:corpus"
+        args.steps, args.threads = 2, 1
+    if not args.home or not args.a or not args.b:
+        ap.error("--home, --a and --b are required")
     os.environ["SPARC_LOCAL_HOME"] = str(args.home.resolve())
     from sparc_local.adapt.run import AdaptOptions, token_batches
     from sparc_local.index.store import Index

@@ -5,6 +5,7 @@
     # and write the control: E0 + ΔE with each row of ΔE turned to a random direction (same norm)
     python benchmarks/adapt_shift.py --data … --adapted DIR --control OUT_DIR
     # then: python benchmarks/adapt_e2e.py --data … --eval-only DIR OUT_DIR --paired
+    python benchmarks/adapt_shift.py --smoke    # the tiny adapt model after 3 steps of adapt, and its control
 
 Prints, per bucket of corpus count (how often the set's sentences use the token), the summed weight
 and the postings of the top-K vectors before and after, and the tokens whose summed weight rose and
@@ -48,18 +49,29 @@ def write_control(base, adapted, out: Path, seed: int = 0) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", type=Path, required=True, help="a ReQA folder")
-    ap.add_argument("--adapted", type=Path, required=True, help="an adapted model folder")
+    ap.add_argument("--data", type=Path, help="a ReQA folder")
+    ap.add_argument("--adapted", type=Path, help="an adapted model folder")
+    ap.add_argument("--base", type=Path, help="the model it was adapted from (default: the shipped model)")
     ap.add_argument("--control", type=Path, metavar="OUT_DIR", help="write the random control model here")
     ap.add_argument("--threads", type=int)
+    ap.add_argument("--smoke", action="store_true",
+                    help="seconds: the tiny adapt model after 3 steps of adapt on a tiny set, and its control (smoke.py)")
     args = ap.parse_args()
+    if args.smoke:
+        import smoke
+
+        s = smoke.setup()
+        a = smoke.adapt_setup(s, indexed=True)
+        args.data, args.base, args.adapted, args.control = a.data, a.model, smoke.adapted_model(a), s.folder / "control"
+    if not args.data or not args.adapted:
+        ap.error("--data and --adapted are required")
 
     from sparc_local.evaluation import reqa
     from sparc_local.evaluation.evaluate import encode_corpus
     from sparc_local.model.info import ModelInfo, load_tokenizer, shipped_model_dir
     from sparc_local.query.tokens import query_token_ids
 
-    base, adapted = ModelInfo.load(shipped_model_dir()), ModelInfo.load(args.adapted)
+    base, adapted = ModelInfo.load(args.base or shipped_model_dir()), ModelInfo.load(args.adapted)
     if args.control:
         write_control(base, adapted, args.control)
     ds = reqa.load(args.data)

@@ -3,6 +3,7 @@
     git worktree add /tmp/sparc-old <commit>
     python benchmarks/cold_ask.py /tmp/sparc-old .                 # old, new; 20 runs each
     python benchmarks/cold_ask.py OLD STEP ... NEW --runs 40 --floor  # the first tree is the baseline
+    python benchmarks/cold_ask.py --smoke    # this clone against itself, 2 runs, the tiny model (smoke.py)
 
 Each tree (a checkout of sparc-local) indexes --folder (default: the bundled sample files) into a
 data folder of its own, then runs `python -m sparc_local ask QUESTION` --runs times as a new
@@ -43,6 +44,15 @@ def tree_env(tree: Path, data: Path) -> dict[str, str]:
     return env
 
 
+def point_to_model(python: str, env: dict[str, str], model: Path) -> None:
+    """Make ``model`` the active model of the data folder the tree finds under ``env`` (its own user_dir)."""
+    from sparc_local.model.info import ACTIVE_POINTER
+
+    where = subprocess.run([python, "-c", "from sparc_local.paths import user_dir; print(user_dir())"], env=env,
+                           cwd=env["PYTHONPATH"], capture_output=True, text=True, check=True).stdout.strip()
+    (Path(where) / ACTIVE_POINTER).write_text(str(model.resolve()))
+
+
 def run(cmd: list[str], env: dict[str, str]) -> tuple[float, float]:
     """(wall seconds, CPU seconds: user + system) of one process, run in the tree (`python -m`
     puts the working folder first on sys.path)."""
@@ -59,13 +69,23 @@ def run(cmd: list[str], env: dict[str, str]) -> tuple[float, float]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("trees", nargs="+", type=Path, help="checkouts of sparc-local; the first is the baseline")
+    ap.add_argument("trees", nargs="*", type=Path, help="checkouts of sparc-local; the first is the baseline")
     ap.add_argument("--runs", type=int, default=20)
     ap.add_argument("--folder", type=Path, default=Path(__file__).resolve().parent.parent / "sparc_local" / "sample")
     ap.add_argument("--question", default=QUESTION)
     ap.add_argument("--python", default=sys.executable)
     ap.add_argument("--floor", action="store_true", help="also time `python -c 'import numpy'`")
+    ap.add_argument("--model", type=Path, help="the model each tree indexes and asks with (default: the shipped one)")
+    ap.add_argument("--smoke", action="store_true",
+                    help="seconds: this clone against itself, 2 runs, the tiny test model (smoke.py), --floor")
     args = ap.parse_args()
+    if args.smoke:
+        import smoke
+
+        here = Path(__file__).resolve().parent.parent
+        args.trees, args.runs, args.model, args.floor = [here, here], 2, smoke.setup().model, True
+    if not args.trees:
+        ap.error("name at least one tree")
     if sys.platform != "linux":
         sys.exit("XDG_DATA_HOME places the data folder on Linux only")
 
@@ -75,6 +95,8 @@ def main() -> None:
         rows: list[tuple[str, list[str], dict[str, str]]] = []  # label, command, environment
         for i, tree in enumerate(trees):
             env = tree_env(tree, work / f"data{i}")
+            if args.model:
+                point_to_model(args.python, env, args.model)
             run([args.python, "-m", "sparc_local", "index", str(args.folder.resolve()), "-q"], env)
             rows.append((str(tree), [args.python, "-m", "sparc_local", "ask", args.question], env))
         if args.floor:  # what no `ask` can go below: the interpreter and numpy, as `ask` loads it

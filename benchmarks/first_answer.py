@@ -1,6 +1,7 @@
 """How soon `index` answers: the first BM25 answers against an extraction-only pass (issue #14).
 
     OMP_NUM_THREADS=1 python benchmarks/first_answer.py [--files 300] [--rounds 3]
+    python benchmarks/first_answer.py --smoke    # the tiny model, a file of each format from a tiny set (smoke.py)
 
 A folder of mixed formats (.txt, .md, .html, .docx, .pdf; squad-train-head's passages, a
 training set) is built under ~/.cache/sparc-local-bench/first-answer. Per round, back to back:
@@ -30,16 +31,18 @@ sys.path.insert(0, str(ROOT))
 from sparc_local.evaluation import reqa
 
 WORK = Path.home() / ".cache" / "sparc-local-bench" / "first-answer"
+DATA = ROOT.parent / "shared" / "data" / "reqa" / "squad-train-head"
+QUESTION = "Which NFL team represented the AFC?"  # a squad-train-head question
 FORMATS = (".txt", ".md", ".html", ".docx", ".pdf")
 
 
-def build(docs: Path, n: int) -> None:
-    """n files, the formats in turn, each holding one passage."""
+def build(docs: Path, n: int, data: Path) -> None:
+    """n files, the formats in turn, each holding one passage of the ReQA set ``data``."""
     import docx
 
     from tests.test_extract import pdf_bytes
 
-    ds = reqa.load(ROOT.parent / "shared" / "data" / "reqa" / "squad-train-head")
+    ds = reqa.load(data)
     passages: dict[str, list[str]] = {}
     for text, p in zip(ds.texts, ds.passages):
         passages.setdefault(p, []).append(text)
@@ -76,14 +79,12 @@ def extraction_only(docs: Path) -> tuple[float, int]:
     return time.perf_counter() - t0, n
 
 
-def index_until_answerable(docs: Path, db: Path, full: bool) -> dict:
+def index_until_answerable(docs: Path, db: Path, full: bool, info, question: str) -> dict:
     from sparc_local.index.store import Index
     from sparc_local.model.encoder import EncoderFactory
-    from sparc_local.model.info import ModelInfo, shipped_model_dir
     from sparc_local.pipeline import run_index
     from sparc_local.query.ask import Asker
 
-    info = ModelInfo.load(shipped_model_dir())
     marks: dict = {}
     t0 = time.perf_counter()
 
@@ -94,7 +95,7 @@ def index_until_answerable(docs: Path, db: Path, full: bool) -> dict:
         if p.phase == "encoding" and "stored" not in marks:
             marks["stored"] = now
             with Index(db) as reader:
-                marks["answers"] = len(Asker(reader, info).ask("Which NFL team represented the AFC?", k=3))
+                marks["answers"] = len(Asker(reader, info).ask(question, k=3))
 
     with Index(db) as idx:
         report = run_index(idx, [str(docs)], info, EncoderFactory(info, 1), on_progress=on_progress,
@@ -109,18 +110,29 @@ def main() -> None:
     ap.add_argument("--files", type=int, default=300)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--full", action="store_true", help="also time the encoding pass")
+    ap.add_argument("--smoke", action="store_true",
+                    help="seconds: the tiny test model, a file of each format from a tiny set (smoke.py)")
     a = ap.parse_args()
-    docs = WORK / f"docs-{a.files}"
+    from sparc_local.model.info import ModelInfo, shipped_model_dir
+
+    work, data, info, question = WORK, DATA, ModelInfo.load(shipped_model_dir()), QUESTION
+    if a.smoke:
+        import smoke
+
+        s = smoke.setup()
+        work, data, info, a.files, a.rounds = s.folder / "first-answer", s.data, ModelInfo.load(s.model), 5, 1
+        question = reqa.load(data).queries[0][1]
+    docs = work / f"docs-{a.files}"
     if not docs.exists():
-        build(docs, a.files)
+        build(docs, a.files, data)
     extraction_only(docs)  # warm the page cache for both
     rows = []
     for r in range(a.rounds):
         ext_s, n = extraction_only(docs)
-        db = WORK / "index.db"
+        db = work / "index.db"
         for suffix in ("", "-wal", "-shm"):
             Path(f"{db}{suffix}").unlink(missing_ok=True)
-        m = index_until_answerable(docs, db, a.full)
+        m = index_until_answerable(docs, db, a.full, info, question)
         rows.append((ext_s, m))
         enc = f", encoded in {m['total'] - m['stored']:.1f} s" if a.full else ""
         print(f"round {r + 1}: extraction only {ext_s:.2f} s ({n} sentences); index: first batch answerable at "
@@ -134,7 +146,7 @@ def main() -> None:
           f"first answers {first:.2f} s; every file answerable {stored:.2f} s = {ratio:.2f}x extraction "
           f"(bound: 2x)")
     for suffix in ("", "-wal", "-shm"):
-        Path(f"{WORK / 'index.db'}{suffix}").unlink(missing_ok=True)
+        Path(f"{work / 'index.db'}{suffix}").unlink(missing_ok=True)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """What each lexical field costs a hybrid question at scale (issue 14's speed bound).
 
     OMP_NUM_THREADS=1 python benchmarks/hybrid_fields.py [--sizes 100k,1M] [--rounds 3]
+    python benchmarks/hybrid_fields.py --smoke    # on scale.py's 1k smoke index (the tiny model, smoke.py)
 
 On the indexes ``benchmarks/scale.py`` builds (run it first; the same cache key), times
 ``Searcher.search`` (top 10, one core, squad-dev questions) in four variants, their rounds
@@ -44,13 +45,23 @@ def main() -> None:
     ap.add_argument("--queries", type=int, default=600)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--cpu", type=int, default=None, help="pin to this core (default: the last one)")
+    ap.add_argument("--smoke", action="store_true",
+                    help="seconds: scale.py's 1k smoke index, built here (the tiny test model, smoke.py)")
     args = ap.parse_args()
     cpus = sorted(os.sched_getaffinity(0))
     os.sched_setaffinity(0, {cpus[-1] if args.cpu is None else args.cpu})
 
-    info = ModelInfo.load(shipped_model_dir())
+    model, data = shipped_model_dir(), scale.SETS[0]
+    if args.smoke:
+        s = scale.smoke_setup()
+        model, data, args.workdir, args.sizes, args.queries, args.rounds = s.model, s.data, s.folder, scale.SMOKE_SIZE, 20, 1
+    info = ModelInfo.load(model)
+    if args.smoke:  # scale.py's index of that size, as `scale.py --smoke` builds it
+        size = scale.parse_size(scale.SMOKE_SIZE)
+        passages = scale.load_real(info, Path(os.environ["SPARC_LOCAL_HOME"]), (data,))
+        scale.build(scale.cache_db(args.workdir, size, info), passages, size, 4096, info)
     tok = load_tokenizer(info.tokenizer_path)
-    questions = [q for _, q, _ in reqa.load(scale.DATA / "squad-dev").queries[: args.queries]]
+    questions = [q for _, q, _ in reqa.load(data).queries[: args.queries]]
     tokens = [query_token_ids(tok, q, info.skip_array()) for q in questions]
     shipped = dict(fusion.WEIGHTS)
     weights = {"sparc": shipped, "hybrid": shipped,

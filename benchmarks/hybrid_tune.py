@@ -2,6 +2,7 @@
 
     OMP_NUM_THREADS=1 SPARC_LOCAL_HOME=~/.cache/sparc-local-train/evalhome \\
         python benchmarks/hybrid_tune.py [--sets du2017-train,heldout,DIR] [--model DIR]
+    python benchmarks/hybrid_tune.py --smoke    # the tiny model on a tiny set (smoke.py), the whole grid
 
 Each set is written once into a throw-away index as `eval` writes it (``evaluation.eval_index``:
 the same input builder, encoder, lexical postings, index and searcher as `index` and `ask`),
@@ -41,7 +42,13 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sets", default=",".join(SETS))
     ap.add_argument("--model", type=Path, help="model folder (default: the shipped model)")
+    ap.add_argument("--smoke", action="store_true", help="seconds: the tiny test model on a tiny set (smoke.py)")
     a = ap.parse_args()
+    if a.smoke:
+        import smoke
+
+        s = smoke.setup()
+        a.sets, a.model = str(s.data), s.model
     info = ModelInfo.load(a.model or shipped_model_dir())
     chosen = dict(fusion.WEIGHTS)
     table: dict[tuple[float, float], list[float]] = {}

@@ -1,6 +1,7 @@
 """Index the squad-dev corpus as real files and time indexing, size and queries.
 
     python benchmarks/index_squad.py [--data ../shared/data/reqa/squad-dev] [--threads 2] [--limit N]
+    python benchmarks/index_squad.py --smoke     # the tiny model on a tiny set (smoke.py), one cold ask
 
 Each passage becomes a .txt file, so the whole product path runs: walk, extract, segment,
 encode (ONNX), SQLite. Prints indexing throughput with the thread count, index bytes per
@@ -30,7 +31,14 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=os.cpu_count())
     p.add_argument("--limit", type=int, default=0, help="index only the first N passages")
     p.add_argument("--model", help="model folder (default: the shipped model)")
+    p.add_argument("--cold", type=int, default=5, help="cold `ask` processes timed")
+    p.add_argument("--smoke", action="store_true", help="seconds: the tiny test model on a tiny set (smoke.py)")
     args = p.parse_args()
+    if args.smoke:
+        import smoke
+
+        s = smoke.setup()
+        args.data, args.model, args.threads, args.cold = str(s.data), str(s.model), 1, 1
 
     ds = reqa.load(Path(args.data))
     with tempfile.TemporaryDirectory() as tmp:
@@ -86,12 +94,12 @@ def main() -> None:
                   f"over {len(lat)} questions (SQLite postings read + scoring + top-10)")
 
         walls = []
-        for q in questions[:5]:
+        for q in questions[: args.cold]:
             t = time.perf_counter()
             subprocess.run([sys.executable, "-m", "sparc_local", "ask", q, "-k", "10"], check=True,
                            capture_output=True, env=os.environ.copy())
             walls.append(time.perf_counter() - t)
-        print(f"cold ask         {statistics.median(walls):.3f} s wall (median of 5 fresh processes)")
+        print(f"cold ask         {statistics.median(walls):.3f} s wall (median of {len(walls)} fresh processes)")
 
 
 if __name__ == "__main__":

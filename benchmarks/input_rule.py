@@ -1,6 +1,7 @@
 """Choose the input builder's context rule on the training data's held-out split (issue #12).
 
     python benchmarks/input_rule.py [--model DIR] [--sentences 0 2 4 6 10 1000] [--orders document nearest]
+    python benchmarks/input_rule.py --smoke    # the tiny model on tiny training sets (smoke.py), rules 0 and 2
 
 The held-out split is du2017-train's articles a42-a43 (training.data.DU_VALIDATION_ARTICLES),
 never squad-dev or newsqa-dev. It is written as two ReQA folders:
@@ -43,7 +44,7 @@ def _write(folder: Path, rows: list[dict], queries: list[dict]) -> Path:
     return folder
 
 
-def held_out_sets(data: Path) -> dict[str, Path]:
+def held_out_sets(data: Path, work: Path = WORK) -> dict[str, Path]:
     """The held-out split as two ReQA folders (see the module docstring)."""
     ds = reqa.load(data / "du2017-train")
     keep = [i for i, p in enumerate(ds.passages) if p.split("_")[0] in DU_VALIDATION_ARTICLES]
@@ -58,13 +59,13 @@ def held_out_sets(data: Path) -> dict[str, Path]:
         article = r["passage"].split("_")[0]
         articles.append({**r, "passage": article, "position": position.setdefault(article, 0)})
         position[article] += 1
-    return {"passages": _write(WORK / "passages", passages, queries),
-            "articles": _write(WORK / "articles", articles, queries)}
+    return {"passages": _write(work / "passages", passages, queries),
+            "articles": _write(work / "articles", articles, queries)}
 
 
-def rule_model(base: ModelInfo, sentences: int, order: str) -> ModelInfo:
+def rule_model(base: ModelInfo, sentences: int, order: str, work: Path = WORK) -> ModelInfo:
     """base's model folder with another context rule in its sparc.json (files linked, not copied)."""
-    folder = WORK / "models" / f"{base.name}-{sentences}-{order}"
+    folder = work / "models" / f"{base.name}-{sentences}-{order}"
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
     for f in base.path.iterdir():
@@ -83,16 +84,24 @@ def main() -> None:
     p.add_argument("--sentences", type=int, nargs="+", default=[0, 2, 4, 6, 10, 1000])
     p.add_argument("--orders", nargs="+", default=["document", "nearest"])
     p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--smoke", action="store_true",
+                   help="seconds: the tiny test model on tiny training sets (smoke.py), context 0 and 2 sentences")
     args = p.parse_args()
-    os.environ.setdefault("SPARC_LOCAL_HOME", str(WORK / "home"))
+    data, work = DATA, WORK
+    if args.smoke:
+        import smoke
+
+        s = smoke.setup()
+        data, work, args.model, args.sentences, args.threads = smoke.lab_data(s), s.folder / "input-rule", s.model, [0, 2], 1
+    os.environ.setdefault("SPARC_LOCAL_HOME", str(work / "home"))
     base = ModelInfo.load(args.model or shipped_model_dir())
-    sets = held_out_sets(DATA)
+    sets = held_out_sets(data, work)
     print(f"model {base.id}, max_length {base.max_length}")
     print(f"{'set':9s} {'sentences':>9s} {'order':9s} {'MRR@10':>7s} {'R@1':>6s} {'R@10':>6s}  queries")
     for name, folder in sets.items():
         for sentences in args.sentences:
             for order in args.orders if sentences > 1 else args.orders[:1]:
-                r = evaluate(folder, rule_model(base, sentences, order), threads=args.threads)
+                r = evaluate(folder, rule_model(base, sentences, order, work), threads=args.threads)
                 m = r["sparc"]
                 print(f"{name:9s} {sentences:9d} {order:9s} {m['mrr@10']:7.4f} {m['r@1']:6.4f} {m['r@10']:6.4f}"
                       f"  {r['queries']}", flush=True)

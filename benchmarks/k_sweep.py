@@ -2,6 +2,8 @@
 
     python benchmarks/k_sweep.py MODEL_DIR --run ~/.cache/sparc-local-train/run4 \
         [--corpus ../shared/data/reqa/squad-dev] [--ks 64 128 256 512 1000]
+    python benchmarks/k_sweep.py --smoke    # the tiny model; a run folder holding the pool train.py builds of
+                                            # tiny training sets (smoke.py), K 8, 16, 32
 
 Quality is measured on the held-out training split only (sparc_lab.validate), never on
 an evaluation set's questions. Bytes are the product's own posting codec over a real corpus's
@@ -40,12 +42,25 @@ def postings_bytes(vectors: SparseVectors, scale: float) -> int:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("model", type=Path)
-    ap.add_argument("--run", type=Path, required=True, help="training run folder (pool.pkl: the held-out split)")
+    ap.add_argument("model", type=Path, nargs="?")
+    ap.add_argument("--run", type=Path, help="training run folder (pool.pkl: the held-out split)")
     ap.add_argument("--corpus", type=Path, default=Path(__file__).resolve().parents[2] / "shared/data/reqa/squad-dev")
     ap.add_argument("--ks", type=int, nargs="+", default=[64, 128, 256, 512, 1000])
     ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--smoke", action="store_true",
+                    help="seconds: the tiny test model, the pool of tiny training sets, K 8 16 32 (smoke.py)")
     args = ap.parse_args()
+    if args.smoke:
+        import smoke
+
+        from sparc_lab.data import build_pool
+
+        s = smoke.setup()
+        args.model, args.run, args.corpus, args.ks, args.threads = s.model, s.folder / "run", s.data, [8, 16, 32], 1
+        args.run.mkdir()
+        (args.run / "pool.pkl").write_bytes(pickle.dumps(build_pool(smoke.lab_data(s))))  # as train.py caches it
+    if not args.model or not args.run:
+        ap.error("MODEL_DIR and --run are required")
     info = ModelInfo.load(args.model)
     pool = pickle.loads((args.run.expanduser() / "pool.pkl").read_bytes())
     quality = validate(info, pool, args.ks, args.threads)

@@ -1,6 +1,7 @@
 """When is `ask`'s best answer no answer?  The hybrid score's threshold (issue 17), from training data.
 
-    SPARC_LOCAL_HOME=~/.cache/sparc-local-train/evalhome python benchmarks/no_answer.py
+    SPARC_LOCAL_HOME=~/.cache/sparc-local-train/evalhome python benchmarks/no_answer.py [--model DIR]
+    python benchmarks/no_answer.py --smoke    # the tiny model on a tiny set (smoke.py), calibrated and checked
 
 Training data only: du2017-train calibrates, squad-train-head checks (never squad-dev or
 newsqa-dev, the evaluation sets).  The calibration index holds the passages of du2017-train's
@@ -45,7 +46,7 @@ from sparc_local.errors import NoQueryTokens
 from sparc_local.evaluation import reqa
 from sparc_local.evaluation.evaluate import encode_corpus, fill_index
 from sparc_local.index.store import Index
-from sparc_local.model.info import active_model
+from sparc_local.model.info import ModelInfo, active_model
 from sparc_local.query import fusion
 from sparc_local.query.ask import LIKELY_SCORE, MIN_COVERAGE, Asker, shares_word
 
@@ -67,11 +68,10 @@ def nonsense(n: int, seed: int = SEED) -> list[str]:
     return ["zzzzqqq"] + ["".join(rng.choices(string.ascii_lowercase, k=rng.randint(4, 12))) for _ in range(n - 1)]
 
 
-def top_answers(ds: reqa.ReqaSet, ds_dir: Path, keep,
-                questions: list[tuple[str, set[str]]]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def top_answers(ds: reqa.ReqaSet, ds_dir: Path, keep, questions: list[tuple[str, set[str]]],
+                info: ModelInfo) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(top hybrid score, top answer right, its passage holds a question word, the share of the question's
     idf its passage holds) per question, on an index of the passages ``keep`` accepts."""
-    info = active_model()
     vectors = encode_corpus(ds, ds_dir, info, threads=None).head(info.top_k)
     scores, right, shares, cover = [], [], [], []
     with tempfile.TemporaryDirectory(dir=paths.user_dir()) as tmp:
@@ -146,13 +146,22 @@ def main() -> None:
     ap.add_argument("--tech", type=int, default=0, help="small packages of the technical training data to add")
     ap.add_argument("--likely", type=float, default=LIKELY_SCORE, help="the threshold `ask` uses (to report before/after)")
     ap.add_argument("--min-coverage", type=float, default=MIN_COVERAGE, help="the idf share `ask` asks of a passage")
+    ap.add_argument("--model", type=Path, help="model folder (default: the active model)")
+    ap.add_argument("--smoke", action="store_true",
+                    help="seconds: the tiny test model on a tiny set (smoke.py), which calibrates and checks")
     args = ap.parse_args()
+    if args.smoke:
+        import smoke
+
+        s = smoke.setup()
+        args.calibrate, args.check, args.model = s.data, s.data, s.model
+    info = ModelInfo.load(args.model) if args.model else active_model()
 
     ds = reqa.load(args.calibrate)
     passage_of = dict(zip(ds.ids, ds.passages))
     indexed = lambda p: article(p) % 2 == 0
     asked = [(q, set(a)) for _, q, a in ds.queries] + [(q, set()) for q in nonsense(NONSENSE)]
-    s, right, shares, cover = top_answers(ds, args.calibrate, indexed, asked)
+    s, right, shares, cover = top_answers(ds, args.calibrate, indexed, asked, info)
     n_real = len(ds.queries)
     answerable = np.zeros(len(asked), bool)
     answerable[:n_real] = [any(indexed(passage_of[a]) for a in gold) for _, gold in asked[:n_real]]
@@ -171,7 +180,7 @@ def main() -> None:
                 wiki, OFF_TOPIC)
             asked_u = ([(q, set(a)) for _, q, a in own.queries] + [(q, set()) for q in away]
                        + [(q, set()) for q in nonsense(OFF_TOPIC // 3, SEED + 100 + i)])
-            su, ru, lu, cu = top_answers(own, unit, None, asked_u)
+            su, ru, lu, cu = top_answers(own, unit, None, asked_u, info)
             n_own, n_away = len(own.queries), len(away)
             s, right, shares = np.concatenate([s, su]), np.concatenate([right, ru]), np.concatenate([shares, lu])
             cover = np.concatenate([cover, cu])
@@ -230,7 +239,7 @@ def main() -> None:
         away = [q for i, u in enumerate(others[:4]) for q in questions_of(u, OFF_TOPIC, SEED + 50 + i)] if args.tech else []
         asked = ([(q, set(a)) for _, q, a in check.queries] + [(q, set()) for q in away]
                  + [(q, set()) for q in nonsense(NONSENSE, SEED + 1)])
-        s2, right2, shares2, cover2 = top_answers(check, args.check, None, asked)
+        s2, right2, shares2, cover2 = top_answers(check, args.check, None, asked, info)
         n_q = len(check.queries)
         off2, junk2 = np.zeros(len(asked), bool), np.zeros(len(asked), bool)
         off2[n_q:n_q + len(away)], junk2[n_q + len(away):] = True, True
@@ -255,7 +264,7 @@ def main() -> None:
                 asked_u = ([(q, set(a)) for _, q, a in own.queries] + [(q, set()) for q in away]
                            + [(q, set()) for q in nonsense(OFF_TOPIC // 3, SEED + 300 + i)])
                 kind = np.repeat(np.arange(3), [len(own.queries), len(away), OFF_TOPIC // 3])
-                parts.append((*top_answers(own, unit, None, asked_u), kind))
+                parts.append((*top_answers(own, unit, None, asked_u, info), kind))
             s3, r3, l3, c3, k3 = (np.concatenate(a) for a in zip(*parts))
             kinds3 = {"answerable wrong": (k3 == 0) & ~r3, "answerable right": r3, "encyclopedia in manuals": k3 == 1,
                       "nonsense": k3 == 2}

@@ -30,7 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from sparc_local.ingest.pdf import _LIGATURES  # noqa: E402  (after the sys.path insert)
+from sparc_local.ingest.pdf import LIGATURES  # noqa: E402  (after the sys.path insert)
 
 DEFAULT_PDFS = Path.home() / ".cache/sparc-local-bench/pdfs/set"
 _WORD = re.compile(r"[A-Za-z]{2,}")
@@ -123,7 +123,7 @@ def main() -> None:
         secs = 0.0
         for f in files:
             t0 = time.perf_counter()
-            text = EXTRACTORS[name](f).translate(_LIGATURES)  # as ingest/pdf.py does
+            text = EXTRACTORS[name](f).translate(LIGATURES)  # as ingest/pdf.py does
             secs += time.perf_counter() - t0
             found = defects(text, set(words(refs[f])), vocab)
             n_words += len(words(text))

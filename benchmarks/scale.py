@@ -2,6 +2,7 @@
 
     OMP_NUM_THREADS=1 nice -n 5 python benchmarks/scale.py [--sizes 10k,100k,1M]
     ... benchmarks/scale.py --paired OTHER_WORKTREE --paired-db INDEX_IT_READS --rounds 8
+    python benchmarks/scale.py --smoke    # 1k sentences resampled from the tiny model on a tiny set (smoke.py)
 
 Postings are real encoder output of the shipped model (the eval cache of squad-dev and
 newsqa-dev, top-1000 per sentence, cut to the shipped model's K), resampled to reach a size:
@@ -71,6 +72,7 @@ import numpy as np
 from sparc_local.query.modes import HYBRID
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "reqa"
+SETS = (DATA / "squad-dev", DATA / "newsqa-dev")  # the real sentences resampled; questions: the first set's
 EVAL_HOME = Path(os.environ.get("SPARC_BENCH_EVAL_HOME") or Path.home() / ".cache" / "sparc-local-train" / "evalhome")
 BUILD = 5  # the build procedure (bumped when it changes: 2 = Index.compact at the end, 3 = it reclaims pages,
 #             4 = compact merges a first run into one segment, 5 = lexical postings beside the vectors)
@@ -82,6 +84,21 @@ FILTERS = [
     ("passages *42 (scattered)", "/bench/*/p*42/*"),
 ]
 FILTER_MODE = HYBRID  # filters are timed in ask's default mode
+
+
+SMOKE_SIZE = "1k"  # sentences of --smoke's index
+
+
+def smoke_setup():
+    """--smoke's tiny model and set (smoke.py), the set encoded by `eval` (the cache ``load_real`` reads)."""
+    import smoke
+
+    from sparc_local.evaluation.evaluate import evaluate
+    from sparc_local.model.info import ModelInfo
+
+    s = smoke.setup()
+    evaluate(s.data, ModelInfo.load(s.model), threads=1)
+    return s
 
 
 def cache_db(workdir: Path, size: int, info) -> Path:
@@ -108,9 +125,9 @@ def _paragraph(texts: list[str]) -> tuple[str, list[int]]:
     return " ".join(texts), np.cumsum([0] + [len(t) + 1 for t in texts[:-1]]).tolist()
 
 
-def load_real(info, eval_home: Path) -> list[dict]:
+def load_real(info, eval_home: Path, sets: tuple[Path, ...] = SETS) -> list[dict]:
     """Real passages (paragraphs): [{name, texts, T (n, K) token ids, W (n, K) weights,
-    L lexical postings (SparseVectors, a row per sentence)}] for both sets."""
+    L lexical postings (SparseVectors, a row per sentence)}] for every set."""
     from sparc_local.evaluation import evaluate, reqa
     from sparc_local.model.lexical import Lexical
 
@@ -118,9 +135,10 @@ def load_real(info, eval_home: Path) -> list[dict]:
 
     os.environ["SPARC_LOCAL_HOME"] = str(eval_home)  # where `eval` cached the encoded corpora
     out = []
-    for name in ("squad-dev", "newsqa-dev"):
-        ds = reqa.load(DATA / name)
-        cache = evaluate.cache_file(DATA / name, info)
+    for folder in sets:
+        name = folder.name
+        ds = reqa.load(folder)
+        cache = evaluate.cache_file(folder, info)
         if not cache.exists():
             raise SystemExit(f"no encoded corpus for {name} at {cache}: run `sparc-local eval` once")
         with np.load(cache) as z:
@@ -283,12 +301,12 @@ ASK_CHILD = r"""
 import json, sys, time
 t0 = time.perf_counter()
 from sparc_local.query.ask import Asker
-from sparc_local.model.info import ModelInfo, shipped_model_dir
+from sparc_local.model.info import ModelInfo
 from sparc_local.index.store import Index
 t1 = time.perf_counter()
 index = Index(sys.argv[1])
 t2 = time.perf_counter()
-asker = Asker(index, ModelInfo.load(shipped_model_dir()))
+asker = Asker(index, ModelInfo.load(sys.argv[3]))
 t3 = time.perf_counter()
 questions = json.loads(sys.argv[2])
 first = asker.ask(questions[0])
@@ -302,9 +320,9 @@ print(json.dumps(dict(imports=t1 - t0, open=t2 - t1, tokenizer=t3 - t2, first_as
 """
 
 
-def ask_process(db: Path, questions: list[str]) -> dict:
+def ask_process(db: Path, questions: list[str], model: Path) -> dict:
     t0 = time.perf_counter()
-    res = subprocess.run([sys.executable, "-c", ASK_CHILD, str(db), json.dumps(questions)],
+    res = subprocess.run([sys.executable, "-c", ASK_CHILD, str(db), json.dumps(questions), str(model)],
                          capture_output=True, text=True, check=True,
                          cwd=Path(__file__).resolve().parents[1])
     d = json.loads(res.stdout)
@@ -346,13 +364,14 @@ def _percentiles(runs: list[np.ndarray]) -> dict:
                 p50_rounds=[float(np.percentile(r, 50)) for r in runs])
 
 
-def measure(db: Path, questions: list[str], tokens: list[np.ndarray], check: int, rounds: int, k: int = 10) -> dict:
+def measure(db: Path, questions: list[str], tokens: list[np.ndarray], check: int, rounds: int, model: Path,
+            k: int = 10) -> dict:
     from sparc_local.index.store import Index
     from sparc_local.query.modes import MODES
     from sparc_local.query.pathfilter import PathFilter
     from sparc_local.query.searcher import Searcher
 
-    ask = ask_process(db, questions[:20])
+    ask = ask_process(db, questions[:20], model)
     filters = [PathFilter(glob) for _, glob in FILTERS]
     resolve = []
     for f in filters:  # the first filtered question of a process resolves the filter's mask
@@ -539,6 +558,8 @@ def main() -> None:
     ap.add_argument("--paired", type=Path, default=None, metavar="TREE",
                     help="time SPARC-mode search of TREE's code against this tree's (needs --paired-db)")
     ap.add_argument("--paired-db", type=Path, default=None, help="an index TREE's code reads (see --paired)")
+    ap.add_argument("--smoke", action="store_true",
+                    help="seconds: 1k sentences from the tiny test model on a tiny set, 20 questions (smoke.py)")
     args = ap.parse_args()
     if (args.paired is None) != (args.paired_db is None):
         ap.error("--paired and --paired-db go together")
@@ -550,9 +571,14 @@ def main() -> None:
     from sparc_local.model.info import ModelInfo, load_tokenizer, shipped_model_dir
     from sparc_local.query.tokens import query_token_ids
 
-    info = ModelInfo.load(shipped_model_dir())
+    model, sets = shipped_model_dir(), SETS
+    if args.smoke:
+        s = smoke_setup()
+        model, sets, args.eval_home, args.workdir = s.model, (s.data,), Path(os.environ["SPARC_LOCAL_HOME"]), s.folder
+        args.sizes, args.queries, args.check, args.rounds = SMOKE_SIZE, 20, 20, 1
+    info = ModelInfo.load(model)
     tok = load_tokenizer(info.tokenizer_path)
-    ds = reqa.load(DATA / "squad-dev")
+    ds = reqa.load(sets[0])
     questions = [q for _, q, _ in ds.queries[: args.queries]]
     tokens = [query_token_ids(tok, q, info.skip_array()) for q in questions]
     args.workdir.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -565,7 +591,7 @@ def main() -> None:
         db = cache_db(args.workdir, size, info)
         if args.rebuild or not db.exists():
             if passages is None:
-                passages = load_real(info, args.eval_home)
+                passages = load_real(info, args.eval_home, sets)
             db.unlink(missing_ok=True)
             build(db, passages, size, args.batch, info)
         if args.build_only:
@@ -574,7 +600,7 @@ def main() -> None:
 
         with Index(db) as ix:
             build_s = float(ix.get_meta("bench_build_seconds") or "nan")
-        m = measure(db, questions, tokens, args.check, args.rounds)
+        m = measure(db, questions, tokens, args.check, args.rounds, model)
         results[size] = dict(build_seconds=build_s, **m)
         print(report(size, build_s, m), flush=True)
         print(flush=True)

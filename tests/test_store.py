@@ -16,7 +16,7 @@ from sparc_local.errors import SchemaTooNew
 from sparc_local.index import bitmap, segments
 from sparc_local.index import db as db_errors
 from sparc_local.index import postings as P
-from sparc_local.index.store import MIGRATIONS, SCHEMA_VERSION, FileUpdate, Index, SentenceRow
+from sparc_local.index.store import MIGRATIONS, SCHEMA_VERSION, FileStatus, FileUpdate, Index, SentenceRow
 from sparc_local.model.sparse import SparseVectors
 from sparc_local.query import scoring as S
 from sparc_local.query.searcher import Searcher
@@ -67,6 +67,18 @@ def test_migrations_once_and_idempotent(db):
     tables = {r[0] for r in c.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     assert {"meta", "roots", "files", "sentences", "segments", "postings", "tombstones"} <= tables
     ix.close()
+
+
+def test_files_status_check_takes_every_file_status_and_nothing_else(db):
+    """The schema formats FileStatus into its CHECK: a status the enum gains needs a migration."""
+    Index(db).close()
+    con = sqlite3.connect(db)
+    insert = "INSERT INTO files (path, size, mtime, hash, status, indexed_at) VALUES (?, 0, 0, '', ?, 0)"
+    for status in FileStatus:
+        con.execute(insert, (f"/{status}", status.value))
+    with pytest.raises(sqlite3.IntegrityError):
+        con.execute(insert, ("/other", "pending"))
+    con.close()
 
 
 def test_newer_schema_refused(db):

@@ -12,6 +12,7 @@ from sparc_local.model.info import INDEX_MODEL_KEY
 
 from . import postings as codec
 from .db import LAST_UPDATE, chunks, qmarks
+from .records import FileStatus
 
 if TYPE_CHECKING:
     from .db import Database
@@ -23,7 +24,7 @@ def stats(index: Database) -> dict:
     c = index.conn
     with index.read_transaction():
         # files indexed; those that could not be read are counted apart, in ``errors``
-        n_files = c.execute("SELECT count(*) FROM files WHERE status = 'ok'").fetchone()[0]
+        n_files = c.execute(f"SELECT count(*) FROM files WHERE status = '{FileStatus.OK}'").fetchone()[0]
         n_sent = c.execute("SELECT count(*) FROM sentences").fetchone()[0]
         # stored with their BM25 postings, not encoded yet (progressive indexing)
         n_pending = c.execute("SELECT count(*) FROM sentences WHERE encoded = 0 AND file_id IS NOT NULL").fetchone()[0]
@@ -36,7 +37,7 @@ def stats(index: Database) -> dict:
         ).fetchone()
         errors = [
             dict(path=p, reason=e)
-            for p, e in c.execute("SELECT path, error FROM files WHERE status = 'error' ORDER BY path")
+            for p, e in c.execute(f"SELECT path, error FROM files WHERE status = '{FileStatus.ERROR}' ORDER BY path")
         ]
         meta = index.meta()
     size = 0

@@ -13,6 +13,7 @@ from collections.abc import Callable
 import numpy as np
 
 from . import postings as codec
+from .records import FileStatus
 
 _REWRITE_ROWS = 2048  # posting rows re-encoded per step of migration 3 (bounded memory)
 _U16_V3 = 3  # FORMAT_U16 without the largest-weight byte (a bound search cannot prune with)
@@ -63,7 +64,8 @@ def add_encoded(c: sqlite3.Connection) -> None:
 MIGRATIONS: list[tuple[int, str | Callable[[sqlite3.Connection], None]]] = [
     (
         1,
-        """
+        # the statuses are FileStatus's, formatted in: the text is the one this migration always ran
+        f"""
 CREATE TABLE meta (
     key   TEXT PRIMARY KEY,
     value TEXT
@@ -79,12 +81,12 @@ CREATE TABLE files (
     size        INTEGER NOT NULL,
     mtime       REAL NOT NULL,
     hash        TEXT NOT NULL,
-    status      TEXT NOT NULL CHECK (status IN ('ok', 'error')),
+    status      TEXT NOT NULL CHECK (status IN ('{FileStatus.OK}', '{FileStatus.ERROR}')),
     error       TEXT,
     n_sentences INTEGER NOT NULL DEFAULT 0,
     indexed_at  REAL NOT NULL
 );
-CREATE INDEX files_status ON files(status) WHERE status <> 'ok';
+CREATE INDEX files_status ON files(status) WHERE status <> '{FileStatus.OK}';
 
 CREATE TABLE segments (
     id          INTEGER PRIMARY KEY AUTOINCREMENT,

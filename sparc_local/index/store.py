@@ -282,7 +282,7 @@ class Index(Database):
     def count_under(self, prefix: str | os.PathLike) -> tuple[int, int]:
         """(files indexed, files recorded as unreadable) at or below ``prefix``."""
         where, args = _under_sql(str(prefix))
-        row = self._conn.execute(f"SELECT coalesce(sum(status = 'ok'), 0), coalesce(sum(status = 'error'), 0)"
+        row = self._conn.execute(f"SELECT coalesce(sum(status = '{FileStatus.OK}'), 0), coalesce(sum(status = '{FileStatus.ERROR}'), 0)"
                                  f" FROM files WHERE {where}", args).fetchone()
         return row[0], row[1]
 

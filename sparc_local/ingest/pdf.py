@@ -14,8 +14,8 @@ from sparc_local.ingest.readers import ExtractError, RawBlock, Read, norm_text, 
 # Typographic ligatures as their letters: a PDF's text layer gives a ligature glyph's own code
 # point (U+FB01 for "fi"), which the tokenizer keeps as one piece, so "ﬁeld" never matches the
 # "field" a question types (NFKC would map them, and much else besides).
-_LIGATURES = str.maketrans({"\ufb00": "ff", "\ufb01": "fi", "\ufb02": "fl", "\ufb03": "ffi", "\ufb04": "ffl",
-                            "\ufb05": "st", "\ufb06": "st"})
+LIGATURES = str.maketrans({"\ufb00": "ff", "\ufb01": "fi", "\ufb02": "fl", "\ufb03": "ffi", "\ufb04": "ffl",
+                           "\ufb05": "st", "\ufb06": "st"})
 _SENTENCE_END = re.compile(r"[.!?:;][\"'”’)\]]*$")
 _HYPHEN_END = re.compile(r"(?<=[^\W\d_])-$")
 
@@ -160,7 +160,7 @@ def _page_texts(path: Path, max_chars: int) -> tuple[list[tuple[int, str]], list
                 except pdfium.PdfiumError as e:
                     errors.append(e)
                     continue
-                texts.append((i + 1, text.translate(_LIGATURES).translate(_SOFT_HYPHENS)))
+                texts.append((i + 1, text.translate(LIGATURES).translate(_SOFT_HYPHENS)))
                 total += len(text)
                 if total > max_chars:
                     break
