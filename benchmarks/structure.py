@@ -3,15 +3,16 @@
     python benchmarks/structure.py                      # this tree
     python benchmarks/structure.py --tree ../main       # another checkout's ingest (before)
 
-Files: the PDFs of benchmarks/pdf_text.py (~/.cache/sparc-local-bench/pdfs/set) and valgrind's
-HTML manual (/usr/share/doc/valgrind/html, `apt-get install valgrind`): Debian documentation, none
-of the packages kept out of tuning. Each tree's `extract` + `segment` runs in a subprocess.
+Files: the PDFs of benchmarks/pdf_text.py (~/.cache/sparc-local-bench/pdfs/set), valgrind's
+HTML manual (/usr/share/doc/valgrind/html, `apt-get install valgrind`) and libcurl's Markdown notes
+(/usr/share/doc/libcurl4/*.md): Debian documentation, none of the packages kept out of tuning. Each tree's `extract` + `segment` runs in a subprocess.
 Counts, per defect class:
 
 - glued/split PDF words per 1,000: words unknown to the vocabulary and to pdftotext (pdf_text.py);
 - question lines returned as answers: sentences that are one question (after "(1)", "Q:") and are
   followed by more text in the file;
-- headings inside sentences: sentences that start with an HTML heading's text (h1-h6) and go on;
+- headings inside sentences: sentences whose words start with an HTML (h1-h6) or Markdown (ATX or
+  setext) heading's words and go on, compared on lowercased words so markup does not hide one;
 - table cells as sentences: sentences equal to one cell of an HTML table row of 2+ cells;
 - list items merged: sentences holding two or more items of one HTML list (or two "•").
 """
@@ -30,6 +31,10 @@ from pdf_text import DEFAULT_PDFS, defects, pdftotext, vocabulary, words
 
 ROOT = Path(__file__).resolve().parents[1]
 HTML_DIR = Path("/usr/share/doc/valgrind/html")
+MARKDOWN_DIR = Path("/usr/share/doc/libcurl4")
+_ATX = re.compile(r"^#{1,6}\s+(.+?)\s*#*\s*$", re.M)
+_SETEXT = re.compile(r"^(\S.*)\n(?:=+|-+)\s*$", re.M)
+_WORDS = re.compile(r"\w+")
 _DUMP = """
 import json, sys
 from pathlib import Path
@@ -56,6 +61,22 @@ def _question(text: str) -> bool:
     return is_question(text)
 
 
+def glued_headings(heads: set[str], sents: list[str]) -> int:
+    """Sentences whose words begin with a heading's words and go on past them."""
+    head_words = {tuple(_WORDS.findall(h.lower())) for h in heads} - {()}
+    count = 0
+    for s in sents:
+        w = tuple(_WORDS.findall(s.lower()))
+        count += any(len(w) > len(h) and w[:len(h)] == h for h in head_words)
+    return count
+
+
+def markdown_defects(path: Path, sents: list[str]) -> dict[str, int]:
+    text = path.read_text(encoding="utf-8", errors="replace")
+    heads = {h.strip() for h in _ATX.findall(text) + _SETEXT.findall(text)}
+    return {"headings inside sentences": glued_headings(heads, sents)}
+
+
 def html_defects(path: Path, sents: list[str]) -> dict[str, int]:
     page = path.read_text(encoding="utf-8", errors="replace")
     heads = {_clean(h) for h in re.findall(r"<h[1-6][^>]*>(.*?)</h[1-6]>", page, re.S | re.I)} - {""}
@@ -67,7 +88,7 @@ def html_defects(path: Path, sents: list[str]) -> dict[str, int]:
     items = [[_clean(i) for i in re.findall(r"<li[^>]*>(.*?)</li>", lst, re.S | re.I)]
              for lst in re.findall(r"<[uo]l[^>]*>(.*?)</[uo]l>", page, re.S | re.I)]
     return {
-        "headings inside sentences": sum(any(s.startswith(h + " ") for h in heads) for s in sents),
+        "headings inside sentences": glued_headings(heads, sents),
         "table cells as sentences": sum(s in cells for s in sents),
         "list items merged": sum(any(sum(i in s for i in lst if len(i) > 3) > 1 for lst in items) for s in sents),
         "question lines as answers": sum(_question(s) for s in sents[:-1]),
@@ -81,9 +102,10 @@ def main() -> None:
     args = ap.parse_args()
     pdfs = sorted(args.pdfs.glob("*.pdf"))
     pages = sorted(HTML_DIR.glob("*.html"))
-    if not pdfs or not pages:
+    notes = sorted(MARKDOWN_DIR.glob("*.md"))
+    if not pdfs or not pages or not notes:
         sys.exit("missing files: see this file's docstring")
-    got = sentences(args.tree.resolve(), pdfs + pages)
+    got = sentences(args.tree.resolve(), pdfs + pages + notes)
     vocab = vocabulary()
     n_words = n_bad = 0
     counts: dict[str, int] = {}
@@ -94,11 +116,12 @@ def main() -> None:
         counts["question lines as answers"] = counts.get("question lines as answers", 0) + sum(
             _question(s) for s in got[str(f)][:-1])
         counts["list items merged"] = counts.get("list items merged", 0) + sum(s.count("•") > 1 for s in got[str(f)])
-    for f in pages:
-        for k, v in html_defects(f, got[str(f)]).items():
+    for f in pages + notes:
+        for k, v in (html_defects if f in pages else markdown_defects)(f, got[str(f)]).items():
             counts[k] = counts.get(k, 0) + v
     n_sents = sum(len(v) for v in got.values())
-    print(f"tree {args.tree}: {len(pdfs)} PDFs, {len(pages)} HTML pages, {n_sents} sentences")
+    print(f"tree {args.tree}: {len(pdfs)} PDFs, {len(pages)} HTML pages, {len(notes)} Markdown files, "
+          f"{n_sents} sentences")
     print(f"  glued/split PDF words per 1,000: {1000 * n_bad / max(n_words, 1):.1f} ({n_bad} of {n_words})")
     for k in sorted(counts):
         print(f"  {k}: {counts[k]}")
