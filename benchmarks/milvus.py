@@ -54,7 +54,8 @@ def _children_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
 
 
-def equality(sets: list[str], workdir: Path, model: Path | None) -> None:
+def equality(sets: list[str], workdir: Path, model: Path | None, limit: int | None = None,
+             progress: int = 0) -> None:
     from sparc_local.evaluation import reqa
     from sparc_local.evaluation.evaluate import cache_file, encode_corpus, fill_index
     from sparc_local.evaluation.metrics import first_hits, summary
@@ -88,27 +89,39 @@ def equality(sets: list[str], workdir: Path, model: Path | None) -> None:
             questions = [query_token_ids(tokenizer, q, skip) for _, q, _ in ds.queries]
             answers = [set(a) for _, _, a in ds.queries]
             local, remote = Searcher(index), MilvusSearcher(index.store)
-            for mode in MODES:
-                ranked = {"local": [], "milvus": []}
-                differ, retried, most = 0, 0, 0
-                examples = []
-                for qi, toks in enumerate(questions):
+            ranked = {(m, e): [] for m in MODES for e in ("local", "milvus")}
+            differ = dict.fromkeys(MODES, 0)
+            retried = dict.fromkeys(MODES, 0)
+            most = dict.fromkeys(MODES, 0)
+            examples: list[tuple] = []
+
+            def table(done: int) -> None:
+                for mode in MODES:
+                    mrr = {e: summary(first_hits(ranked[mode, e], answers[:done], 10), 10)["mrr"]
+                           for e in ("local", "milvus")}
+                    print(f"| {name} | {mode} | {done} | {differ[mode]} | {retried[mode]} | {most[mode]} "
+                          f"| {mrr['local']:.4f} | {mrr['milvus']:.4f} |", flush=True)
+
+            for qi, toks in enumerate(questions[:limit]):
+                for mode in MODES:  # question by question, so a partial run covers every mode
                     a, _ = local.search(toks, n=10, mode=mode)
                     st: dict = {}
                     b, _ = remote.search(toks, n=10, mode=mode, stats=st)
-                    retried += st.get("rounds", 1) > 1
-                    most = max(most, st.get("candidates", 0))
+                    retried[mode] += st.get("rounds", 1) > 1
+                    most[mode] = max(most[mode], st.get("candidates", 0))
                     if a.tolist() != b.tolist():
-                        differ += 1
-                        if len(examples) < 3:
-                            examples.append((qi, a.tolist(), b.tolist()))
-                    ranked["local"].append([to_sid[int(i)] for i in a])
-                    ranked["milvus"].append([to_sid[int(i)] for i in b])
-                mrr = {k: summary(first_hits(v, answers, 10), 10)["mrr"] for k, v in ranked.items()}
-                print(f"| {name} | {mode} | {len(questions)} | {differ} | {retried} | {most} "
-                      f"| {mrr['local']:.4f} | {mrr['milvus']:.4f} |", flush=True)
-                for ex in examples:
-                    print(f"  differs: question {ex[0]}: local {ex[1]} milvus {ex[2]}", flush=True)
+                        differ[mode] += 1
+                        examples.append((mode, qi, a.tolist(), b.tolist()))
+                    ranked[mode, "local"].append([to_sid[int(i)] for i in a])
+                    ranked[mode, "milvus"].append([to_sid[int(i)] for i in b])
+                if progress and (qi + 1) % progress == 0:
+                    print(f"  after {qi + 1} questions:", flush=True)
+                    table(qi + 1)
+            done = len(questions[:limit])
+            print(f"  {name}, all {done} questions:", flush=True)
+            table(done)
+            for ex in examples[:5]:
+                print(f"  differs: {ex[0]} question {ex[1]}: local {ex[2]} milvus {ex[3]}", flush=True)
         print(f"  ({name}: {len(ds.ids)} sentences written to both in {built:.0f} s)", flush=True)
         shutil.rmtree(folder, ignore_errors=True)
 
@@ -172,9 +185,8 @@ def query_both(folder: Path, model: Path, n_questions: int) -> dict:
     from sparc_local.index.store import Index
     from sparc_local.milvus.search import MilvusSearcher
     from sparc_local.milvus.store import MilvusStore, StoreSpec
-    from sparc_local.query.searcher import Searcher
-
     from sparc_local.model.info import ModelInfo, load_tokenizer
+    from sparc_local.query.searcher import Searcher
     from sparc_local.query.tokens import query_token_ids
 
     info = ModelInfo.load(model)
@@ -251,13 +263,15 @@ def main() -> None:
     p.add_argument("--questions", type=int, default=500)
     p.add_argument("--batch", type=int, default=2048)
     p.add_argument("--model", type=Path, help="the model folder whose cached encodings to use (default: the active one)")
+    p.add_argument("--limit", type=int, help="equality: the first N questions of each set (default: all)")
+    p.add_argument("--progress", type=int, default=0, help="equality: print the table every N questions")
     p.add_argument("--workdir", type=Path, default=WORKDIR)
     p.add_argument("--eval-home", type=Path,
                    default=Path(os.environ.get("SPARC_BENCH_EVAL_HOME") or os.environ.get("SPARC_LOCAL_HOME", ".")))
     a = p.parse_args()
     a.workdir.mkdir(parents=True, exist_ok=True)
     if a.what == "equality":
-        equality(a.sets.split(","), a.workdir, a.model)
+        equality(a.sets.split(","), a.workdir, a.model, a.limit, a.progress)
     else:
         from sparc_local.model.info import shipped_model_dir
 

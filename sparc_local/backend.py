@@ -13,7 +13,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
-STORE_ENV = "SPARC_LOCAL_STORE"  # milvus://HOST:PORT/COLLECTION, or a Milvus Lite FILE.db[#COLLECTION]
+from sparc_local.milvus.store import STORE_ENV  # light: the client is imported on connecting
 
 
 def store_named() -> str | None:

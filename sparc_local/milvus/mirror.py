@@ -90,10 +90,10 @@ class MirroredIndex(Index):
         return segment
 
     def remove_files(self, paths: Iterable[str | os.PathLike]) -> int:
-        paths = [str(p) for p in paths]
-        self._mark(paths)
-        removed = super().remove_files(paths)
-        self.store.replace(paths, [])
+        named = [str(p) for p in paths]
+        self._mark(named)
+        removed = super().remove_files(named)
+        self.store.replace(named, [])
         self._unmark()
         return removed
 
