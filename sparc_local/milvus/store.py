@@ -116,8 +116,12 @@ def client(spec: StoreSpec) -> Any:
 
     logging.getLogger("pymilvus").setLevel(logging.CRITICAL)  # its errors reach the user as MilvusError
     token = os.environ.get(TOKEN_ENV, "")
+    # Milvus Lite's in-process server answers pymilvus's 10 s keepalive pings with GOAWAY
+    # "too_many_pings" and the connection then fails: no idle pings to it
+    options = {"grpc_options": {"grpc.keepalive_time_ms": 3_600_000, "grpc.keepalive_permit_without_calls": 0}} \
+        if spec.is_lite else {}
     with engine(spec, "connect"):
-        return MilvusClient(spec.uri, token=token) if token else MilvusClient(spec.uri)
+        return MilvusClient(spec.uri, token=token, **options) if token else MilvusClient(spec.uri, **options)
 
 
 @dataclass
