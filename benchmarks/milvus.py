@@ -63,7 +63,7 @@ def equality(sets: list[str], workdir: Path, model: Path | None, limit: int | No
     from sparc_local.milvus.search import MilvusSearcher
     from sparc_local.milvus.store import StoreSpec
     from sparc_local.model.info import ModelInfo, active_model, load_tokenizer
-    from sparc_local.query.fusion import MODES
+    from sparc_local.query.modes import MODES
     from sparc_local.query.searcher import Searcher
     from sparc_local.query.tokens import query_token_ids
 

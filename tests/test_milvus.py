@@ -72,7 +72,7 @@ def test_same_rankings_as_the_local_engine(store: str, tmp_path: Path) -> None:
     from sparc_local.milvus.search import MilvusSearcher
     from sparc_local.milvus.store import MilvusStore
     from sparc_local.model.info import active_model
-    from sparc_local.query.fusion import MODES
+    from sparc_local.query.modes import MODES
     from sparc_local.query.pathfilter import PathFilter
     from sparc_local.query.searcher import Searcher
     from sparc_local.query.tokens import QueryTokenizer, query_token_ids

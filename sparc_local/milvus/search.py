@@ -17,15 +17,17 @@ from collections.abc import Sequence
 import numpy as np
 
 from sparc_local.index import postings as codec
+from sparc_local.index.records import StoredSentence
 from sparc_local.milvus.store import FIELDS, MilvusStore, engine, quote
 from sparc_local.model.lexical import FIELD_BASE
 from sparc_local.query import fusion
+from sparc_local.query.modes import SPARC
 from sparc_local.query.pathfilter import PathFilter, is_glob
 
 CANDIDATES = 100  # per field, first try (benchmarks/milvus.py: the exact fused top 10 with few retries)
 MAX_CANDIDATES = 16384  # Milvus's largest search limit
 _FLOAT_SLACK = 1e-5  # Milvus sums float32: a relative error bound on its scores
-_SHOWN = ["path", "page", "line", "text", "context", "offset", "context_id", "mtime"]
+_SHOWN = ["path", "page", "line", "text", "context", "offset"]
 
 
 def expression(file_filter: PathFilter | None) -> str:
@@ -59,7 +61,7 @@ class MilvusSearcher:
         """Per sparse field, token id -> integer multiplier; and the factor to the score."""
         toks = sorted({int(t) for t in np.asarray(token_ids).tolist()})
         keys = fusion.keys(toks, mode)
-        if mode == fusion.SPARC:
+        if mode == SPARC:
             mult, factor = np.ones(len(keys), np.int64), self.weight_scale
         else:
             df, mq, n = self.store.key_stats(keys)
@@ -72,7 +74,7 @@ class MilvusSearcher:
         return out, factor
 
     def search(self, token_ids: np.ndarray | Sequence[int], n: int | None = 10, stats: dict | None = None, *,
-               file_filter: PathFilter | None = None, mode: str = fusion.SPARC) -> tuple[np.ndarray, np.ndarray]:
+               file_filter: PathFilter | None = None, mode: str = SPARC) -> tuple[np.ndarray, np.ndarray]:
         """Top ``n`` sentences -> (ids, scores), as ``Searcher.search``."""
         weights, factor = self._weights(token_ids, mode)
         empty = np.zeros(0, np.int64), np.zeros(0, np.float32)
@@ -128,7 +130,7 @@ class MilvusSearcher:
         return out_ids, scores
 
     def explain(self, token_ids: np.ndarray | Sequence[int], ids: Sequence[int],
-                mode: str = fusion.SPARC) -> list[dict[int, float]]:
+                mode: str = SPARC) -> list[dict[int, float]]:
         """{posting key: its part of the score} for each id, as ``Searcher.explain``."""
         weights, factor = self._weights(token_ids, mode)
         rows = self.store.vectors([int(i) for i in ids], list(weights))
@@ -142,13 +144,12 @@ class MilvusSearcher:
 
     # ------------------------------------------------------------------ what Asker reads of an index
 
-    def sentences(self, ids: Sequence[int] | np.ndarray) -> list[dict]:
-        """Rows as ``Index.sentences`` gives them."""
+    def sentences(self, ids: Sequence[int] | np.ndarray) -> list[StoredSentence]:
+        """Records as ``Index.sentences`` gives them (no character span: Milvus keeps none)."""
         rows = self.store.vectors([int(i) for i in np.asarray(ids).tolist()], _SHOWN)
-        return [{"id": i, "path": r["path"], "page": None if r["page"] < 0 else r["page"],
-                 "line": None if r["line"] < 0 else r["line"], "text": r["text"], "context": r["context"],
-                 "offset_in_context": r["offset"], "file_id": zlib.crc32(r["path"].encode()),
-                 "paragraph_id": r["context_id"]} for i, r in rows.items()]
+        return [StoredSentence(i, r["text"], r["context"], r["offset"], r["path"],
+                               None if r["page"] < 0 else r["page"], None if r["line"] < 0 else r["line"],
+                               None, None, zlib.crc32(r["path"].encode())) for i, r in rows.items()]
 
     def phrase_positions(self, ids: Sequence[int]) -> dict[int, bytes]:
         """None stored in Milvus: the answer phrase marks BM25's matches only."""
