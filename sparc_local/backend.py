@@ -46,6 +46,16 @@ def open_search() -> AbstractContextManager | None:
     return _Searching(MilvusSearcher(MilvusStore(StoreSpec.parse(named))))
 
 
+def store_status(db: Path, encoded: int):
+    """The named store as `status` shows it, beside the local index at ``db`` and its number of
+    ``encoded`` sentences (a ``milvus.store.StoreStatus``; an unreachable store says why)."""
+    from sparc_local.milvus.mirror import store_status as read
+
+    named = store_named()
+    assert named is not None
+    return read(named, db, encoded)
+
+
 class _Searching(AbstractContextManager):
     def __init__(self, searcher: Any) -> None:
         self.searcher = searcher

@@ -18,8 +18,9 @@ import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from sparc_local.errors import SparcError
 from sparc_local.index.store import FileUpdate, Index
-from sparc_local.milvus.store import MilvusStore, StoreSpec, entities
+from sparc_local.milvus.store import MilvusStore, StoreSpec, StoreStatus, entities
 
 UNSYNCED_SUFFIX = ".milvus-unsynced"
 
@@ -118,3 +119,14 @@ class MirroredIndex(Index):
         done = super().finish_scrub()
         self.store.compact()
         return done
+
+
+def store_status(named: str, db: Path, encoded: int) -> StoreStatus:
+    """The store ``named``: its entities, and whether they are the ``encoded`` sentences of the
+    local index at ``db`` with no write left unfinished (``status``)."""
+    try:
+        with MilvusStore(StoreSpec.parse(named)) as store:
+            n = store.entity_count()
+    except SparcError as err:
+        return StoreStatus(named, None, False, str(err))
+    return StoreStatus(named, n, n == encoded and not Path(str(db) + UNSYNCED_SUFFIX).exists())

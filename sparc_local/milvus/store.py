@@ -52,6 +52,18 @@ class MilvusError(SparcError):
 
 
 @dataclass(frozen=True)
+class StoreStatus:
+    """The Milvus store ``SPARC_LOCAL_STORE`` names (``backend.store_status``): its entities, and
+    whether they are the local index's encoded sentences (a killed writer's record, or an index
+    built before the store was named, leaves them apart)."""
+
+    store: str  # as named
+    sentences: int | None  # entities in its collection; None: it could not be read
+    in_step: bool  # as many as the index's encoded sentences, and no write left unfinished
+    error: str | None = None  # why it could not be read
+
+
+@dataclass(frozen=True)
 class StoreSpec:
     """Where the store is: ``uri`` as pymilvus takes it (http://HOST:PORT or a Lite file) and the
     collection.  ``milvus://HOST:PORT/COLLECTION`` names a server; a path ending in ``.db``
@@ -79,6 +91,13 @@ class StoreSpec:
     @property
     def is_lite(self) -> bool:
         return not self.uri.startswith("http")
+
+    @property
+    def text(self) -> str:
+        """As ``parse`` reads it, a Lite file's path absolute (for a service, which runs elsewhere)."""
+        if self.is_lite:
+            return f"{self.uri}#{self.collection}"
+        return f"{SCHEME}{self.uri.removeprefix('http://')}/{self.collection}"
 
 
 def _collection(name: str, text: str) -> str:
@@ -370,6 +389,11 @@ class MilvusStore:
             n = self._meta([META_SENTENCES]).get(META_SENTENCES, (0, ""))[0]
             paths = {r["path"] for r in self._iterate(self.name, "id >= 0", ["path"])}
         return len(paths), n
+
+    def entity_count(self) -> int:
+        """The sentences in the collection, counted by the engine (not the key statistics)."""
+        with engine(self.spec, "count"):
+            return int(self.client.query(self.name, filter="", output_fields=["count(*)"])[0]["count(*)"])
 
     def vectors(self, ids: Sequence[int], fields: Sequence[str]) -> dict[int, dict]:
         """The entities ``ids`` with ``fields``, by id."""
