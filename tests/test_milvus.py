@@ -69,8 +69,8 @@ def _cli(*args: str):
 def lite(tmp_path_factory: pytest.TempPathFactory, tiny_model_dir: Path) -> Iterator[Lite]:
     """FILES indexed into a Milvus Lite file (its server started here) and a local index."""
     try:
-        import milvus_lite  # noqa: F401
-        import pymilvus  # noqa: F401
+        import milvus_lite  # noqa: F401  (only whether it imports)
+        import pymilvus  # noqa: F401  (only whether it imports)
     except ImportError as err:  # the wheel is not built for every platform (e.g. Windows)
         pytest.skip(f"Milvus Lite is not installed for this platform ({err}): pip install 'sparc-local[milvus]'")
     tmp = tmp_path_factory.mktemp("milvus")
