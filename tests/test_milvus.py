@@ -129,20 +129,20 @@ def test_same_rankings_as_the_local_engine(store: Lite) -> None:
         for q in QUESTIONS:
             toks = query_token_ids(tok, q, skip)
             for mode in MODES:
-                for f in filters:
-                    for n in (2, 10):  # 10 sees the whole store; 2 starts with 2 candidates a field
-                        stats: dict = {}
-                        a_ids, a_scores = local.search(toks, n=n, mode=mode, file_filter=f)
-                        b_ids, b_scores = remote.search(toks, n=n, mode=mode, file_filter=f, stats=stats)
-                        assert b_ids.tolist() == a_ids.tolist(), (q, mode, f, n)
-                        assert b_scores.tolist() == pytest.approx(a_scores.tolist(), rel=1e-6)
-                        assert stats["exact"]
-                        compared += len(a_ids) > 0
-                        widened += stats["rounds"] > 1
+                # 10 sees the whole store; 2 starts with 2 candidates a field, which the bound widens
+                for f, n in [(f, 10) for f in filters] + [(None, 2)]:
+                    stats: dict = {}
+                    a_ids, a_scores = local.search(toks, n=n, mode=mode, file_filter=f)
+                    b_ids, b_scores = remote.search(toks, n=n, mode=mode, file_filter=f, stats=stats)
+                    assert b_ids.tolist() == a_ids.tolist(), (q, mode, f, n)
+                    assert b_scores.tolist() == pytest.approx(a_scores.tolist(), rel=1e-6)
+                    assert stats["exact"]
+                    compared += len(a_ids) > 0
+                    widened += stats["rounds"] > 1
             ids = local.search(toks, n=3, mode=HYBRID)[0].tolist()
             assert remote.explain(toks, ids, mode=HYBRID) == [
                 pytest.approx(d) for d in local.explain(toks, ids, mode=HYBRID)]
-        assert compared > 30  # the filters keep some files: the comparison saw real rankings
+        assert compared > 20  # the filters keep some files: the comparison saw real rankings
         assert widened  # and the certificate sent some searches further
 
 
