@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from sparc_local.milvus.store import StoreStatus
     from sparc_local.watch.state import WatchState
 
 
@@ -30,6 +31,7 @@ class Status:
     database: str
     watch: WatchState  # watch.files.read_status()
     active_model: str | None  # None: the active model cannot be loaded
+    store: StoreStatus | None = None  # None: no Milvus store named (the local engine alone)
 
     def to_json(self) -> dict:
         return dataclasses.asdict(self)
@@ -37,7 +39,7 @@ class Status:
 
 def gather() -> Status:
     """The status now; a missing index reads as an empty one, a broken active model as None."""
-    from sparc_local import paths
+    from sparc_local import backend, paths
     from sparc_local.errors import ModelError
     from sparc_local.index.store import Index
     from sparc_local.model.info import active_model
@@ -58,4 +60,5 @@ def gather() -> Status:
     return Status(files=st["files"], sentences=st["sentences"], encoded=st["encoded"], postings=st["postings"],
                   db_bytes=st["db_bytes"],
                   model=st["model"], last_update=st["last_update"], errors=st["errors"], roots=roots,
-                  database=str(db), watch=read_status(), active_model=model)
+                  database=str(db), watch=read_status(), active_model=model,
+                  store=backend.store_status(db, st["encoded"]) if backend.store_named() else None)

@@ -22,14 +22,14 @@ def report(err: SparcError) -> None:
 
 
 def open_index(must_exist: bool = True):
-    """The index (a store.Index, to use in a `with`); UserError when it must exist and does not."""
-    from sparc_local import paths
-    from sparc_local.index.store import Index
+    """The index (a store.Index, to use in a `with`; with a Milvus store named, writing to it
+    too: ``backend``); UserError when it must exist and does not."""
+    from sparc_local import backend, paths
 
     db = paths.db_path()
     if must_exist and not db.exists():
         raise UserError("there is no index yet", "Run `sparc-local index FOLDER` first.")
-    return Index(db)
+    return backend.open_index(db)
 
 
 def parse_date(text: str) -> float:
@@ -68,18 +68,27 @@ def run_ask(question: str, top_k: int = DEFAULT_TOP_K, as_json: bool = False, pa
     """`ask`: the answers on stdout (text, or JSON), and a note on stderr when the index is stale.
     When the filters keep no indexed file, one line says so and what the indexed files are: in
     place of "No answer found.", or on stderr beside --json's empty list."""
+    from sparc_local.backend import open_search
     from sparc_local.model.info import active_model, index_is_stale
     from sparc_local.query.ask import Asker
     from sparc_local.query.pathfilter import PathFilter, no_match
 
     info = active_model()
-    with open_index() as idx:
-        # the terminal shows the top answer's phrase; --json gives every answer's
-        answers = Asker(idx, info).ask(question, k=top_k, path_glob=path, ext=type_, explain=explain,
-                                       since=since, before=before, mode=mode, phrases=None if as_json else 1)
-        stale = index_is_stale(idx, info)
-        file_filter = None if answers else PathFilter.of(path, type_, since, before)
-        unmatched = no_match(idx, file_filter) if file_filter else None
+    phrases = None if as_json else 1  # the terminal shows the top answer's phrase; --json gives every answer's
+    remote = open_search()
+    if remote is not None:  # a Milvus store (``backend``): it ranks, filters and holds the sentences shown
+        with remote as store:
+            answers = Asker(store, info, searcher=store).ask(question, k=top_k, path_glob=path, ext=type_,
+                                                             explain=explain, since=since, before=before, mode=mode,
+                                                             phrases=phrases)
+        stale, unmatched = False, None
+    else:
+        with open_index() as idx:
+            answers = Asker(idx, info).ask(question, k=top_k, path_glob=path, ext=type_, explain=explain,
+                                           since=since, before=before, mode=mode, phrases=phrases)
+            stale = index_is_stale(idx, info)
+            file_filter = None if answers else PathFilter.of(path, type_, since, before)
+            unmatched = no_match(idx, file_filter) if file_filter else None
     if unmatched:
         from sparc_local.cli.render import format_no_match
 

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from sparc_local.adapt.domain import Distance
+    from sparc_local.milvus.store import StoreStatus
     from sparc_local.query.ask import Answer
     from sparc_local.query.pathfilter import NoMatch
     from sparc_local.status import Status
@@ -274,11 +275,22 @@ def _size(n: int) -> str:
     return str(n)
 
 
+def format_store(store: StoreStatus, encoded: int) -> str:
+    """The Milvus store's line of `status`: its sentences, and whether they are the index's."""
+    if store.sentences is None:
+        return f"{store.store}: cannot be read ({store.error})"
+    step = "in step with the index" if store.in_step else \
+        f"not in step with the index's {encoded} encoded sentences (docs/milvus.md)"
+    return f"{store.store}: {store.sentences} sentences, {step}"
+
+
 def print_status(st: Status) -> None:
     out = _stdout()
     when = (dt.datetime.fromtimestamp(st.last_update).strftime("%Y-%m-%d %H:%M:%S")
             if st.last_update else "never")
     out.print(f"Index:        {escape(st.database)}")
+    if st.store is not None:
+        out.print(f"Store:        {escape(format_store(st.store, st.encoded))}")
     out.print(f"Roots:        {escape(', '.join(st.roots)) or '(none)'}")
     out.print(f"Files:        {st.files}")
     pending = f" (encoded {st.encoded} of {st.sentences} sentences)" if st.encoded < st.sentences else ""

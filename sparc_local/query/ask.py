@@ -152,9 +152,11 @@ class Asker:
     """Holds the tokenizer and the searcher so several questions (tests, benchmarks) pay their
     loads once."""
 
-    def __init__(self, index: Index, info: ModelInfo) -> None:
+    def __init__(self, index: Index, info: ModelInfo, searcher: Searcher | None = None) -> None:
+        """``searcher``: another engine's (``milvus.search.MilvusSearcher``, which is then also
+        the ``index`` the sentences shown are read from)."""
         self.index = index
-        self.searcher = Searcher(index)
+        self.searcher = searcher or Searcher(index)
         self.info = info
         self.tokenizer = QueryTokenizer(info.tokenizer_path)
         self.skip = info.skip_array()

@@ -67,9 +67,15 @@ def _command(python: str) -> list[str]:
 
 
 def _environment() -> dict[str, str]:
-    """Carry the data dir choice over: a service does not see the installing shell's variables."""
+    """Carry the data dir and Milvus store choices over: a service does not see the installing
+    shell's variables (a Milvus token is not written into the unit: docs/milvus.md)."""
+    from sparc_local.milvus.store import STORE_ENV, StoreSpec
+
     home = os.environ.get("SPARC_LOCAL_HOME")
-    return {"SPARC_LOCAL_HOME": str(Path(home).expanduser().absolute())} if home else {}
+    env = {"SPARC_LOCAL_HOME": str(Path(home).expanduser().absolute())} if home else {}
+    if os.environ.get(STORE_ENV, "").strip():
+        env[STORE_ENV] = StoreSpec.parse(os.environ[STORE_ENV]).text
+    return env
 
 
 def _quote(arg: str) -> str:

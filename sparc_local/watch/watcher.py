@@ -151,11 +151,11 @@ class Watcher:
                                               errors=s.errors + errors)
 
     def _run(self) -> None:
-        from sparc_local.index.store import Index
+        from sparc_local.backend import open_index
 
         idx = None
         try:
-            idx = Index(self.db_path, busy_timeout_ms=self.config.busy_timeout_ms)
+            idx = open_index(self.db_path, busy_timeout_ms=self.config.busy_timeout_ms)
             self._roots_checked(self._observation.start())
             self._loop(idx)
         except Exception as err:  # never expected: leave a trace instead of a silent dead thread

@@ -1,0 +1,165 @@
+"""Questions against a Milvus store, ranked as the local engine ranks them.
+
+The fused score is a weighted sum over three sparse fields (``query/fusion.py``).  Milvus
+searches one field at a time, so each field gives its best ``C`` candidates for the question's
+weights in it (the filter applied inside the engine); the union is scored exactly, in integers
+as ``maxscore`` does (the stored uint8 values times the integer multipliers), and ranked by score,
+then id.  A sentence none of the fields returned scores at most the sum of each field's C-th
+score, so the ranking is certified exact when its n-th score beats that bound; otherwise C
+grows fourfold (up to Milvus's limit).  ``benchmarks/milvus.py`` measures how often that is needed.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Sequence
+
+import numpy as np
+
+from sparc_local.index import postings as codec
+from sparc_local.index.records import StoredSentence
+from sparc_local.milvus.store import FIELDS, MilvusStore, engine, quote
+from sparc_local.model.lexical import FIELD_BASE
+from sparc_local.query import fusion
+from sparc_local.query.modes import SPARC
+from sparc_local.query.pathfilter import PathFilter, is_glob
+
+CANDIDATES = 100  # per field, first try (benchmarks/milvus.py: the exact fused top 10 with few retries)
+MAX_CANDIDATES = 16384  # Milvus's largest search limit
+_FLOAT_SLACK = 1e-5  # Milvus sums float32: a relative error bound on its scores
+_SHOWN = ["path", "page", "line", "text", "context", "offset"]
+
+
+def expression(file_filter: PathFilter | None) -> str:
+    """A Milvus filter that keeps every sentence ``file_filter`` keeps: exact on type and time,
+    a superset on --path (tested exactly on the candidates, with the roots)."""
+    if file_filter is None:
+        return ""
+    conds = []
+    if file_filter.glob and not is_glob(file_filter.glob) and not set(file_filter.glob) & set("%_\\\"'"):
+        conds.append(f"path like {quote('%' + file_filter.glob.rstrip('/') + '%')}")
+    if file_filter.suffixes:
+        conds.append(f"ftype in [{','.join(quote(s) for s in file_filter.suffixes)}]")
+    if file_filter.since is not None:
+        conds.append(f"mtime >= {float(file_filter.since)!r}")
+    if file_filter.before is not None:
+        conds.append(f"mtime < {float(file_filter.before)!r}")
+    return " and ".join(conds)
+
+
+class MilvusSearcher:
+    """``Searcher``'s ``search`` and ``explain``, and the sentence rows ``Asker`` shows, from a
+    Milvus store."""
+
+    def __init__(self, store: MilvusStore, candidates: int = CANDIDATES) -> None:
+        self.store = store
+        self.candidates = candidates
+        self.weight_scale = store.weight_scale
+        self._roots: list[str] | None = None
+
+    def _weights(self, token_ids: np.ndarray | Sequence[int], mode: str) -> tuple[dict[str, dict[int, int]], float]:
+        """Per sparse field, token id -> integer multiplier; and the factor to the score."""
+        toks = sorted({int(t) for t in np.asarray(token_ids).tolist()})
+        keys = fusion.keys(toks, mode)
+        if mode == SPARC:
+            mult, factor = np.ones(len(keys), np.int64), self.weight_scale
+        else:
+            df, mq, n = self.store.key_stats(keys)
+            mult, factor = fusion.multipliers(keys, df, mq, n, codec.QMAX, mode)
+        out: dict[str, dict[int, int]] = {}
+        for key, m in zip(keys, mult.tolist()):
+            field, tok = divmod(key, FIELD_BASE)
+            if m > 0 and field in FIELDS:  # pending fields: Milvus holds encoded sentences only
+                out.setdefault(FIELDS[field], {})[tok] = int(m)
+        return out, factor
+
+    def search(self, token_ids: np.ndarray | Sequence[int], n: int | None = 10, stats: dict | None = None, *,
+               file_filter: PathFilter | None = None, mode: str = SPARC) -> tuple[np.ndarray, np.ndarray]:
+        """Top ``n`` sentences -> (ids, scores), as ``Searcher.search``."""
+        weights, factor = self._weights(token_ids, mode)
+        empty = np.zeros(0, np.int64), np.zeros(0, np.float32)
+        if not weights:
+            return empty
+        want = 10 if n is None else n
+        c = max(self.candidates, want)
+        expr = expression(file_filter)
+        need = list(weights) + (["path", "mtime"] if file_filter is not None and file_filter.glob else [])
+        rounds = 0
+        while True:
+            rounds += 1
+            cand: dict[int, dict] = {}  # each candidate with every field the exact score needs
+            bound = 0.0
+            for name, q in weights.items():
+                with engine(self.store.spec, "search"):
+                    hits = self.store.client.search(self.store.name, [{t: float(m) for t, m in q.items()}],
+                                                    anns_field=name, limit=c, filter=expr, output_fields=need,
+                                                    search_params={"metric_type": "IP", "params": {}})[0]
+                for h in hits:
+                    cand.setdefault(int(h["id"]), h["entity"])
+                if len(hits) >= c:
+                    bound += float(hits[-1]["distance"])
+            ids, scores = self._exact(cand, weights, file_filter)
+            top = _best(ids, scores, n)
+            limit = bound * (1 + _FLOAT_SLACK) + 1e-6
+            full = n is None or len(top) >= n
+            done = bound == 0 or (full and len(top) > 0 and scores[top[-1]] > limit)
+            if done or c >= MAX_CANDIDATES:
+                break
+            c = min(c * 4, MAX_CANDIDATES)
+        if stats is not None:
+            stats.update(candidates=c, rounds=rounds, exact=done)
+        return ids[top], scores[top].astype(np.float64) * factor
+
+    def _exact(self, rows: dict[int, dict], weights: dict[str, dict[int, int]],
+               file_filter: PathFilter | None) -> tuple[np.ndarray, np.ndarray]:
+        """The integer fused score of each candidate (id -> its fields; those the filter keeps)."""
+        if file_filter is not None and file_filter.glob:
+            got = list(rows.values())
+            if self._roots is None:
+                self._roots = self.store.roots()
+            keep = file_filter.keeps([r["path"] for r in got], roots=self._roots, mtimes=[r["mtime"] for r in got])
+            rows = {i: r for (i, r), k in zip(rows.items(), keep) if k}
+        out_ids = np.fromiter(rows, np.int64, len(rows))
+        scores = np.zeros(len(rows), np.int64)
+        for i, r in enumerate(rows.values()):
+            total = 0
+            for name, q in weights.items():
+                vec = r[name]
+                total += sum(int(vec[t]) * m for t, m in q.items() if t in vec)
+            scores[i] = total
+        return out_ids, scores
+
+    def explain(self, token_ids: np.ndarray | Sequence[int], ids: Sequence[int],
+                mode: str = SPARC) -> list[dict[int, float]]:
+        """{posting key: its part of the score} for each id, as ``Searcher.explain``."""
+        weights, factor = self._weights(token_ids, mode)
+        rows = self.store.vectors([int(i) for i in ids], list(weights))
+        base = {name: field * FIELD_BASE for field, name in FIELDS.items()}
+        out = []
+        for i in ids:
+            r = rows.get(int(i), {})
+            out.append({base[name] + t: int(r[name][t]) * m * factor
+                        for name, q in weights.items() if name in r for t, m in q.items() if t in r[name]})
+        return out
+
+    # ------------------------------------------------------------------ what Asker reads of an index
+
+    def sentences(self, ids: Sequence[int] | np.ndarray) -> list[StoredSentence]:
+        """Records as ``Index.sentences`` gives them (no character span: Milvus keeps none)."""
+        rows = self.store.vectors([int(i) for i in np.asarray(ids).tolist()], _SHOWN)
+        return [StoredSentence(i, r["text"], r["context"], r["offset"], r["path"],
+                               None if r["page"] < 0 else r["page"], None if r["line"] < 0 else r["line"],
+                               None, None, zlib.crc32(r["path"].encode())) for i, r in rows.items()]
+
+    def phrase_positions(self, ids: Sequence[int]) -> dict[int, bytes]:
+        """None stored in Milvus: the answer phrase marks BM25's matches only."""
+        return {}
+
+
+def _best(ids: np.ndarray, scores: np.ndarray, n: int | None) -> np.ndarray:
+    """Positions of the n best positive scores: score descending, ties by id (``maxscore``'s order)."""
+    pos = np.flatnonzero(scores > 0)
+    order = np.lexsort((ids[pos], -scores[pos]))
+    return pos[order[:n] if n is not None else order]
+
+
