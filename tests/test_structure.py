@@ -68,6 +68,18 @@ def test_numbered_title_in_plain_text_is_a_heading(tmp_path: Path) -> None:
     assert paragraphs(sents, blocks)[0].heading == "4.3. Good password"
 
 
+def test_man_page_section_title_is_a_heading(tmp_path: Path) -> None:
+    """`man` rendered to text: a capitalised title at the margin heads the indented text under it
+    (a capitalised line with no indented text under it stays prose, in the section before it)."""
+    text = ("BUGS\n       In some rare cases, the --best option gives worse compression.\n\n"
+            "REPORTING BUGS\n       Report bugs to the list.\n\nNOTE\nThis line is not indented.\n")
+    blocks = extract(write(tmp_path / "gzip.txt", text))
+    sents = segment(blocks)
+    assert [s.text for s in sents] == ["In some rare cases, the --best option gives worse compression.",
+                                       "Report bugs to the list.", "NOTE This line is not indented."]
+    assert [p.heading for p in paragraphs(sents, blocks)] == ["BUGS", "REPORTING BUGS", "REPORTING BUGS"]
+
+
 TABLE = """<h2>Password aging</h2>
 <table><thead><tr><th>Setting</th><th>Meaning</th></tr></thead>
 <tbody><tr><td>PASS_MAX_DAYS</td><td>Maximum number of days a password may be used.</td></tr>

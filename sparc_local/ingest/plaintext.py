@@ -18,6 +18,9 @@ BULLET = re.compile(r"^\s*(?:[-*+•]|\d{1,3}[.)])\s+")
 ITEM = re.compile(r"^\s*[•◦▪‣∙·]\s*\S")  # a list item's glyph, which prose never starts a line with
 # "4.3. Good password", "2.1 Overview": a section number of two levels or more, then a short title
 NUMBERED_TITLE = re.compile(r"^\s*\d{1,3}(?:\.\d{1,3})+\.?\s+[A-Z][^.!?:;,]{0,78}$")
+# a man page's section title as `man` renders it to text: "BUGS", "REPORTING BUGS" at the margin,
+# its text indented on the next line
+MAN_SECTION = re.compile(r"^[A-Z][A-Z0-9 /&-]{1,38}[A-Z0-9]$|^[A-Z]$")
 _MD_CLOSING_HASHES = re.compile(r"(^|\s+)#+\s*$")
 _QUOTE = re.compile(r"^\s{0,3}>\s?")
 _RULE = re.compile(r"^\s*([=\-~^*#+_`:'\".])\1{2,}\s*$")
@@ -36,6 +39,12 @@ def plain_text(path: Path, max_chars: int, max_unpacked: int, markup: str | None
     """A text file; markup 'md'/'rst' (see text_blocks)."""
     text, cut = read_text(path, max_chars)
     return text_blocks(text, markup), cut
+
+
+def _man_section(line: str, lines: list[str], lineno: int) -> bool:
+    """A man page's section title: MAN_SECTION, with the next line's text indented under it."""
+    following = lines[lineno] if lineno < len(lines) else ""
+    return bool(MAN_SECTION.match(line)) and following[:1] in (" ", "\t") and bool(following.strip())
 
 
 def text_blocks(text: str, markup: str | None) -> list[RawBlock]:
@@ -89,9 +98,9 @@ def text_blocks(text: str, markup: str | None) -> list[RawBlock]:
             if markup == "md":
                 line = _QUOTE.sub("", line)
                 line = _MD_EMPHASIS.sub(r"\2", _MD_IMAGE_LINK.sub(r"\1", line))
-        elif not in_fence and (ITEM.match(line) or NUMBERED_TITLE.match(line)):
-            flush()  # plain text: a list item is a unit of its own, a numbered title heads its text
-            if NUMBERED_TITLE.match(line):
+        elif not in_fence and (ITEM.match(line) or NUMBERED_TITLE.match(line) or _man_section(line, lines, lineno)):
+            flush()  # plain text: a list item is a unit of its own, a title heads its text
+            if not ITEM.match(line):
                 para.append((lineno, norm_text(line)))
                 flush(heading=True)
                 continue
