@@ -19,7 +19,7 @@ import numpy as np
 from sparc_local.index import postings as codec
 from sparc_local.index.records import StoredSentence
 from sparc_local.milvus.store import FIELDS, MilvusStore, engine, quote
-from sparc_local.model.lexical import FIELD_BASE
+from sparc_local.model.lexical import FIELD_BASE, PARAGRAPH_FIELD
 from sparc_local.query import fusion
 from sparc_local.query.modes import SPARC
 from sparc_local.query.pathfilter import PathFilter, is_glob
@@ -141,6 +141,17 @@ class MilvusSearcher:
             out.append({base[name] + t: int(r[name][t]) * m * factor
                         for name, q in weights.items() if name in r for t, m in q.items() if t in r[name]})
         return out
+
+    def coverage(self, token_ids: np.ndarray | Sequence[int], ids: Sequence[int]) -> np.ndarray:
+        """The share of the question's idf each sentence's passage holds, as ``Searcher.coverage``
+        (from the context field the store keeps)."""
+        toks = sorted({int(t) for t in np.asarray(token_ids).tolist()})
+        df, _, n = self.store.key_stats([t + PARAGRAPH_FIELD * FIELD_BASE for t in toks])
+        name = FIELDS[PARAGRAPH_FIELD]
+        rows = self.store.vectors([int(i) for i in ids], [name])
+        present = np.array([[t in rows.get(int(i), {}).get(name, {}) for t in toks] for i in ids],
+                           bool).reshape(len(ids), len(toks))
+        return fusion.coverage(np.array([fusion.idf(d, n) for d in np.asarray(df).tolist()]), present)
 
     # ------------------------------------------------------------------ what Asker reads of an index
 
