@@ -13,7 +13,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
-from sparc_local.milvus.store import STORE_ENV  # light: the client is imported on connecting
+from sparc_local.paths import STORE_ENV
 
 
 def store_named() -> str | None:

@@ -10,6 +10,7 @@ from pathlib import Path
 from sparc_local.errors import DataDirUnusable
 
 ENV_HOME = "SPARC_LOCAL_HOME"
+STORE_ENV = "SPARC_LOCAL_STORE"  # a Milvus store beside the index: milvus://HOST:PORT/COLLECTION or FILE.db[#COLLECTION]
 DEMO_DIR = "demo"  # `demo`'s own data dir, inside the user's
 
 _home: Path | None = None  # set by ``using``: the data dir of this process for a while

@@ -23,9 +23,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from sparc_local.backend import STORE_ENV
 from sparc_local.errors import SparcError
 from sparc_local.milvus.store import MilvusError, StoreSpec
+from sparc_local.paths import STORE_ENV
 
 REPO = Path(__file__).resolve().parent.parent
 DEADLINE = 30.0  # a watched change reaching Milvus, on a loaded machine

@@ -27,8 +27,8 @@ import numpy as np
 from sparc_local.errors import SparcError
 from sparc_local.index import postings as codec
 from sparc_local.model.lexical import FIELD_BASE, PARAGRAPH_FIELD, SENTENCE_FIELD
+from sparc_local.paths import STORE_ENV
 
-STORE_ENV = "SPARC_LOCAL_STORE"  # milvus://HOST:PORT/COLLECTION, or a Milvus Lite FILE.db[#COLLECTION]
 SCHEME = "milvus://"
 LITE_SUFFIX = ".db"
 DEFAULT_COLLECTION = "sparc_local"

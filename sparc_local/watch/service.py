@@ -69,7 +69,8 @@ def _command(python: str) -> list[str]:
 def _environment() -> dict[str, str]:
     """Carry the data dir and Milvus store choices over: a service does not see the installing
     shell's variables (a Milvus token is not written into the unit: docs/milvus.md)."""
-    from sparc_local.milvus.store import STORE_ENV, StoreSpec
+    from sparc_local.milvus.store import StoreSpec
+    from sparc_local.paths import STORE_ENV
 
     home = os.environ.get("SPARC_LOCAL_HOME")
     env = {"SPARC_LOCAL_HOME": str(Path(home).expanduser().absolute())} if home else {}
