@@ -89,3 +89,73 @@ def adapted_model(a: AdaptSmoke) -> Path:
         r = train_adapted_model(idx, AdaptOptions(steps=3, batch_size=4, max_length=16, lr=1e-3),
                                 model=ModelInfo.load(a.model))
     return r.model.path
+
+
+def write_pdf(path: Path, pages: list[list[str]]) -> Path:
+    """A minimal PDF written by hand (no generator needed): each page's lines in Helvetica, one
+    text line each, ASCII only."""
+    def escape(line: str) -> str:
+        return line.replace("\\", "\\\\").replace("(", "\\(").replace(")", "\\)")
+
+    objects = [b"<< /Type /Catalog /Pages 2 0 R >>", b"", b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>"]
+    kids = []
+    for lines in pages:
+        stream = "BT /F1 11 Tf 14 TL 72 720 Td " + " ".join(f"({escape(t)}) Tj T*" for t in lines) + " ET"
+        objects.append(f"<< /Length {len(stream)} >>\nstream\n{stream}\nendstream".encode("ascii"))
+        objects.append(f"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents {len(objects)} 0 R "
+                       "/Resources << /Font << /F1 3 0 R >> >> >>".encode("ascii"))
+        kids.append(f"{len(objects)} 0 R")
+    objects[1] = f"<< /Type /Pages /Kids [{' '.join(kids)}] /Count {len(kids)} >>".encode("ascii")
+    out, offsets = bytearray(b"%PDF-1.4\n"), []
+    for n, body in enumerate(objects, 1):
+        offsets.append(len(out))
+        out += f"{n} 0 obj\n".encode("ascii") + body + b"\nendobj\n"
+    xref = len(out)
+    out += f"xref\n0 {len(objects) + 1}\n0000000000 65535 f \n".encode("ascii")
+    out += b"".join(f"{o:010d} 00000 n \n".encode("ascii") for o in offsets)
+    out += f"trailer\n<< /Size {len(objects) + 1} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n".encode("ascii")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(bytes(out))
+    return path
+
+
+# desk.py's format (benchmarks/desk/): a file's name on the desk, its text; the questions, the desk
+# file that answers each and a substring of its answer sentence. Words of the tiny vocabulary.
+DESK_FILES = {
+    "tea.txt": "Green tea should steep for three minutes.\n\nBlack tea wants boiling water in the cup.\n",
+    "history.html": "<html><body><h1>History</h1><p>The king built the tower in one year. "
+                    "The queen paid for the bridge.</p></body></html>",
+    "trip.md": "# Travel\n\nThe train station is by the river.\n\n```\ntrain --city paris\n```\n",
+    "music.pdf": "",  # written by write_pdf from DESK_PDF
+}
+DESK_PDF = [["The piano school is near the museum.", "The museum ticket was for the history of music."]]
+DESK_QUESTIONS = [("how long should green tea steep?", "tea.txt", "Green tea should steep"),
+                  ("who built the tower?", "history.html", "king built the tower"),
+                  ("where is the train station?", "trip.md", "train station is by the river"),
+                  ("where is the piano school?", "music.pdf", "piano school is near the museum")]
+
+
+def write_desk(s: Smoke) -> Path:
+    """A tiny desk for desk.py (and units.py --desk): its data folder (sources.txt, questions.tsv) in
+    s.folder, its sources beside it (trip.md gzipped, as packages ship text)."""
+    import gzip
+
+    from desk import QUESTIONS_FILE, SOURCES_FILE
+
+    sources, data = s.folder / "desk-sources", s.folder / "desk-data"
+    sources.mkdir()
+    data.mkdir()
+    rows = []
+    for name, text in DESK_FILES.items():
+        if name.endswith(".pdf"):
+            src = write_pdf(sources / name, DESK_PDF)
+        elif name.endswith(".md"):
+            src = sources / f"{name}.gz"
+            src.write_bytes(gzip.compress(text.encode()))
+        else:
+            src = sources / name
+            src.write_text(text, encoding="utf-8")
+        rows.append(f"smoke-desk\t{src}\t{name}\n")
+    (data / SOURCES_FILE).write_text("# package\tinstalled file\tname on the desk\n" + "".join(rows))
+    (data / QUESTIONS_FILE).write_text("".join(f"{q}\t{n}\t{a}\n" for q, n, a in DESK_QUESTIONS))
+    return data
