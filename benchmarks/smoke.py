@@ -159,3 +159,31 @@ def write_desk(s: Smoke) -> Path:
     (data / SOURCES_FILE).write_text("# package\tinstalled file\tname on the desk\n" + "".join(rows))
     (data / QUESTIONS_FILE).write_text("".join(f"{q}\t{n}\t{a}\n" for q, n, a in DESK_QUESTIONS))
     return data
+
+
+def write_tree(root: Path, files: dict[str, str]) -> Path:
+    """Write each file under root (an absolute name is taken below root); a name ending in .gz is
+    gzipped, as Debian ships text."""
+    import gzip
+
+    for name, text in files.items():
+        path = root / Path(name).relative_to(Path(name).anchor)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(gzip.compress(text.encode(), mtime=0) if name.endswith(".gz") else text.encode())
+    return root
+
+
+# a page in the format of each of faq_set.py's parsers: questions ("?") with prose answers, code, a
+# heading with no "?"; {n} numbers the page, so each page's questions are its own
+FAQ_PAGES = {
+    "pod": "=head1 NAME\n\nperlfaq{n} - tea\n\n=head2 How long should green tea steep in cup {n}?\n\n"
+           "Green tea should steep for three minutes. Then drink it.\n\n    steep --minutes 3\n\n"
+           "=head2 Tea notes\n\nBlack tea wants C<boiling> water.\n",
+    "text": "1. Travel\n2. History\n\n1. Travel\n\n1.1. Where is the train station {n}?\n\n"
+            "The train station is by the river. The city is old.\n\n2. History\n\n2.1. Who built the tower?\n\n"
+            "The king built the tower in one year.\n",
+    "html": "<html><head><style>p {{}}</style></head><body><h2>Where is the piano school {n}?</h2>"
+            "<p>The piano school is near the museum.</p><pre>piano --school</pre><h2>Music</h2>"
+            "<p>The museum ticket was for music.</p><dl><dt>Is the book on the page?</dt>"
+            "<dd>The book page has the history of the war.</dd></dl></body></html>",
+}
