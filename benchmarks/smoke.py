@@ -187,3 +187,24 @@ FAQ_PAGES = {
             "<p>The museum ticket was for music.</p><dl><dt>Is the book on the page?</dt>"
             "<dd>The book page has the history of the war.</dd></dl></body></html>",
 }
+
+
+# documentation as Debian installs it (units.py, structure.py): per package an HTML manual, Markdown
+# and text notes, with code, LaTeX, an equation number, heading-only units, a table, a list and a
+# question line; python3-doc is kept out of every count
+DOC_FILES = {
+    "teadoc/html/index.html": "<html><body><h1>Tea</h1><h2>Green tea</h2><p>Green tea should steep for three "
+                              "minutes.</p><h2>Black tea</h2><h3>Water</h3><p>Black tea wants boiling water.</p>"
+                              "<pre>steep --minutes 3\nboil water</pre><p>The time is \\( \\frac{a}{b} \\) "
+                              "minutes.</p><p>(117)</p><table><tr><td>green</td><td>three minutes</td></tr>"
+                              "<tr><td>black</td><td>five minutes</td></tr></table><ul><li>Boil the water.</li>"
+                              "<li>Steep the tea.</li></ul><p>Q: How long should tea steep?</p>"
+                              "<p>Three minutes for green tea.</p></body></html>",
+    "teadoc/README.md": "# Travel\n\n## Trains\n\nThe train station is by the river.\n\n```\ntrain --city paris\n```\n\n"
+                        "History\n-------\n\nThe king built the tower in one year.\n\n## Music\n",
+    "teadoc/notes.txt": "The museum ticket was for music.\n\n    piano --school\n    book page\n\n"
+                        "The piano school is near the museum.\n",
+    "python3-doc/index.html": "<html><body><p>Kept out of every count.</p></body></html>",
+}
+DOC_PDF = [["The king built the tower in one year.", "Green tea should steep for three minutes."],
+           ["The piano school is near the museum.", "- Boil the water. - Steep the tea."]]
