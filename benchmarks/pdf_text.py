@@ -122,9 +122,7 @@ def main() -> None:
         import smoke
 
         s = smoke.setup()
-        args.pdfs, model = s.folder / "pdfs", s.model
-        smoke.write_pdf(args.pdfs / "doc.pdf", smoke.DOC_PDF)
-        smoke.write_pdf(args.pdfs / "desk.pdf", smoke.DESK_PDF)
+        args.pdfs, model = smoke.write_pdfs(s), s.model
         missing = [n for n in args.only or EXTRACTORS if importlib.util.find_spec(NEEDS[n]) is None]
         args.only = [n for n in args.only or EXTRACTORS if n not in missing]
         if missing:

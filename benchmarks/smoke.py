@@ -208,3 +208,11 @@ DOC_FILES = {
 }
 DOC_PDF = [["The king built the tower in one year.", "Green tea should steep for three minutes."],
            ["The piano school is near the museum.", "- Boil the water. - Steep the tea."]]
+
+
+def write_pdfs(s: Smoke) -> Path:
+    """A folder of s holding two tiny PDFs (DOC_PDF, DESK_PDF), for pdf_text.py and structure.py."""
+    folder = s.folder / "pdfs"
+    write_pdf(folder / "doc.pdf", DOC_PDF)
+    write_pdf(folder / "desk.pdf", DESK_PDF)
+    return folder
