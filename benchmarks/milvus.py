@@ -286,11 +286,8 @@ def main() -> None:
         asked = [Path(data[0].split(os.pathsep)[0])] if data else []
         print(json.dumps(query_both(Path(folder), Path(model), int(nq), *asked)))
         return
-    if sys.argv[1:] == ["--smoke"]:
-        smoke_run()
-        return
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("what", choices=["equality", "cost"])
+    p.add_argument("what", nargs="?", choices=["equality", "cost"])
     p.add_argument("--smoke", action="store_true", help="seconds: equality and cost on the tiny model (smoke.py)")
     p.add_argument("--sets", default="squad-dev,newsqa-dev")
     p.add_argument("--sizes", default="100k,1M")
@@ -303,6 +300,11 @@ def main() -> None:
     p.add_argument("--eval-home", type=Path,
                    default=Path(os.environ.get("SPARC_BENCH_EVAL_HOME") or os.environ.get("SPARC_LOCAL_HOME", ".")))
     a = p.parse_args()
+    if a.smoke:
+        smoke_run()
+        return
+    if a.what is None:
+        p.error("say what to measure: equality or cost")
     a.workdir.mkdir(parents=True, exist_ok=True)
     if a.what == "equality":
         equality([DATA / name for name in a.sets.split(",")], a.workdir, a.model, a.limit, a.progress)

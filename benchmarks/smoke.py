@@ -119,16 +119,16 @@ def write_pdf(path: Path, pages: list[list[str]]) -> Path:
     return path
 
 
-# desk.py's format (benchmarks/desk/): a file's name on the desk, its text; the questions, the desk
-# file that answers each and a substring of its answer sentence. Words of the tiny vocabulary.
+# desk.py's format (benchmarks/desk/): a file's name on the desk, the file as installed and its text
+# (trip.md ships gzipped); the questions, the desk file that answers each and a substring of its
+# answer sentence. Words of the tiny vocabulary.
 DESK_FILES = {
-    "tea.txt": "Green tea should steep for three minutes.\n\nBlack tea wants boiling water in the cup.\n",
-    "history.html": "<html><body><h1>History</h1><p>The king built the tower in one year. "
-                    "The queen paid for the bridge.</p></body></html>",
-    "trip.md": "# Travel\n\nThe train station is by the river.\n\n```\ntrain --city paris\n```\n",
-    "music.pdf": "",  # written by write_pdf from DESK_PDF
+    "tea.txt": ("tea.txt", "Green tea should steep for three minutes.\n\nBlack tea wants boiling water in the cup.\n"),
+    "history.html": ("history.html", "<html><body><h1>History</h1><p>The king built the tower in one year. "
+                                     "The queen paid for the bridge.</p></body></html>"),
+    "trip.md": ("trip.md.gz", "# Travel\n\nThe train station is by the river.\n\n```\ntrain --city paris\n```\n"),
 }
-DESK_PDF = [["The piano school is near the museum.", "The museum ticket was for the history of music."]]
+DESK_PDF = "music.pdf", [["The piano school is near the museum.", "The museum ticket was for the history of music."]]
 DESK_QUESTIONS = [("how long should green tea steep?", "tea.txt", "Green tea should steep"),
                   ("who built the tower?", "history.html", "king built the tower"),
                   ("where is the train station?", "trip.md", "train station is by the river"),
@@ -137,26 +137,16 @@ DESK_QUESTIONS = [("how long should green tea steep?", "tea.txt", "Green tea sho
 
 def write_desk(s: Smoke) -> Path:
     """A tiny desk for desk.py (and units.py --desk): its data folder (sources.txt, questions.tsv) in
-    s.folder, its sources beside it (trip.md gzipped, as packages ship text)."""
-    import gzip
-
+    s.folder, its files as installed beside it."""
     from desk import QUESTIONS_FILE, SOURCES_FILE
 
-    sources, data = s.folder / "desk-sources", s.folder / "desk-data"
-    sources.mkdir()
+    installed = write_tree(s.folder / "desk-sources", dict(DESK_FILES.values()))
+    write_pdf(installed / DESK_PDF[0], DESK_PDF[1])
+    sources = {name: installed / file for name, (file, _) in DESK_FILES.items()} | {DESK_PDF[0]: installed / DESK_PDF[0]}
+    data = s.folder / "desk-data"
     data.mkdir()
-    rows = []
-    for name, text in DESK_FILES.items():
-        if name.endswith(".pdf"):
-            src = write_pdf(sources / name, DESK_PDF)
-        elif name.endswith(".md"):
-            src = sources / f"{name}.gz"
-            src.write_bytes(gzip.compress(text.encode()))
-        else:
-            src = sources / name
-            src.write_text(text, encoding="utf-8")
-        rows.append(f"smoke-desk\t{src}\t{name}\n")
-    (data / SOURCES_FILE).write_text("# package\tinstalled file\tname on the desk\n" + "".join(rows))
+    (data / SOURCES_FILE).write_text("# package\tinstalled file\tname on the desk\n"
+                                     + "".join(f"smoke-desk\t{src}\t{name}\n" for name, src in sources.items()))
     (data / QUESTIONS_FILE).write_text("".join(f"{q}\t{n}\t{a}\n" for q, n, a in DESK_QUESTIONS))
     return data
 
@@ -211,8 +201,8 @@ DOC_PDF = [["The king built the tower in one year.", "Green tea should steep for
 
 
 def write_pdfs(s: Smoke) -> Path:
-    """A folder of s holding two tiny PDFs (DOC_PDF, DESK_PDF), for pdf_text.py and structure.py."""
+    """A folder of s holding two tiny PDFs (DOC_PDF's, DESK_PDF's), for pdf_text.py and structure.py."""
     folder = s.folder / "pdfs"
     write_pdf(folder / "doc.pdf", DOC_PDF)
-    write_pdf(folder / "desk.pdf", DESK_PDF)
+    write_pdf(folder / DESK_PDF[0], DESK_PDF[1])
     return folder
