@@ -10,7 +10,8 @@
 nothing is encoded: the run stops if the cache is missing) are written through the product's
 write path (``evaluate.fill_index``) into a ``MirroredIndex``, so the local index and a Milvus
 Lite collection hold the same sentences under the same ids.  Every question is then ranked in
-each of ``eval``'s modes by the local ``Searcher`` and by ``MilvusSearcher`` (top 10); the table
+each of ``eval``'s modes by the local ``Searcher`` and by ``MilvusSearcher`` (top 10; ``search_many``,
+``BATCH`` questions a call, each certified on its own as ``search`` does it); the table
 counts the questions whose top 10 differ (ids and order), the rounds MilvusSearcher needed
 (``search.CANDIDATES`` per field, fourfold while the bound does not certify the top 10), and
 MRR@10 of both.  Evaluation sets: nothing here is tuned on them.
@@ -42,6 +43,7 @@ import numpy as np
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "reqa"
 WORKDIR = Path.home() / ".cache" / "sparc-local-bench" / "milvus"
+BATCH = 50  # equality: questions per MilvusSearcher.search_many call (the same rankings as one by one)
 QUESTIONS_SET = DATA / "squad-dev"  # cost's questions
 
 
@@ -107,21 +109,25 @@ def equality(sets: list[Path], workdir: Path, model: Path | None, limit: int | N
                     print(f"| {name} | {mode} | {done} | {differ[mode]} | {retried[mode]} | {most[mode]} "
                           f"| {mrr['local']:.4f} | {mrr['milvus']:.4f} |", flush=True)
 
-            for qi, toks in enumerate(questions[:limit]):
-                for mode in MODES:  # question by question, so a partial run covers every mode
-                    a, _ = local.search(toks, n=10, mode=mode)
-                    st: dict = {}
-                    b, _ = remote.search(toks, n=10, mode=mode, stats=st)
-                    retried[mode] += st.get("rounds", 1) > 1
-                    most[mode] = max(most[mode], st.get("candidates", 0))
-                    if a.tolist() != b.tolist():
-                        differ[mode] += 1
-                        examples.append((mode, qi, a.tolist(), b.tolist()))
-                    ranked[mode, "local"].append([to_sid[int(i)] for i in a])
-                    ranked[mode, "milvus"].append([to_sid[int(i)] for i in b])
-                if progress and (qi + 1) % progress == 0:
-                    print(f"  after {qi + 1} questions:", flush=True)
-                    table(qi + 1)
+            asked = questions[:limit]
+            for at in range(0, len(asked), BATCH):  # a batch in every mode, so a partial run covers them all
+                chunk = asked[at:at + BATCH]
+                for mode in MODES:
+                    st: list[dict] = [{} for _ in chunk]
+                    got = remote.search_many(chunk, n=10, mode=mode, stats=st)
+                    for j, (toks, (b, _), s) in enumerate(zip(chunk, got, st)):
+                        a, _ = local.search(toks, n=10, mode=mode)
+                        retried[mode] += s.get("rounds", 1) > 1
+                        most[mode] = max(most[mode], s.get("candidates", 0))
+                        if a.tolist() != b.tolist():
+                            differ[mode] += 1
+                            examples.append((mode, at + j, a.tolist(), b.tolist()))
+                        ranked[mode, "local"].append([to_sid[int(i)] for i in a])
+                        ranked[mode, "milvus"].append([to_sid[int(i)] for i in b])
+                done_so_far = at + len(chunk)
+                if progress and done_so_far % progress == 0 and done_so_far < len(asked):
+                    print(f"  after {done_so_far} questions:", flush=True)
+                    table(done_so_far)
             done = len(questions[:limit])
             print(f"  {name}, all {done} questions:", flush=True)
             table(done)

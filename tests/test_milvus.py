@@ -142,6 +142,12 @@ def test_same_rankings_as_the_local_engine(store: Lite) -> None:
             ids = local.search(toks, n=3, mode=HYBRID)[0].tolist()
             assert remote.explain(toks, ids, mode=HYBRID) == [
                 pytest.approx(d) for d in local.explain(toks, ids, mode=HYBRID)]
+        asked = [query_token_ids(tok, q, skip) for q in QUESTIONS + ["", "tea"]]
+        for mode in MODES:  # many questions in one call per field: each one's own ranking
+            for n in (10, 2):
+                many = remote.search_many(asked, n=n, mode=mode)
+                assert [a.tolist() for a, _ in many] == [remote.search(t, n=n, mode=mode)[0].tolist() for t in asked]
+                assert [a.tolist() for a, _ in many] == [local.search(t, n=n, mode=mode)[0].tolist() for t in asked]
         assert compared > 20  # the filters keep some files: the comparison saw real rankings
         assert widened  # and the certificate sent some searches further
 

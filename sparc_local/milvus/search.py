@@ -57,58 +57,85 @@ class MilvusSearcher:
         self.weight_scale = store.weight_scale
         self._roots: list[str] | None = None
 
-    def _weights(self, token_ids: np.ndarray | Sequence[int], mode: str) -> tuple[dict[str, dict[int, int]], float]:
-        """Per sparse field, token id -> integer multiplier; and the factor to the score."""
-        toks = sorted({int(t) for t in np.asarray(token_ids).tolist()})
-        keys = fusion.keys(toks, mode)
-        if mode == SPARC:
-            mult, factor = np.ones(len(keys), np.int64), self.weight_scale
-        else:
-            df, mq, n = self.store.key_stats(keys)
-            mult, factor = fusion.multipliers(keys, df, mq, n, codec.QMAX, mode)
-        out: dict[str, dict[int, int]] = {}
-        for key, m in zip(keys, mult.tolist()):
-            field, tok = divmod(key, FIELD_BASE)
-            if m > 0 and field in FIELDS:  # pending fields: Milvus holds encoded sentences only
-                out.setdefault(FIELDS[field], {})[tok] = int(m)
-        return out, factor
+    def _weights(self, questions: Sequence[np.ndarray | Sequence[int]],
+                 mode: str) -> list[tuple[dict[str, dict[int, int]], float]]:
+        """Per question: per sparse field, token id -> integer multiplier; and the factor to the
+        score. The key statistics of all the questions are read at once."""
+        keys = [fusion.keys(sorted({int(t) for t in np.asarray(q).tolist()}), mode) for q in questions]
+        if mode != SPARC:
+            union = sorted({k for ks in keys for k in ks})
+            df, mq, n = self.store.key_stats(union)
+            stats = dict(zip(union, zip(df, mq)))
+        out = []
+        for ks in keys:
+            if mode == SPARC:
+                mult, factor = np.ones(len(ks), np.int64), self.weight_scale
+            else:
+                mult, factor = fusion.multipliers(ks, [stats[k][0] for k in ks], [stats[k][1] for k in ks], n,
+                                                  codec.QMAX, mode)
+            fields: dict[str, dict[int, int]] = {}
+            for key, m in zip(ks, mult.tolist()):
+                field, tok = divmod(key, FIELD_BASE)
+                if m > 0 and field in FIELDS:  # pending fields: Milvus holds encoded sentences only
+                    fields.setdefault(FIELDS[field], {})[tok] = int(m)
+            out.append((fields, factor))
+        return out
 
     def search(self, token_ids: np.ndarray | Sequence[int], n: int | None = 10, stats: dict | None = None, *,
                file_filter: PathFilter | None = None, mode: str = SPARC) -> tuple[np.ndarray, np.ndarray]:
         """Top ``n`` sentences -> (ids, scores), as ``Searcher.search``."""
-        weights, factor = self._weights(token_ids, mode)
+        return self.search_many([token_ids], n, None if stats is None else [stats],
+                                file_filter=file_filter, mode=mode)[0]
+
+    def search_many(self, questions: Sequence[np.ndarray | Sequence[int]], n: int | None = 10,
+                    stats: Sequence[dict] | None = None, *, file_filter: PathFilter | None = None,
+                    mode: str = SPARC) -> list[tuple[np.ndarray, np.ndarray]]:
+        """``search`` of each question, with one engine call per field and round for all of them:
+        on Milvus Lite a call's fixed cost is most of a search (20 questions in one call cost what
+        1.4 cost alone, benchmarks/milvus.py)."""
+        weights = self._weights(questions, mode)
         empty = np.zeros(0, np.int64), np.zeros(0, np.float32)
-        if not weights:
-            return empty
-        want = 10 if n is None else n
-        c = max(self.candidates, want)
+        out: list[tuple[np.ndarray, np.ndarray]] = [empty] * len(questions)
+        c = max(self.candidates, 10 if n is None else n)
         expr = expression(file_filter)
-        need = list(weights) + (["path", "mtime"] if file_filter is not None and file_filter.glob else [])
+        pending = [i for i, (w, _) in enumerate(weights) if w]
+        need = [f for f in FIELDS.values() if any(f in weights[i][0] for i in pending)]
+        need += ["path", "mtime"] if file_filter is not None and file_filter.glob else []
         rounds = 0
-        while True:
+        while pending:
             rounds += 1
-            cand: dict[int, dict] = {}  # each candidate with every field the exact score needs
-            bound = 0.0
-            for name, q in weights.items():
+            cand: dict[int, dict[int, dict]] = {i: {} for i in pending}  # candidates with every field scored
+            bound = dict.fromkeys(pending, 0.0)
+            for name in FIELDS.values():
+                asking = [i for i in pending if name in weights[i][0]]
+                if not asking:
+                    continue
                 with engine(self.store.spec, "search"):
-                    hits = self.store.client.search(self.store.name, [{t: float(m) for t, m in q.items()}],
-                                                    anns_field=name, limit=c, filter=expr, output_fields=need,
-                                                    search_params={"metric_type": "IP", "params": {}})[0]
-                for h in hits:
-                    cand.setdefault(int(h["id"]), h["entity"])
-                if len(hits) >= c:
-                    bound += float(hits[-1]["distance"])
-            ids, scores = self._exact(cand, weights, file_filter)
-            top = _best(ids, scores, n)
-            limit = bound * (1 + _FLOAT_SLACK) + 1e-6
-            full = n is None or len(top) >= n
-            done = bound == 0 or (full and len(top) > 0 and scores[top[-1]] > limit)
-            if done or c >= MAX_CANDIDATES:
-                break
+                    found = self.store.client.search(
+                        self.store.name, [{t: float(m) for t, m in weights[i][0][name].items()} for i in asking],
+                        anns_field=name, limit=c, filter=expr, output_fields=need,
+                        search_params={"metric_type": "IP", "params": {}})
+                for i, hits in zip(asking, found):
+                    for h in hits:
+                        cand[i].setdefault(int(h["id"]), h["entity"])
+                    if len(hits) >= c:
+                        bound[i] += float(hits[-1]["distance"])
+            still = []
+            for i in pending:
+                ids, scores = self._exact(cand[i], weights[i][0], file_filter)
+                top = _best(ids, scores, n)
+                limit = bound[i] * (1 + _FLOAT_SLACK) + 1e-6
+                full = n is None or len(top) >= n
+                done = bound[i] == 0 or (full and len(top) > 0 and scores[top[-1]] > limit)
+                if not done and c < MAX_CANDIDATES:
+                    still.append(i)
+                    continue
+                out[i] = ids[top], scores[top].astype(np.float64) * weights[i][1]
+                if stats is not None:
+                    stats[i].update(candidates=c, rounds=rounds, exact=done)
+            pending = still
             c = min(c * 4, MAX_CANDIDATES)
-        if stats is not None:
-            stats.update(candidates=c, rounds=rounds, exact=done)
-        return ids[top], scores[top].astype(np.float64) * factor
+        return out
 
     def _exact(self, rows: dict[int, dict], weights: dict[str, dict[int, int]],
                file_filter: PathFilter | None) -> tuple[np.ndarray, np.ndarray]:
@@ -132,7 +159,7 @@ class MilvusSearcher:
     def explain(self, token_ids: np.ndarray | Sequence[int], ids: Sequence[int],
                 mode: str = SPARC) -> list[dict[int, float]]:
         """{posting key: its part of the score} for each id, as ``Searcher.explain``."""
-        weights, factor = self._weights(token_ids, mode)
+        weights, factor = self._weights([token_ids], mode)[0]
         rows = self.store.vectors([int(i) for i in ids], list(weights))
         base = {name: field * FIELD_BASE for field, name in FIELDS.items()}
         out = []
