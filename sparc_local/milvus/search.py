@@ -91,8 +91,8 @@ class MilvusSearcher:
                     stats: Sequence[dict] | None = None, *, file_filter: PathFilter | None = None,
                     mode: str = SPARC) -> list[tuple[np.ndarray, np.ndarray]]:
         """``search`` of each question, with one engine call per field and round for all of them:
-        on Milvus Lite a call's fixed cost is most of a search (20 questions in one call cost what
-        1.4 cost alone, benchmarks/milvus.py)."""
+        on Milvus Lite a call's fixed cost is most of a search (20 questions in one call took what
+        1.4 took one by one, on squad-dev)."""
         weights = self._weights(questions, mode)
         empty = np.zeros(0, np.int64), np.zeros(0, np.float32)
         out: list[tuple[np.ndarray, np.ndarray]] = [empty] * len(questions)

@@ -377,8 +377,8 @@ class MilvusStore:
 
     def seal(self) -> None:
         """Seal what was written into indexed segments, at the end of a run's writes. Milvus Lite
-        keeps new rows in a memory table whose index it rebuilds on every search (2.5 s a search at
-        10k sentences, 93 ms once sealed: benchmarks/milvus.py); a cluster seals on its own, and
+        keeps new rows in a memory table whose index it rebuilds on every search (on squad-dev's
+        10,642 sentences: 2.5 s a search unsealed, 93 ms sealed); a cluster seals on its own, and
         its flush is cheap when nothing is pending."""
         with engine(self.spec, "seal the written sentences"):
             self.client.flush(self.name)
