@@ -60,7 +60,8 @@ class Encoder:
             raise ModelDamaged(f"{info.onnx_path} was exported by another version of sparc-local (no input "
                                f"{CANDIDATES_INPUT})", model_remedy(info.path))
         self.has_candidates = CANDIDATES_INPUT in {i.name for i in self.session.get_inputs()}
-        # the most a TopK can keep: the rows the projection scores (no specials, no punctuation)
+        # the most a TopK can keep: the rows the projection scores (no specials, no punctuation;
+        # an older graph scores them as 0, which is dropped anyway)
         self.rows = info.vocab_size - len(set(info.skip_ids) & set(range(info.vocab_size)))
         self.uncertified = 0  # sentences encoded again with the full projection, for benchmarks
         # a model exported before the phrase has no positions output: its vectors carry none
@@ -75,7 +76,7 @@ class Encoder:
         Inputs are sorted by length and cut into batches of similar length, so little is padding.
         """
         info = self.info
-        k = min(top_k or info.top_k, self.rows if self.has_candidates else info.vocab_size)
+        k = min(top_k or info.top_k, self.rows)
         # more than the candidates asked for: the full projection
         candidates = FULL if self.candidates < k else self.candidates
         items = paragraph_inputs(self.tokenizer, paragraphs, info.inputs)
