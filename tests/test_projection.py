@@ -92,3 +92,21 @@ def test_an_fp32_export_keeps_the_full_projection(tmp_path):
     info = make_tiny_model(tmp_path / "m", int8=False, top_k=K, projection=Projection(candidates=K))
     assert Projection.from_extra(info.extra).full
     assert CANDIDATES_INPUT not in {i.name for i in Encoder(info, threads=1).session.get_inputs()}
+
+
+def test_a_paragraph_seen_before_is_not_encoded_again(models):
+    from sparc_local.ingest.sentences import Paragraph
+
+    _, info = models
+    alone = rows(Encoder(info, threads=1).encode(PARAGRAPHS))
+    enc = Encoder(info, threads=1)
+    seen = []
+    got = rows(enc.encode(PARAGRAPHS + PARAGRAPHS[:1], progress=seen.append))
+    assert got == alone + alone[:3]
+    assert enc.memo.reused == 3 and sum(seen) == 8 + 3  # the repeat is counted done, not encoded
+    again = rows(enc.encode(PARAGRAPHS[1:2]))
+    assert again == alone[3:4] and enc.memo.reused == 4
+    assert rows(enc.encode(PARAGRAPHS[1:2], top_k=2)) != again  # K is part of the key
+    headed = rows(enc.encode([Paragraph(PARAGRAPHS[1], heading="Brewing guide")]))
+    assert enc.memo.reused == 4 and headed != again  # so is the heading, context of every sentence
+    assert rows(Encoder(info, threads=1, memo_sentences=0).encode(PARAGRAPHS[:1] * 2)) == alone[:3] * 2

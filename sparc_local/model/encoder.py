@@ -15,6 +15,7 @@ from sparc_local.errors import ModelDamaged, ModelMissing
 from sparc_local.model.info import ModelInfo, load_tokenizer, model_remedy
 from sparc_local.model.inputs import pad_batch, paragraph_inputs, sentence_span
 from sparc_local.model.projection import CANDIDATES_INPUT, CERTIFIED, FULL, Projection
+from sparc_local.model.reuse import MEMO_SENTENCES, ParagraphMemo
 from sparc_local.model.runtime import onnxruntime
 from sparc_local.model.sparse import MAX_POSITION, NO_POSITION, POSITIONS, SparseVectors
 
@@ -27,9 +28,10 @@ class Encoder:
     """An onnxruntime session over a model folder's model.onnx."""
 
     def __init__(self, info: ModelInfo, threads: int | None = None, token_budget: int = TOKEN_BUDGET,
-                 full_projection: bool = False) -> None:
+                 full_projection: bool = False, memo_sentences: int = MEMO_SENTENCES) -> None:
         """full_projection: a candidate-projection graph (projection.py) projects onto every row,
-        for checks; its certified result is the same."""
+        for checks; its certified result is the same. memo_sentences: how many sentences' vectors
+        reuse.py remembers (0: none, for benchmarks that encode the same text again)."""
         ort = onnxruntime()
         self.info = info
         self.tokenizer = load_tokenizer(info.tokenizer_path)
@@ -64,6 +66,7 @@ class Encoder:
         # an older graph scores them as 0, which is dropped anyway)
         self.rows = info.vocab_size - len(set(info.skip_ids) & set(range(info.vocab_size)))
         self.uncertified = 0  # sentences encoded again with the full projection, for benchmarks
+        self.memo = ParagraphMemo(memo_sentences)
         # a model exported before the phrase has no positions output: its vectors carry none
         self.outputs = ["weights", "token_ids"] + [POSITIONS] * any(o.name == POSITIONS
                                                                     for o in self.session.get_outputs())
@@ -73,8 +76,13 @@ class Encoder:
                progress: Callable[[int], None] | None = None) -> SparseVectors:
         """Top-K (token id, f(v,s)) per sentence, zeros dropped, paragraph after paragraph in order.
 
-        Inputs are sorted by length and cut into batches of similar length, so little is padding.
+        A paragraph encoded before (reuse.py) is not encoded again. Inputs are sorted by length and
+        cut into batches of similar length, so little is padding.
         """
+        return self.memo.encode(paragraphs, top_k, lambda todo, step: self._encode(todo, top_k, step), progress)
+
+    def _encode(self, paragraphs: Sequence[Sequence[str]], top_k: int | None,
+                progress: Callable[[int], None] | None) -> SparseVectors:
         info = self.info
         k = min(top_k or info.top_k, self.rows)
         # more than the candidates asked for: the full projection
