@@ -6,6 +6,7 @@
     python benchmarks/desk.py --check         # check every question's row against the desk, no index
     python benchmarks/desk.py --desk NAME     # another desk: benchmarks/NAME/ (desk-science: issue 16)
     python benchmarks/desk.py --desk NAME --distractors  # plus NAME/distractors.txt: files no question names
+    python benchmarks/desk.py --smoke         # a tiny desk on the tiny test model (smoke.py), then --check
 
 The desk is documentation that Debian packages ship (benchmarks/desk/sources.txt: HTML from
 DocBook, gtk-doc and Node.js's API pages, Markdown and reST from pip, plain text from util-linux,
@@ -227,15 +228,15 @@ def read_ranks(path: Path) -> dict[str, int]:
     return ranks
 
 
-def select_desk(name: str, distractors: bool = False) -> None:
-    """Point the module's paths at desk NAME: its rows in benchmarks/NAME, its copy in BENCH/NAME
-    (BENCH/NAME-large with its distractors)."""
+def select_desk(name: str, distractors: bool = False, rows: Path = HERE, copies: Path = BENCH) -> None:
+    """Point the module's paths at desk NAME: its rows in benchmarks/NAME (ROWS/NAME), its copy in
+    BENCH/NAME (COPIES/NAME; NAME-large with its distractors)."""
     global DATA, SOURCES, QUESTIONS, DESK, DISTRACTORS
-    DATA = HERE / name
+    DATA = rows / name
     SOURCES = DATA / SOURCES_FILE
     QUESTIONS = DATA / QUESTIONS_FILE
     DISTRACTORS = DATA / DISTRACTORS_FILE if distractors else None
-    DESK = BENCH / (name + LARGE if distractors else name)
+    DESK = copies / (name + LARGE if distractors else name)
 
 
 def cli(tree: Path, home: Path, *args: str) -> subprocess.CompletedProcess:
@@ -266,11 +267,24 @@ def main() -> None:
                     help="only compare two --ranks files question by question (no index)")
     ap.add_argument("--check", action="store_true",
                     help="only check that every question's answer lies in one sentence of its file (no index)")
+    ap.add_argument("--model", type=Path, help="the model folder to index with (default: the shipped model)")
+    ap.add_argument("--smoke", action="store_true",
+                    help="seconds: a tiny desk (smoke.py) on the tiny test model, --ranks and --against itself, "
+                         "then its --check")
     args = ap.parse_args()
     if args.compare:
         print(paired_line(*(read_ranks(f) for f in args.compare)))
         return
-    select_desk(args.desk, args.distractors)
+    if args.smoke:
+        import smoke
+
+        s = smoke.setup()
+        rows = smoke.write_desk(s)
+        select_desk(rows.name, rows=rows.parent, copies=s.folder / "copy")
+        args.model, args.home, args.ranks = s.model, s.folder / "desk-home", s.folder / "desk-ranks.tsv"
+        args.against = args.ranks  # written before it is read: the run paired with itself
+    else:
+        select_desk(args.desk, args.distractors)
     tree = args.tree.resolve()
     default_home = BENCH / (HOME_PREFIX if args.desk == DEFAULT_DESK and not args.distractors
                             else f"{HOME_PREFIX}-{args.desk}{LARGE if args.distractors else ''}")
@@ -294,10 +308,15 @@ def main() -> None:
         if home.exists():
             shutil.rmtree(home)
         home.mkdir(parents=True)
+        if args.model:
+            from sparc_local.model.info import ACTIVE_POINTER
+
+            (home / ACTIVE_POINTER).write_text(str(args.model.resolve()))
         t0 = time.perf_counter()
         cli(tree, home, "index", str(DESK), "-q")
         print(f"index: {time.perf_counter() - t0:.0f} s")
-    print(shape_line(desk_sentences(tree)))
+    files = desk_sentences(tree)
+    print(shape_line(files))
 
     questions = read_questions()
     level_ranks: dict[str, list[int]] = {level: [] for level, _ in LEVELS}  # per question; 0: not in the top
@@ -341,6 +360,9 @@ def main() -> None:
         args.ranks.write_text("".join(f"{q}\t{r}\n" for q, r in sentence_ranks.items()), encoding="utf-8")
     if args.against:
         print(paired_line(read_ranks(args.against), sentence_ranks))
+    if args.smoke:
+        failures = check_questions(questions, files)
+        print(f"--check: questions: {len(questions)}, failures: {len(failures)}", *failures, sep="\n")
 
 if __name__ == "__main__":
     main()

@@ -2,6 +2,7 @@
 
     python benchmarks/faq_set.py [--out DIR]     # default ~/.cache/sparc-local-bench/faq
     python benchmarks/faq_set.py --only perlfaq  # one source: ~/.cache/sparc-local-bench/faq-perlfaq
+    python benchmarks/faq_set.py --smoke         # tiny pages of each format (smoke.py), in a scratch folder
 
 adapt's effect far from the training text is about the paper's size (≤ 0.5 MRR points, SPARC
 Table 1), below what a desk of a few hundred hand-written questions can tell from zero. The FAQs of
@@ -37,6 +38,8 @@ from pathlib import Path
 from sparc_local.ingest.sentences import split_sentences
 
 OUT = Path.home() / ".cache" / "sparc-local-bench" / "faq"
+ROOT = Path("/")  # SOURCES' paths are read below it
+SMOKE_SOURCES = ("perlfaq", "debian-faq", "gitfaq")  # --smoke: one source per parser
 PERLFAQ = "/usr/share/perl/5.36.0/pod/perlfaq{}.pod"
 SOURCES = {  # name: (package, paths, parser)
     "perlfaq": ("perl-doc", [PERLFAQ.format(n) for n in range(1, 10)], "pod"),
@@ -227,16 +230,21 @@ def html_pairs(path: Path, source: str) -> Iterator[QA]:
 PARSERS = {"pod": pod_pairs, "text": text_pairs, "html": html_pairs}
 
 
-def build(out: Path, only: list[str] | None = None) -> dict:
+def under(root: Path, path: str) -> Path:
+    """A source's installed path, read below root (ROOT by default: the installed file itself)."""
+    return root / Path(path).relative_to(ROOT)
+
+
+def build(out: Path, only: list[str] | None = None, root: Path = ROOT) -> dict:
     sources = {name: spec for name, spec in SOURCES.items() if not only or name in only}
-    missing = [pkg for pkg, paths, _ in sources.values() if not all(Path(p).exists() for p in paths)]
+    missing = [pkg for pkg, paths, _ in sources.values() if not all(under(root, p).exists() for p in paths)]
     if missing:
         sys.exit(f"missing packages: apt-get install --no-install-recommends {' '.join(sorted(set(missing)))}")
     corpus, queries, seen, counts = [], [], set(), {}
     for name, (_pkg, paths, kind) in sources.items():
         kept = 0
         for path in paths:
-            for heading, answer in PARSERS[kind](Path(path), name):
+            for heading, answer in PARSERS[kind](under(root, path), name):
                 question = question_text(heading)
                 if ("?" not in question and name not in ANY_HEADING) or question.lower() in seen:
                     continue
@@ -269,9 +277,20 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, help=f"default {OUT}, or {OUT}-NAME with --only NAME")
     ap.add_argument("--only", nargs="+", choices=list(SOURCES), metavar="NAME", help="only these sources")
+    ap.add_argument("--root", type=Path, default=ROOT,
+                    help=f"read the sources' files below this folder (default {ROOT}: the installed ones)")
+    ap.add_argument("--smoke", action="store_true",
+                    help=f"seconds: tiny pages (smoke.py) as {', '.join(SMOKE_SOURCES)}, in a scratch folder")
     args = ap.parse_args()
+    if args.smoke:
+        import smoke
+
+        s = smoke.setup()
+        pages = {path: smoke.FAQ_PAGES[kind].format(n=n) for name in SMOKE_SOURCES
+                 for n, path in enumerate(SOURCES[name][1], 1) for kind in [SOURCES[name][2]]}
+        args.root, args.only, args.out = smoke.write_tree(s.folder / "root", pages), list(SMOKE_SOURCES), s.folder / "faq"
     out = args.out or (OUT.with_name(f"{OUT.name}-{'-'.join(args.only)}") if args.only else OUT)
-    print(json.dumps(build(out, args.only)))
+    print(json.dumps(build(out, args.only, args.root)))
 
 
 if __name__ == "__main__":

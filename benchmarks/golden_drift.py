@@ -2,6 +2,7 @@
 
     apt-get install qemu-user   # emulates an AVX2-only CPU (no AVX-512, no VNNI) on any x86 host
     python benchmarks/golden_drift.py [MODEL_DIR ...] [--cpu Haswell] [--dynamic]
+    python benchmarks/golden_drift.py --smoke   # the tiny model, native twice (no qemu), --dynamic (smoke.py)
 
 For each model folder (default: the shipped one), the golden paragraphs of
 tests/golden/make_golden.py are encoded natively and under `qemu-x86_64 -cpu Haswell`, so
@@ -60,9 +61,18 @@ def main() -> None:
     p.add_argument("models", nargs="*", type=Path)
     p.add_argument("--cpu", default="Haswell", help="qemu CPU model to emulate")
     p.add_argument("--dynamic", action="store_true", help="also the same weights through onnxruntime's int8 kernels")
+    p.add_argument("--smoke", action="store_true",
+                   help="seconds: the tiny test model (smoke.py), native against native (no qemu), --dynamic")
     args = p.parse_args()
+    scratch = None
+    if args.smoke:
+        import smoke
+
+        s = smoke.setup()
+        args.models, args.cpu, args.dynamic, scratch = [s.model], None, True, s.folder
     models = args.models or [shipped_model_dir()]
-    with tempfile.TemporaryDirectory() as tmp:
+    other = f"emulated {args.cpu}" if args.cpu else "native again (no qemu)"
+    with tempfile.TemporaryDirectory(dir=scratch) as tmp:
         if args.dynamic:
             from sparc_local.model.export import QUANT_DYNAMIC, export_model
             from sparc_local.model.folder import load_encoder_weights
@@ -78,7 +88,7 @@ def main() -> None:
             native[model] = run(model, None)
             emulated = run(model, args.cpu)
             print(f"{info.id} ({info.quantization}), onnxruntime {native[model]['onnxruntime']}: "
-                  f"native CPU against emulated {args.cpu}", flush=True)
+                  f"native CPU against {other}", flush=True)
             print(drift(native[model], emulated), flush=True)
         if args.dynamic:
             print(f"{ModelInfo.load(models[0]).quantization} against onnxruntime int8 kernels, native CPU:")

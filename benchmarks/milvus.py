@@ -4,6 +4,7 @@
         python benchmarks/milvus.py equality [--sets squad-dev,newsqa-dev] [--model FOLDER]
     SPARC_BENCH_EVAL_HOME=~/.cache/sparc-local-bench/compare /work/bin/lowprio \\
         python benchmarks/milvus.py cost [--sizes 100k,1M] [--questions 500]
+    python benchmarks/milvus.py --smoke   # both on a tiny set and 1k sentences of the tiny model (smoke.py)
 
 ``equality``: each set's cached encodings (`sparc-local eval`'s cache in ``SPARC_LOCAL_HOME``;
 nothing is encoded: the run stops if the cache is missing) are written through the product's
@@ -20,6 +21,9 @@ and into Milvus Lite (``MilvusStore.replace``, the same entities the mirror writ
 child process, one after the other: ingest sentences/s, peak RSS of that process, disk; then
 query p50/p99 (top 10, hybrid and sparc) of both, taking turns per question in one process.
 Scratch data goes under ``--workdir`` (default ~/.cache/sparc-local-bench/milvus).
+
+``--smoke``: ``equality`` then ``cost`` on scale.py's smoke set (the tiny model, `eval`'s cache
+written first), 1k sentences and 10 questions; without pymilvus and milvus-lite it says so and exits 0.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ import numpy as np
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "reqa"
 WORKDIR = Path.home() / ".cache" / "sparc-local-bench" / "milvus"
+QUESTIONS_SET = DATA / "squad-dev"  # cost's questions
 
 
 def _du(path: Path) -> int:
@@ -54,7 +59,7 @@ def _children_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
 
 
-def equality(sets: list[str], workdir: Path, model: Path | None, limit: int | None = None,
+def equality(sets: list[Path], workdir: Path, model: Path | None, limit: int | None = None,
              progress: int = 0) -> None:
     from sparc_local.evaluation import reqa
     from sparc_local.evaluation.evaluate import cache_file, encode_corpus, fill_index
@@ -71,8 +76,8 @@ def equality(sets: list[str], workdir: Path, model: Path | None, limit: int | No
     print(f"model {info.id}, K={info.top_k}")
     print("| set | mode | questions | top 10 differs | rounds > 1 | max candidates | MRR@10 local | MRR@10 Milvus |")
     print("|---|---|---|---|---|---|---|---|")
-    for name in sets:
-        ds_dir = DATA / name
+    for ds_dir in sets:
+        name = ds_dir.name
         if not cache_file(ds_dir, info).exists():
             sys.exit(f"{name}: no cached encoding in {cache_file(ds_dir, info)}; set SPARC_LOCAL_HOME to eval's home")
         ds = reqa.load(ds_dir)
@@ -97,7 +102,7 @@ def equality(sets: list[str], workdir: Path, model: Path | None, limit: int | No
 
             def table(done: int) -> None:
                 for mode in MODES:
-                    mrr = {e: summary(first_hits(ranked[mode, e], answers[:done], 10), 10)["mrr"]
+                    mrr = {e: summary(first_hits(ranked[mode, e], answers[:done], 10), 10)["mrr@10"]
                            for e in ("local", "milvus")}
                     print(f"| {name} | {mode} | {done} | {differ[mode]} | {retried[mode]} | {most[mode]} "
                           f"| {mrr['local']:.4f} | {mrr['milvus']:.4f} |", flush=True)
@@ -136,18 +141,20 @@ def _scale():
     return scale
 
 
-def _batches(size: int, eval_home: Path, model: Path, batch: int):
+def _batches(size: int, eval_home: Path, model: Path, batch: int, sets: tuple[Path, ...] | None):
     from sparc_local.model.info import ModelInfo
     from sparc_local.model.lexical import Lexical
 
     info = ModelInfo.load(model)
-    return _scale().batches(_scale().load_real(info, eval_home), size, batch, Lexical.of(info))
+    real = _scale().load_real(info, eval_home, *([sets] if sets else []))
+    return _scale().batches(real, size, batch, Lexical.of(info))
 
 
-def build_one(engine: str, size: int, folder: Path, eval_home: Path, model: Path, batch: int) -> dict:
-    """Child process: write the corpus into one engine; its figures as JSON (the corpus is
-    generated before the clock starts)."""
-    updates_iter = list(_batches(size, eval_home, model, batch))
+def build_one(engine: str, size: int, folder: Path, eval_home: Path, model: Path, batch: int,
+              sets: tuple[Path, ...] | None = None) -> dict:
+    """Child process: write the corpus (of scale.py's sets, or of ``sets``) into one engine; its figures
+    as JSON (the corpus is generated before the clock starts)."""
+    updates_iter = list(_batches(size, eval_home, model, batch, sets))
     t0 = time.perf_counter()
     n = 0
     if engine == "local":
@@ -169,18 +176,20 @@ def build_one(engine: str, size: int, folder: Path, eval_home: Path, model: Path
             for updates in updates_iter:
                 ents = []
                 for u in updates:
-                    ids = range(n, n + len(u.sentences))
+                    # the local engine's ids for the same sentences: AUTOINCREMENT from 1, in write order
+                    ids = range(n + 1, n + 1 + len(u.sentences))
                     ents += entities(u.path, u.mtime, u.sentences, ids, u.vectors, u.lexical, scale_q)
                     n += len(u.sentences)
                 store.replace([], ents)  # new files: nothing to delete first
+            store.seal()  # as a run ends (MirroredIndex.checkpoint)
         path = folder / "milvus.db"
     secs = time.perf_counter() - t0
     return {"engine": engine, "sentences": n, "seconds": secs, "per_s": n / secs, "rss_mb": _rss_mb(),
             "disk_mb": _du(path) / 1e6}
 
 
-def query_both(folder: Path, model: Path, n_questions: int) -> dict:
-    """Child process: both engines answer the same questions, taking turns; p50/p99 per mode."""
+def query_both(folder: Path, model: Path, n_questions: int, questions_set: Path = QUESTIONS_SET) -> dict:
+    """Child process: both engines answer the same questions (of questions_set), taking turns; p50/p99 per mode."""
     from sparc_local.evaluation import reqa
     from sparc_local.index.store import Index
     from sparc_local.milvus.search import MilvusSearcher
@@ -191,7 +200,7 @@ def query_both(folder: Path, model: Path, n_questions: int) -> dict:
 
     info = ModelInfo.load(model)
     tok = load_tokenizer(info.tokenizer_path)
-    questions = [query_token_ids(tok, q, info.skip_array()) for _, q, _ in reqa.load(DATA / "squad-dev").queries[:n_questions]]
+    questions = [query_token_ids(tok, q, info.skip_array()) for _, q, _ in reqa.load(questions_set).queries[:n_questions]]
     out: dict = {}
     with Index(folder / "local.db") as idx, MilvusStore(StoreSpec(str(folder / "milvus.db"), "bench")) as store:
         local, remote = Searcher(idx), MilvusSearcher(store)
@@ -222,7 +231,10 @@ def _child(args: list[str]) -> dict:
     return json.loads(res.stdout.strip().splitlines()[-1])
 
 
-def cost(sizes: list[int], workdir: Path, eval_home: Path, model: Path, n_questions: int, batch: int) -> None:
+def cost(sizes: list[int], workdir: Path, eval_home: Path, model: Path, n_questions: int, batch: int,
+         sets: tuple[Path, ...] = ()) -> None:
+    """``sets``: the corpus's and the questions' ReQA sets (default: scale.py's, squad-dev's questions)."""
+    data = [os.pathsep.join(map(str, sets))] if sets else []  # the children's last argument
     print("| sentences | engine | ingest s | sentences/s | peak RSS ingest MB | disk MB |")
     print("|---|---|---|---|---|---|")
     rows = []
@@ -231,10 +243,10 @@ def cost(sizes: list[int], workdir: Path, eval_home: Path, model: Path, n_questi
         shutil.rmtree(folder, ignore_errors=True)
         folder.mkdir(parents=True)
         for engine in ("local", "milvus"):
-            r = _child(["_build", engine, str(size), str(folder), str(eval_home), str(model), str(batch)])
+            r = _child(["_build", engine, str(size), str(folder), str(eval_home), str(model), str(batch), *data])
             print(f"| {size:,} | {engine} | {r['seconds']:.0f} | {r['per_s']:.0f} | {r['rss_mb']:.0f} | {r['disk_mb']:.0f} |",
                   flush=True)
-        q = _child(["_query", str(folder), str(model), str(n_questions)])
+        q = _child(["_query", str(folder), str(model), str(n_questions), *data])
         rows.append((size, q))
     print("\n| sentences | mode | local p50 / p99 ms | Milvus Lite p50 / p99 ms | same top 10 | questions |")
     print("|---|---|---|---|---|---|")
@@ -244,20 +256,41 @@ def cost(sizes: list[int], workdir: Path, eval_home: Path, model: Path, n_questi
             print(f"| {size:,} | {mode} | {lo[0]:.2f} / {lo[1]:.2f} | {mi[0]:.1f} / {mi[1]:.1f} "
                   f"| {q[mode]['same_top10']} | {q['questions']} |")
         print(f"  ({size:,}: the querying process peaked at {q['rss_mb']:.0f} MB RSS, both engines' clients in it;"
-              f" Milvus Lite's server runs in its own process: see the note in docs/milvus.md)")
+              f" milvus-lite 3 serves from inside the client's process, so the ingest rows are the per-engine memory)")
+
+
+SMOKE_SIZE = 1000  # sentences of --smoke's cost run
+
+
+def smoke_run() -> None:
+    """equality, then cost at SMOKE_SIZE, on scale.py's smoke set (the tiny model, eval's cache)."""
+    import importlib.util
+
+    missing = [m for m in ("pymilvus", "milvus_lite") if importlib.util.find_spec(m) is None]
+    if missing:  # the wheel is not built for every platform (e.g. Windows), as tests/test_milvus.py skips
+        print(f"skipped: {' and '.join(missing)} not installed for this platform: pip install 'sparc-local[milvus]'")
+        return
+    s = _scale().smoke_setup()
+    home, workdir = Path(os.environ["SPARC_LOCAL_HOME"]), s.folder / "milvus"
+    workdir.mkdir()
+    equality([s.data], workdir, s.model)
+    cost([SMOKE_SIZE], workdir, home, s.model, 10, 256, (s.data,))
 
 
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "_build":
-        _, _, engine, size, folder, home, model, batch = sys.argv
-        print(json.dumps(build_one(engine, int(size), Path(folder), Path(home), Path(model), int(batch))))
+        engine, size, folder, home, model, batch, *data = sys.argv[2:]
+        sets = tuple(map(Path, data[0].split(os.pathsep))) if data else None
+        print(json.dumps(build_one(engine, int(size), Path(folder), Path(home), Path(model), int(batch), sets)))
         return
     if len(sys.argv) > 1 and sys.argv[1] == "_query":
-        _, _, folder, model, nq = sys.argv
-        print(json.dumps(query_both(Path(folder), Path(model), int(nq))))
+        folder, model, nq, *data = sys.argv[2:]
+        asked = [Path(data[0].split(os.pathsep)[0])] if data else []
+        print(json.dumps(query_both(Path(folder), Path(model), int(nq), *asked)))
         return
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("what", choices=["equality", "cost"])
+    p.add_argument("what", nargs="?", choices=["equality", "cost"])
+    p.add_argument("--smoke", action="store_true", help="seconds: equality and cost on the tiny model (smoke.py)")
     p.add_argument("--sets", default="squad-dev,newsqa-dev")
     p.add_argument("--sizes", default="100k,1M")
     p.add_argument("--questions", type=int, default=500)
@@ -269,9 +302,14 @@ def main() -> None:
     p.add_argument("--eval-home", type=Path,
                    default=Path(os.environ.get("SPARC_BENCH_EVAL_HOME") or os.environ.get("SPARC_LOCAL_HOME", ".")))
     a = p.parse_args()
+    if a.smoke:
+        smoke_run()
+        return
+    if a.what is None:
+        p.error("say what to measure: equality or cost")
     a.workdir.mkdir(parents=True, exist_ok=True)
     if a.what == "equality":
-        equality(a.sets.split(","), a.workdir, a.model, a.limit, a.progress)
+        equality([DATA / name for name in a.sets.split(",")], a.workdir, a.model, a.limit, a.progress)
     else:
         from sparc_local.model.info import shipped_model_dir
 

@@ -1,6 +1,7 @@
 """What each onnxruntime release writes into a fresh HOME, with and without our switch (issue 33).
 
     python benchmarks/ort_telemetry.py 1.19.2 1.32.0 ...   # releases to check (default: the pin's range)
+    python benchmarks/ort_telemetry.py --smoke             # the onnxruntime installed here, no pip
 
 Each release is installed (no deps) into ~/.cache/sparc-local-bench/ort/VERSION and run in a child
 process with a fresh HOME and XDG dirs and no CI variables (onnxruntime collects nothing when it
@@ -12,6 +13,8 @@ prints the files that appear, once as onnxruntime ships and once as sparc-local 
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
+import importlib.util
 import os
 import subprocess
 import sys
@@ -50,9 +53,17 @@ def install(version: str) -> Path:
     return target
 
 
-def written(target: Path, switch: bool) -> tuple[str, list[str]]:
-    """The files a child process leaves under its fresh HOME and temp dir."""
-    with tempfile.TemporaryDirectory(dir=CACHE) as scratch:
+def installed() -> tuple[str, Path]:
+    """The onnxruntime installed beside sparc-local: its version and the folder that holds it (not imported)."""
+    spec = importlib.util.find_spec("onnxruntime")
+    if spec is None or spec.origin is None:
+        sys.exit("onnxruntime is not installed")
+    return importlib.metadata.version("onnxruntime"), Path(spec.origin).parent.parent
+
+
+def written(target: Path, switch: bool, folder: Path = CACHE) -> tuple[str, list[str]]:
+    """The files a child process leaves under its fresh HOME and temp dir (made in folder)."""
+    with tempfile.TemporaryDirectory(dir=folder) as scratch:
         home, tmp = Path(scratch, "home"), Path(scratch, "tmp")
         home.mkdir()
         tmp.mkdir()
@@ -70,12 +81,21 @@ def written(target: Path, switch: bool) -> tuple[str, list[str]]:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("versions", nargs="*", default=DEFAULT)
+    p.add_argument("--smoke", action="store_true",
+                   help="seconds: only the onnxruntime installed here (no pip install), scratch in smoke.py's folder")
     args = p.parse_args()
-    CACHE.mkdir(parents=True, exist_ok=True)
-    for version in args.versions:
-        target = install(version)
+    folder, targets = CACHE, {}
+    if args.smoke:
+        import smoke
+
+        version, where = installed()
+        folder, targets = smoke.setup().folder, {version: where}
+    else:
+        CACHE.mkdir(parents=True, exist_ok=True)
+    for version in targets or args.versions:
+        target = targets.get(version) or install(version)
         for switch in (False, True):
-            ran, files = written(target, switch)
+            ran, files = written(target, switch, folder)
             label = f"{TELEMETRY_SWITCH}=1" if switch else "as shipped"
             print(f"{version}  {label:<24} ran {ran:<8} wrote {len(files)}: {', '.join(files) or '-'}", flush=True)
 

@@ -1,6 +1,7 @@
 """What `index` costs a program the user works in, at low priority (the default) and at normal.
 
     python benchmarks/priority.py [--data ../shared/data/reqa/squad-dev] [--limit 300] [--rounds 7]
+    python benchmarks/priority.py --smoke   # one round of ~2 s: the tiny model on 1,500 tiny files (smoke.py)
 
 The interactive task is another process that runs a fixed CPU-bound loop in bursts (a burst,
 then a short pause, as a program answering its user does) and times each burst. Each round
@@ -24,6 +25,8 @@ import time
 from pathlib import Path
 
 from sparc_local.evaluation import reqa
+
+SMOKE_ARTICLES = 500  # --smoke's set: 3 passages (files) each, more than the tiny model indexes in a round
 
 PROBE = """
 import sys, time
@@ -72,7 +75,21 @@ def main() -> None:
     p.add_argument("--bursts", type=int, default=5, help="bursts of the interactive task per condition")
     p.add_argument("--loop", type=int, default=2_000_000, help="iterations of one burst (~0.15 s alone)")
     p.add_argument("--warmup", type=float, default=4.0, help="seconds between starting index and the probe")
+    p.add_argument("--smoke", action="store_true",
+                   help="seconds: one round on the tiny test model, 1,500 tiny files (more than it indexes in the "
+                        "round), 3 short bursts (smoke.py)")
     args = p.parse_args()
+    scratch = None
+    if args.smoke:
+        import smoke
+
+        s = smoke.setup()  # puts the clone's top on sys.path: tests/ is not installed
+        from tests.tiny import write_reqa_set
+
+        write_reqa_set(s.folder / "priority-set", seed=2, articles=[f"a{i:03d}" for i in range(SMOKE_ARTICLES)])
+        os.environ["SPARC_LOCAL_MODEL"] = str(s.model)
+        args.data, args.limit, args.rounds, args.bursts, args.loop, args.warmup, scratch = (
+            s.folder / "priority-set", SMOKE_ARTICLES * 3, 1, 3, 200_000, 1.0, s.folder)
 
     ds = reqa.load(Path(args.data))
     passages: dict[str, list[str]] = {}
@@ -80,7 +97,7 @@ def main() -> None:
         passages.setdefault(passage, []).append(text)
     conditions = {"alone": None, "normal": ["--normal-priority"], "low": []}
     medians: dict[str, list[float]] = {c: [] for c in conditions}
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory(dir=scratch) as tmp:
         docs, home = Path(tmp) / "docs", Path(tmp) / "home"
         docs.mkdir()
         for name in sorted(passages)[: args.limit]:

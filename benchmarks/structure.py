@@ -2,6 +2,7 @@
 
     python benchmarks/structure.py                      # this tree
     python benchmarks/structure.py --tree ../main       # another checkout's ingest (before)
+    python benchmarks/structure.py --smoke              # tiny PDFs, HTML and Markdown (smoke.py)
 
 Files: the PDFs of benchmarks/pdf_text.py (~/.cache/sparc-local-bench/pdfs/set), valgrind's
 HTML manual (/usr/share/doc/valgrind/html, `apt-get install valgrind`) and libcurl's Markdown notes
@@ -27,7 +28,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from pdf_text import DEFAULT_PDFS, defects, pdftotext, vocabulary, words
+from pdf_text import DEFAULT_PDFS, defects, reference, vocabulary, words
 
 ROOT = Path(__file__).resolve().parents[1]
 HTML_DIR = Path("/usr/share/doc/valgrind/html")
@@ -99,14 +100,28 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--tree", type=Path, default=ROOT)
     ap.add_argument("--pdfs", type=Path, default=DEFAULT_PDFS)
+    ap.add_argument("--html", type=Path, default=HTML_DIR, help=f"a folder of HTML pages (default {HTML_DIR})")
+    ap.add_argument("--markdown", type=Path, default=MARKDOWN_DIR,
+                    help=f"a folder of Markdown files (default {MARKDOWN_DIR})")
+    ap.add_argument("--smoke", action="store_true",
+                    help="seconds: two tiny hand-written PDFs, a tiny HTML page and Markdown file, the tiny test "
+                         "model's vocabulary (smoke.py)")
     args = ap.parse_args()
+    model = None
+    if args.smoke:
+        import smoke
+
+        s = smoke.setup()
+        docs = smoke.write_tree(s.folder / "doc", smoke.DOC_FILES)
+        args.pdfs, args.html, args.markdown, model = smoke.write_pdfs(s), docs / "teadoc" / "html", docs / "teadoc", s.model
     pdfs = sorted(args.pdfs.glob("*.pdf"))
-    pages = sorted(HTML_DIR.glob("*.html"))
-    notes = sorted(MARKDOWN_DIR.glob("*.md"))
+    pages = sorted(args.html.glob("*.html"))
+    notes = sorted(args.markdown.glob("*.md"))
     if not pdfs or not pages or not notes:
         sys.exit("missing files: see this file's docstring")
     got = sentences(args.tree.resolve(), pdfs + pages + notes)
-    vocab = vocabulary()
+    vocab = vocabulary(model)
+    pdftotext = reference(args.smoke)
     n_words = n_bad = 0
     counts: dict[str, int] = {}
     for f in pdfs:

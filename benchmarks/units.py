@@ -3,6 +3,8 @@
     python benchmarks/units.py                     # this tree, /usr/share/doc
     python benchmarks/units.py --tree OTHER        # another checkout's ingest
     python benchmarks/units.py --show 5            # and 5 examples of each kind
+    python benchmarks/units.py --docs DIR          # another documentation tree (packages' folders in DIR)
+    python benchmarks/units.py --smoke             # tiny documentation and a tiny desk (smoke.py)
 
 Files: the HTML, Markdown, reST and text files under /usr/share/doc of the packages installed here,
 except the packages kept out of training and tuning (issue 32's list; git's whole docs, for its
@@ -57,9 +59,9 @@ SHORT = 20  # a shorter sentence counts as code only when it is a whole code lin
 EQUATION_NUMBER = re.compile(r"^\(\d+(?:\.\d+)*\)$")
 
 
-def files() -> list[Path]:
-    return sorted(p for p in DOCS.rglob("*") if p.suffix.lower() in SUFFIXES and p.is_file()
-                  and not KEPT_OUT.match(p.relative_to(DOCS).parts[0]))
+def files(docs: Path = DOCS) -> list[Path]:
+    return sorted(p for p in docs.rglob("*") if p.suffix.lower() in SUFFIXES and p.is_file()
+                  and not KEPT_OUT.match(p.relative_to(docs).parts[0]))
 
 
 def _norm(text: str) -> str:
@@ -122,20 +124,10 @@ def answer_kinds(got: dict[str, list[tuple[str, bool]]], codes: dict[str, str]) 
     return out
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--tree", type=Path, default=ROOT)
-    ap.add_argument("--show", type=int, default=0, help="examples of each kind")
-    ap.add_argument("--desk", help="count a desk's files instead (benchmarks/desk.py --desk), and its answers' kinds")
-    args = ap.parse_args()
-    if args.desk:
-        import desk
-
-        desk.select_desk(args.desk)
-        base, paths = desk.DESK, sorted(p for p in desk.DESK.rglob("*") if p.is_file())
-    else:
-        base, paths = DOCS, files()
-    got = sentences(args.tree.resolve(), paths)
+def count(tree: Path, base: Path, paths: list[Path], show: int, answers: bool) -> None:
+    """Print the kinds of unit the tree's ingest makes of paths (packages' folders in base); with
+    ``answers``, the kinds of the selected desk's answer sentences."""
+    got = sentences(tree.resolve(), paths)
     codes = {p: code_text(Path(p)) for p in got}
     kinds: dict[str, list[str]] = {"code": [], "LaTeX": [], "equation number": [], "heading-only": []}
     per_package: dict[str, Counter[str]] = {}
@@ -147,19 +139,48 @@ def main() -> None:
             for k in kinds_of(text, alone, codes[p]):
                 kinds[k].append(_norm(text))
                 per_package.setdefault(k, Counter())[package] += 1
-    print(f"tree {args.tree}: {len(got)} files of {len({Path(p).relative_to(base).parts[0] for p in got})} "
+    print(f"tree {tree}: {len(got)} files of {len({Path(p).relative_to(base).parts[0] for p in got})} "
           f"packages under {base}, {total} sentences")
     for k, texts in kinds.items():
         top = ", ".join(f"{p} {n}" for p, n in per_package.get(k, Counter()).most_common(4))
         print(f"  {k}: {len(texts)} ({100 * len(texts) / max(total, 1):.1f}%); most in: {top}")
         if k == "heading-only":
             print("    most frequent: " + ", ".join(f"{t!r} {n}" for t, n in Counter(texts).most_common(8)))
-        for t in texts[:: max(1, len(texts) // args.show)][: args.show] if args.show else []:
+        for t in texts[:: max(1, len(texts) // show)][: show] if show else []:
             print(f"    | {t[:110]}")
+    if answers:
+        found = answer_kinds(got, codes)
+        print(f"  answers of the desk's {found.pop('questions')} questions, by kind: "
+              + ", ".join(f"{k} {found[k]}" for k in kinds))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--tree", type=Path, default=ROOT)
+    ap.add_argument("--show", type=int, default=0, help="examples of each kind")
+    ap.add_argument("--desk", help="count a desk's files instead (benchmarks/desk.py --desk), and its answers' kinds")
+    ap.add_argument("--docs", type=Path, default=DOCS, help=f"the documentation tree (default {DOCS})")
+    ap.add_argument("--smoke", action="store_true",
+                    help="seconds: tiny documentation, then a tiny desk built here (smoke.py), 2 examples of each kind")
+    args = ap.parse_args()
+    import desk
+
+    if args.smoke:
+        import smoke
+
+        s = smoke.setup()
+        docs = smoke.write_tree(s.folder / "doc", smoke.DOC_FILES)
+        count(args.tree, docs, files(docs), 2, False)
+        rows = smoke.write_desk(s)
+        desk.select_desk(rows.name, rows=rows.parent, copies=s.folder / "copy")
+        desk.build_desk()
+        args.desk = rows.name
+    elif args.desk:
+        desk.select_desk(args.desk)
     if args.desk:
-        answers = answer_kinds(got, codes)
-        print(f"  answers of the desk's {answers.pop('questions')} questions, by kind: "
-              + ", ".join(f"{k} {answers[k]}" for k in kinds))
+        count(args.tree, desk.DESK, sorted(p for p in desk.DESK.rglob("*") if p.is_file()), args.show, True)
+    else:
+        count(args.tree, args.docs, files(args.docs), args.show, False)
 
 if __name__ == "__main__":
     main()

@@ -193,6 +193,28 @@ def test_a_killed_writer_is_recovered(store: Lite) -> None:
     assert json.loads(_cli("status", "--json").output)["store"]["in_step"] is True
 
 
+def test_an_index_run_ends_with_its_writes_sealed(store: Lite, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Milvus Lite rebuilds the index of unsealed rows on every search (seconds a search at 10k
+    sentences): the last thing a run does to the store is seal what it wrote."""
+    from sparc_local.milvus.store import MilvusStore
+
+    events: list[str] = []
+    seal, replace = MilvusStore.seal, MilvusStore.replace
+    monkeypatch.setattr(MilvusStore, "seal", lambda self: (events.append("seal"), seal(self))[1])
+    monkeypatch.setattr(MilvusStore, "replace", lambda self, *a: (events.append("write"), replace(self, *a))[1])
+    tea = store.root / "tea.md"
+    text, st = tea.read_text(), tea.stat()
+    tea.write_text(text + "Oolong tea sits in between.\n")
+    try:
+        result = _cli("index", str(store.root), "-q")
+        assert (result.exit_code, result.output) == (0, "")
+        assert "write" in events and events[-1] == "seal"
+    finally:
+        tea.write_text(text)
+        os.utime(tea, (st.st_atime, st.st_mtime))
+        assert _cli("index", str(store.root), "-q").exit_code == 0
+
+
 def test_watch_keeps_the_store_current(store: Lite, tiny_model_dir: Path) -> None:
     """The watcher's writes reach Milvus: a new file's sentences appear there, and leave with it."""
     from sparc_local.model.encoder import Encoder

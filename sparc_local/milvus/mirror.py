@@ -19,6 +19,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from sparc_local.errors import SparcError
+from sparc_local.index.segments import MERGE_FACTOR
 from sparc_local.index.store import FileUpdate, Index
 from sparc_local.milvus.store import MilvusStore, StoreSpec, StoreStatus, entities
 
@@ -43,7 +44,26 @@ class MirroredIndex(Index):
     def close(self) -> None:
         if self._store is not None:
             self._store.close()
+            self._store = None
         super().close()
+
+    def checkpoint(self) -> None:
+        """The end of a run's writes: the local WAL folded, and Milvus's new rows sealed."""
+        super().checkpoint()
+        if self._store is not None:
+            self._store.seal()
+
+    def merge_all(self, *, reclaim: bool = True) -> None:
+        super().merge_all(reclaim=reclaim)
+        if self._store is not None:
+            self._store.seal()
+
+    def compact(self, merge_factor: int = MERGE_FACTOR) -> bool:
+        """``watch``'s idle fold of small segments, and the sealing of what its events wrote."""
+        folded = super().compact(merge_factor)
+        if self._store is not None:
+            self._store.seal()
+        return folded
 
     # ------------------------------------------------------------------ the crash record
 

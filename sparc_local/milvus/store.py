@@ -375,6 +375,15 @@ class MilvusStore:
         self._add_stats(gone, -1)
         return len(ids)
 
+    def seal(self) -> None:
+        """Seal what was written into indexed segments, at the end of a run's writes. Milvus Lite
+        keeps new rows in a memory table whose index it rebuilds on every search (2.5 s a search at
+        10k sentences, 93 ms once sealed: benchmarks/milvus.py); a cluster seals on its own, and
+        its flush is cheap when nothing is pending."""
+        with engine(self.spec, "seal the written sentences"):
+            self.client.flush(self.name)
+            self.client.flush(self.keys)
+
     def compact(self) -> None:
         """Ask the engine to rewrite its segments without deleted entities (``forget``)."""
         with engine(self.spec, "compact"):
