@@ -172,9 +172,8 @@ def _graph(cfg: ArchConfig, w: Weights, sparsity_w: float, int8_embeddings: bool
     # tokens that are never query terms (specials, [unused], punctuation) would only waste top-K
     # slots: they are out of the projection, whose columns map back to vocabulary ids through keep
     keep = const(keep_rows(cfg.vocab_size, skip), "query_vocab")
-    kept_E = op("Gather", [E, keep])  # (V', d), folded at load
     candidate = not projection.full and e8 is not None
-    scores, cols, certified = project(GraphOps(op, const, branch), hm, kept_E, e8 if candidate else None,
+    scores, cols, certified = project(GraphOps(op, const, branch), hm, E, e8 if candidate else None,
                                       e_scale, keep, cfg.hidden)  # (B, L, C), (B, C), (B,)
     pooled = op("ReduceMax", [scores], axes=[1], keepdims=0)
     f = op("Log", [op("Add", [op("Mul", [op("Relu", [pooled]), scale]), one])])

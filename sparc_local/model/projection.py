@@ -15,7 +15,7 @@ projection, so every vector equals the full projection's up to float summation o
 The candidate count is a graph input; `FULL` (0) runs the full projection (an `If` branch): the
 fallback above and `Encoder(full_projection=True)`. Rows that can never score (specials,
 [unused], punctuation: never query terms) are out of the projection in both forms; `keep_rows`
-maps its columns back to vocabulary ids. Everything derived from E (its kept rows, their int8
+maps its columns back to vocabulary ids. Everything derived from E (its kept rows' int8
 transpose, scales and norms) is computed in-graph from the one stored E and folded when the
 session loads, so `adapt`, which swaps E, keeps the bound right.
 """
@@ -78,10 +78,11 @@ class GraphOps:
     branch: Callable[..., list[str]]  # (cond, then_fn, else_fn, output types) -> the If's outputs
 
 
-def project(g: GraphOps, hm: str, kept_E: str, e8: str | None, e_scale: str | None, keep: str,
+def project(g: GraphOps, hm: str, E: str, e8: str | None, e_scale: str | None, keep: str,
             hidden: int) -> tuple[str, str, str | None]:
-    """(scores (B, L, C), columns (B, C): each score column's row of kept_E, certified (B,) or None)
-    for the masked hidden states hm (B, L, d) against the kept rows of E (V', d).
+    """(scores (B, L, C), columns (B, C): each score column's index into keep, certified (B,) or
+    None) for the masked hidden states hm (B, L, d) against E's rows `keep` (V' ids). No float
+    copy of the kept rows is made: it would be folded into a second E in memory (45 MB).
 
     e8 and e_scale, E's int8 rows and scales, give the candidate form (`If` candidates == FULL,
     the full projection); without them (an fp32 E) the projection is always full.
@@ -90,10 +91,10 @@ def project(g: GraphOps, hm: str, kept_E: str, e8: str | None, e_scale: str | No
     flat = op("Reshape", [hm, const(np.array([-1, hidden], np.int64))])
     dims = op("Shape", [hm])
     batch, length = (op("Gather", [dims, const(np.array([i], np.int64))]) for i in (0, 1))
-    rows = op("Gather", [op("Shape", [kept_E]), const(np.array([0], np.int64))])
+    rows = op("Shape", [keep])  # (1,): V'
 
     def full() -> list[str]:
-        logits = op("Gemm", [flat, kept_E], transB=1)  # (B·L, V')
+        logits = op("Gather", [op("Gemm", [flat, E], transB=1), keep], axis=1)  # (B·L, V')
         scores = op("Reshape", [logits, op("Concat", [batch, length, rows], axis=0)])
         cols = op("Expand", [op("Unsqueeze", [op("Range", [const(np.array(0, np.int64)), op("Squeeze", [rows]),
                                                             const(np.array(1, np.int64))]),
@@ -122,11 +123,11 @@ def project(g: GraphOps, hm: str, kept_E: str, e8: str | None, e_scale: str | No
         pooled = op("ReduceMax", [op("Reshape", [ints, op("Concat", [batch, length, rows], axis=0)])],
                     axes=[1], keepdims=0)  # (B, V') int32
         est = op("Mul", [op("Cast", [pooled], to=TensorProto.FLOAT), op("Mul", [op("Gather", [e_scale, keep]), step])])
-        norms = op("ReduceL2", [kept_E], axes=[1], keepdims=0)  # (V',), folded at load
+        norms = op("Gather", [op("ReduceL2", [E], axes=[1], keepdims=0), keep])  # (V',), folded at load
         bound = op("Add", [est, op("Mul", [rho, norms])])
         count = op("Min", [CANDIDATES_INPUT, rows])
         _, cand = op("TopK", [est, count], n_out=2, axis=-1, largest=1, sorted=0)  # (B, C)
-        chosen = op("Gather", [kept_E, cand])  # (B, C, d)
+        chosen = op("Gather", [E, op("Gather", [keep, cand])])  # (B, C, d)
         scores = op("MatMul", [hm, op("Transpose", [chosen], perm=[0, 2, 1])])  # (B, L, C), exact
         best, _ = op("TopK", [op("ReduceMax", [scores], axes=[1], keepdims=0), "top_k"], n_out=2, axis=-1)
         tau = op("Max", [op("ReduceMin", [best], axes=[1], keepdims=0), zero])  # the K-th exact value, ≥ 0
