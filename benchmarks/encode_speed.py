@@ -41,7 +41,7 @@ def main() -> None:
         p.error("give at least one MODEL folder")
     paras = reqa.load(args.data).paragraphs()[: args.paragraphs]
     n = sum(map(len, paras))
-    encoders = [Encoder(ModelInfo.load(m), threads=args.threads) for m in args.models]
+    encoders = [Encoder(ModelInfo.load(m), threads=args.threads, memo_sentences=0) for m in args.models]
     for enc in encoders:
         enc.encode(paras[:3])  # first-run allocations out of the timing
     rates: list[list[float]] = [[] for _ in encoders]

@@ -14,6 +14,8 @@ import numpy as np
 from sparc_local.errors import ModelDamaged, ModelMissing
 from sparc_local.model.info import ModelInfo, load_tokenizer, model_remedy
 from sparc_local.model.inputs import pad_batch, paragraph_inputs, sentence_span
+from sparc_local.model.projection import CANDIDATES_INPUT, CERTIFIED, FULL, Projection
+from sparc_local.model.reuse import MEMO_SENTENCES, ParagraphMemo
 from sparc_local.model.runtime import onnxruntime
 from sparc_local.model.sparse import MAX_POSITION, NO_POSITION, POSITIONS, SparseVectors
 
@@ -25,7 +27,11 @@ TOKEN_BUDGET = 512  # input tokens per onnxruntime run: the vocab projection hol
 class Encoder:
     """An onnxruntime session over a model folder's model.onnx."""
 
-    def __init__(self, info: ModelInfo, threads: int | None = None, token_budget: int = TOKEN_BUDGET) -> None:
+    def __init__(self, info: ModelInfo, threads: int | None = None, token_budget: int = TOKEN_BUDGET,
+                 full_projection: bool = False, memo_sentences: int = MEMO_SENTENCES) -> None:
+        """full_projection: a candidate-projection graph (projection.py) projects onto every row,
+        for checks; its certified result is the same. memo_sentences: how many sentences' vectors
+        reuse.py remembers (0: none, for benchmarks that encode the same text again)."""
         ort = onnxruntime()
         self.info = info
         self.tokenizer = load_tokenizer(info.tokenizer_path)
@@ -50,29 +56,61 @@ class Encoder:
             raise ModelDamaged(f"{info.onnx_path} was exported by another version of sparc-local (no input "
                                f"{', '.join(missing)})", model_remedy(info.path))
         self.token_budget = token_budget
+        # a graph with the candidate projection takes its row count per run (FULL: every row)
+        self.candidates = FULL if full_projection else Projection.from_extra(info.extra).candidates
+        if self.candidates != FULL and CANDIDATES_INPUT not in {i.name for i in self.session.get_inputs()}:
+            raise ModelDamaged(f"{info.onnx_path} was exported by another version of sparc-local (no input "
+                               f"{CANDIDATES_INPUT})", model_remedy(info.path))
+        self.has_candidates = CANDIDATES_INPUT in {i.name for i in self.session.get_inputs()}
+        # the most a TopK can keep: the rows the projection scores (no specials, no punctuation;
+        # an older graph scores them as 0, which is dropped anyway)
+        self.rows = info.vocab_size - len(set(info.skip_ids) & set(range(info.vocab_size)))
+        self.uncertified = 0  # sentences encoded again with the full projection, for benchmarks
+        self.memo = ParagraphMemo(memo_sentences)
         # a model exported before the phrase has no positions output: its vectors carry none
         self.outputs = ["weights", "token_ids"] + [POSITIONS] * any(o.name == POSITIONS
                                                                     for o in self.session.get_outputs())
+        self.outputs += [CERTIFIED] * self.has_candidates
 
     def encode(self, paragraphs: Sequence[Sequence[str]], top_k: int | None = None,
                progress: Callable[[int], None] | None = None) -> SparseVectors:
         """Top-K (token id, f(v,s)) per sentence, zeros dropped, paragraph after paragraph in order.
 
-        Inputs are sorted by length and cut into batches of similar length, so little is padding.
+        A paragraph encoded before (reuse.py) is not encoded again. Inputs are sorted by length and
+        cut into batches of similar length, so little is padding.
         """
+        return self.memo.encode(paragraphs, top_k, lambda todo, step: self._encode(todo, top_k, step), progress)
+
+    def _encode(self, paragraphs: Sequence[Sequence[str]], top_k: int | None,
+                progress: Callable[[int], None] | None) -> SparseVectors:
         info = self.info
-        k = np.array([min(top_k or info.top_k, info.vocab_size)], np.int64)
+        k = min(top_k or info.top_k, self.rows)
+        # more than the candidates asked for: the full projection
+        candidates = FULL if self.candidates < k else self.candidates
         items = paragraph_inputs(self.tokenizer, paragraphs, info.inputs)
         rows: list[tuple[np.ndarray, ...] | None] = [None] * len(items)
-        for batch in self._batches([len(ids) for ids, _ in items]):
-            ids, types, mask = pad_batch([items[i] for i in batch])
-            feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types, "top_k": k}
-            weights, token_ids, *positions = self.session.run(self.outputs, feeds)
-            for row, i in enumerate(batch):
-                at = _in_sentence(positions[0][row], *sentence_span(items[i])) if positions else None
-                rows[i] = _kept(weights[row], token_ids[row], at)
-            if progress:
-                progress(len(batch))
+        todo = list(range(len(items)))
+        while todo:  # a second round, with the full projection, only for uncertified sentences
+            again = []
+            for batch in self._batches([len(items[i][0]) for i in todo]):
+                batch = [todo[b] for b in batch]
+                ids, types, mask = pad_batch([items[i] for i in batch])
+                feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types,
+                         "top_k": np.array([k], np.int64)}
+                if self.has_candidates:
+                    feeds[CANDIDATES_INPUT] = np.array([candidates], np.int64)
+                weights, token_ids, *more = self.session.run(self.outputs, feeds)
+                certified = more.pop() if self.has_candidates else np.ones(len(batch), bool)
+                for row, i in enumerate(batch):
+                    if not certified[row]:
+                        again.append(i)
+                        continue
+                    at = _in_sentence(more[0][row], *sentence_span(items[i])) if more else None
+                    rows[i] = _kept(weights[row], token_ids[row], at)
+                if progress:
+                    progress(int(certified.sum()))
+            self.uncertified += len(again)
+            todo, candidates = again, FULL
         return SparseVectors.from_rows(rows)  # type: ignore[arg-type]  # rows of (ids, weights, positions) arrays
 
     def _batches(self, lengths: list[int]) -> list[list[int]]:
@@ -101,9 +139,11 @@ class EncoderFactory:
     info: ModelInfo
     threads: int | None = None  # None: onnxruntime's default
     token_budget: int = TOKEN_BUDGET
+    full_projection: bool = False  # Encoder's check: every vocabulary row projected
 
     def __call__(self) -> Encoder:
-        return Encoder(self.info, threads=self.threads, token_budget=self.token_budget)
+        return Encoder(self.info, threads=self.threads, token_budget=self.token_budget,
+                       full_projection=self.full_projection)
 
 
 class LazyEncoder:

@@ -22,6 +22,8 @@ from pathlib import Path
 import numpy as np
 
 from sparc_local.model.info import CONFIG_FILE, WEIGHT_AXIS, ModelInfo
+from sparc_local.model.projection import (CANDIDATE_PROJECTION, CANDIDATES_INPUT, CERTIFIED, FULL_PROJECTION,
+                                          PROJECTION, GraphOps, Projection, keep_rows, project)
 from sparc_local.model.runtime import onnxruntime
 from sparc_local.model.sparse import POSITIONS
 from sparc_local.model.vocab import skip_token_ids
@@ -53,10 +55,11 @@ def quantize_rows(emb: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _graph(cfg: ArchConfig, w: Weights, sparsity_w: float, int8_embeddings: bool, skip: np.ndarray,
-           pool: str = "all", weight_axis: int | None = None):
+           pool: str = "all", weight_axis: int | None = None, projection: Projection = FULL_PROJECTION):
     from onnx import TensorProto, helper, numpy_helper
 
     nodes, inits = [], []
+    into = [nodes]  # the node list op() appends to: the graph's, or an If branch's (branch())
     counter = [0]
 
     def name(prefix: str) -> str:
@@ -70,8 +73,20 @@ def _graph(cfg: ArchConfig, w: Weights, sparsity_w: float, int8_embeddings: bool
 
     def op(kind: str, inputs: list[str], prefix: str | None = None, n_out: int = 1, **attrs) -> str | list[str]:
         outs = [name(prefix or kind.lower()) for _ in range(n_out)]
-        nodes.append(helper.make_node(kind, inputs, outs, name=name("n_" + kind), **attrs))
+        into[-1].append(helper.make_node(kind, inputs, outs, name=name("n_" + kind), **attrs))
         return outs[0] if n_out == 1 else outs
+
+    def branch(cond: str, then_fn, else_fn, types: list[int]) -> list[str]:
+        """An If node on cond whose branches are built by then_fn and else_fn (each returns its
+        outputs, of `types`); the branches read the graph's values and initializers."""
+        graphs = []
+        for fn, label in ((then_fn, "then"), (else_fn, "else")):
+            into.append([])
+            outs = fn()
+            body = into.pop()
+            graphs.append(helper.make_graph(body, name(label), [], [helper.make_tensor_value_info(o, t, None)
+                                                                   for o, t in zip(outs, types)]))
+        return op("If", [cond], n_out=len(types), then_branch=graphs[0], else_branch=graphs[1])
 
     def weight(key: str) -> str:
         """A linear layer's weight as MatMul wants it, (in, out); canonical weights are (out, in)."""
@@ -109,10 +124,12 @@ def _graph(cfg: ArchConfig, w: Weights, sparsity_w: float, int8_embeddings: bool
 
     # E, stored once
     emb = w["emb.word"].astype(np.float32)
+    e8 = e_scale = None
     if int8_embeddings:
         q, scale = quantize_rows(emb)
-        E = op("DequantizeLinear", [const(q, "emb_word_int8"), const(scale.astype(np.float32), "emb_word_scale"),
-                                    const(np.zeros(len(scale), np.int8), "emb_word_zero")], "emb_word", axis=0)
+        e8, e_scale = const(q, "emb_word_int8"), const(scale.astype(np.float32), "emb_word_scale")
+        E = op("DequantizeLinear", [e8, e_scale, const(np.zeros(len(scale), np.int8), "emb_word_zero")],
+               "emb_word", axis=0)
     else:
         E = const(emb, "emb_word")
 
@@ -152,21 +169,24 @@ def _graph(cfg: ArchConfig, w: Weights, sparsity_w: float, int8_embeddings: bool
         pool_mask = op("Mul", [maskf, op("Sub", [const(np.array(1.0, np.float32)),
                                                  op("Cast", [types], to=TensorProto.FLOAT)])])
     hm = op("Mul", [x, op("Unsqueeze", [pool_mask, const(np.array([2], np.int64))])])
-    flat = op("Reshape", [hm, const(np.array([-1, cfg.hidden], np.int64))])
-    logits = op("Gemm", [flat, E], transB=1)  # (B·L, V)
-    batch = op("Gather", [op("Shape", [ids]), const(np.array([0], np.int64))])
-    logits = op("Reshape", [logits, op("Concat", [batch, const(np.array([-1, cfg.vocab_size], np.int64))], axis=0)])
-    pooled = op("ReduceMax", [logits], axes=[1], keepdims=0)
+    # tokens that are never query terms (specials, [unused], punctuation) would only waste top-K
+    # slots: they are out of the projection, whose columns map back to vocabulary ids through keep
+    keep = const(keep_rows(cfg.vocab_size, skip), "query_vocab")
+    candidate = not projection.full and e8 is not None
+    scores, cols, certified = project(GraphOps(op, const, branch), hm, E, e8 if candidate else None,
+                                      e_scale, keep, cfg.hidden)  # (B, L, C), (B, C), (B,)
+    pooled = op("ReduceMax", [scores], axes=[1], keepdims=0)
     f = op("Log", [op("Add", [op("Mul", [op("Relu", [pooled]), scale]), one])])
-    # tokens that are never query terms (specials, punctuation) would only waste top-K slots
-    keep = np.ones(cfg.vocab_size, np.float32)
-    keep[skip[skip < cfg.vocab_size]] = 0.0
-    f = op("Mul", [f, const(keep, "query_vocab_mask")])
     values, indices = op("TopK", [f, "top_k"], n_out=2, axis=-1, largest=1, sorted=1)
-    nodes.append(helper.make_node("Identity", [indices], ["token_ids"]))
+    nodes.append(helper.make_node("Gather", [keep, op("GatherElements", [cols, indices], axis=1)], ["token_ids"]))
     # the phrase (DenSPI-style): the input position whose H gave each kept token's max
-    nodes.append(helper.make_node("Identity", [argmax_of(logits, indices)], [POSITIONS]))
-    return _model(nodes, inits, values, [int64(n, ["batch", "length"]) for n in (ids, types, mask)], "batch")
+    nodes.append(helper.make_node("Identity", [argmax_of(scores, indices)], [POSITIONS]))
+    inputs = [int64(n, ["batch", "length"]) for n in (ids, types, mask)]
+    if certified is None:
+        return _model(nodes, inits, values, inputs, "batch")
+    nodes.append(helper.make_node("Identity", [certified], [CERTIFIED]))
+    return _model(nodes, inits, values, [*inputs, int64(CANDIDATES_INPUT, [1])], "batch",
+                  [helper.make_tensor_value_info(CERTIFIED, TensorProto.BOOL, ["batch"])])
 
 
 def int64(name: str, shape: list[str]):
@@ -175,15 +195,15 @@ def int64(name: str, shape: list[str]):
     return helper.make_tensor_value_info(name, TensorProto.INT64, shape)
 
 
-def _model(nodes: list, inits: list, weights: str, inputs: list, rows: str):
+def _model(nodes: list, inits: list, weights: str, inputs: list, rows: str, more: tuple = ()):
     """The graph around its nodes: outputs `weights`, `token_ids` and their `positions`, one row
-    per sentence."""
+    per sentence, then `more` (value infos)."""
     from onnx import TensorProto, helper
 
     nodes.append(helper.make_node("Identity", [weights], ["weights"]))
     outputs = [helper.make_tensor_value_info("weights", TensorProto.FLOAT, [rows, "k"]),
                helper.make_tensor_value_info("token_ids", TensorProto.INT64, [rows, "k"]),
-               helper.make_tensor_value_info(POSITIONS, TensorProto.INT64, [rows, "k"])]
+               helper.make_tensor_value_info(POSITIONS, TensorProto.INT64, [rows, "k"]), *more]
     graph = helper.make_graph(nodes, "sparc_document_encoder", [*inputs, int64("top_k", [1])], outputs, inits)
     opsets = [helper.make_opsetid("", OPSET), helper.make_opsetid(MS_DOMAIN, 1)]
     model = helper.make_model(graph, opset_imports=opsets, producer_name="sparc-local")
@@ -195,8 +215,11 @@ def export_model(cfg: ArchConfig, w: Weights, tokenizer_json: Path, out_dir: Pat
                  source: str, sparsity_w: float = 0.0, top_k: int = 256, max_length: int = 256,
                  quant: str = QUANT_WEIGHTS, per_channel: bool = True, pool: str = "all",
                  inputs: dict | None = None, extra: dict | None = None,
-                 weight_axis: int = 1) -> ModelInfo:
-    """Write out_dir/{model.onnx, tokenizer.json, sparc.json}, replacing any earlier export."""
+                 weight_axis: int = 1, projection: Projection = CANDIDATE_PROJECTION) -> ModelInfo:
+    """Write out_dir/{model.onnx, tokenizer.json, sparc.json}, replacing any earlier export.
+
+    `projection`: the vocabulary projection through certified candidates (projection.py), for a
+    model with int8 E rows; an fp32 export always projects onto every row."""
     import onnx
 
     if quant not in QUANTS:
@@ -204,8 +227,9 @@ def export_model(cfg: ArchConfig, w: Weights, tokenizer_json: Path, out_dir: Pat
     int8 = quant != QUANT_FP32
     vocab = json.loads(Path(tokenizer_json).read_text())["model"]["vocab"]
     skip = skip_token_ids(vocab)
+    projection = projection if int8 else FULL_PROJECTION
     model = _graph(cfg, w, sparsity_w, int8_embeddings=int8, skip=skip, pool=pool,
-                   weight_axis=weight_axis if quant == QUANT_WEIGHTS else None)
+                   weight_axis=weight_axis if quant == QUANT_WEIGHTS else None, projection=projection)
     onnx.checker.check_model(model)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -238,14 +262,15 @@ def export_model(cfg: ArchConfig, w: Weights, tokenizer_json: Path, out_dir: Pat
         quantization=quant, source=source, has_segments=bool(cfg.type_vocab), **(inputs or {}),
         extra={"digest": digest, "arch": cfg.to_dict(), "pool": pool,
                **({WEIGHT_AXIS: weight_axis} if quant == QUANT_WEIGHTS and weight_axis != 1 else {}),
-               **(extra or {})},
+               **(extra or {}), **({} if projection.full else {PROJECTION: projection.to_dict()})},
     )
     (out_dir / CONFIG_FILE).write_text(info.to_json() + "\n")
     return info
 
 
-def reexport(src: Path, out_dir: Path) -> ModelInfo:
-    """A model folder exported again with this version's graph, from its own weights and settings.
+def reexport(src: Path, out_dir: Path, projection: Projection | None = None) -> ModelInfo:
+    """A model folder exported again with this version's graph, from its own weights and settings
+    (the projection: `projection`, else the folder's own, else the default).
 
     The int8 weights are read back from model.onnx and quantized again to the same int8 values
     and scales, so the encoder computes what it did (tests/golden holds it to that); the MLM head
@@ -255,13 +280,15 @@ def reexport(src: Path, out_dir: Path) -> ModelInfo:
 
     old = ModelInfo.load(src)
     cfg, w = load_encoder_weights(old)
-    old_extra = {k: v for k, v in old.extra.items() if k not in ("digest", "arch", "pool", WEIGHT_AXIS)}
+    old_extra = {k: v for k, v in old.extra.items() if k not in ("digest", "arch", "pool", WEIGHT_AXIS, PROJECTION)}
+    if projection is None:
+        projection = Projection.from_extra(old.extra) if PROJECTION in old.extra else CANDIDATE_PROJECTION
     with tempfile.TemporaryDirectory(dir=out_dir.parent) as tmp:
         info = export_model(cfg, w, old.tokenizer_path, Path(tmp), name=old.name, source=old.source,
                             sparsity_w=old.sparsity_w, top_k=old.top_k, max_length=old.max_length,
                             quant=old.quantization, pool=old.extra.get("pool", "all"),
                             extra=old_extra,
-                            weight_axis=old.extra.get(WEIGHT_AXIS, 1),
+                            weight_axis=old.extra.get(WEIGHT_AXIS, 1), projection=projection,
                             inputs={"context_sentences": old.context_sentences, "context_order": old.context_order})
         if (src / HEAD_FILE).is_file():
             head, meta = load_npz(src / HEAD_FILE)
@@ -301,10 +328,14 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--weight-axis", choices=["output", "input"], default="output",
                    help="int8-weights: a scale per output or per input channel (see WEIGHT_AXIS)")
     p.add_argument("--per-tensor", action="store_true", help="one int8 scale per weight matrix")
+    p.add_argument("--candidates", type=int, default=None,
+                   help=f"rows scored exactly per sentence after the int8 estimate (default "
+                        f"{CANDIDATE_PROJECTION.candidates}, or a re-exported folder's own; 0: the full projection)")
     args = p.parse_args(argv)
     src = Path(args.weights)
+    projection = None if args.candidates is None else Projection(args.candidates)
     if (src / CONFIG_FILE).is_file():
-        reexport(src, Path(args.out_dir))
+        reexport(src, Path(args.out_dir), projection)
         print(f"re-exported {src} to {args.out_dir}")
         return
     if not args.name:
@@ -320,6 +351,7 @@ def main(argv: list[str] | None = None) -> None:
                         sparsity_w=sparsity, top_k=args.top_k, max_length=args.max_length, quant=args.quant,
                         per_channel=not args.per_tensor, pool=args.pool,
                         weight_axis=0 if args.weight_axis == "input" else 1,
+                        projection=projection or CANDIDATE_PROJECTION,
                         inputs={"context_sentences": args.context_sentences, "context_order": args.context_order})
     print(f"exported {info.name} ({info.quantization}, K={info.top_k}) to {info.path}")
 

@@ -1,0 +1,145 @@
+"""The vocabulary projection H·Eᵀ of the graph, full or through certified candidates (issue 36).
+
+About half of a token's encoding cost is its projection onto every row of E, yet a sentence keeps
+only its K largest f(v,s). The candidate projection estimates every row with onnxruntime's integer
+kernels: H quantized to 7 bits per batch (u8 values ≤ 127, so u8·s8 pairs never saturate int16 on
+AVX2 CPUs without VNNI) against E's own int8 rows, max-pooled over the input in int32. Only each
+sentence's `candidates` best rows are then scored exactly in float, as the full projection does.
+
+The result is certified: with δ_i = H_i − dequant(H_i), |H_i·e_v − est_iv| ≤ ‖δ_i‖·‖e_v‖
+(Cauchy–Schwarz), so no row outside the candidates can reach the top K when its estimate plus
+max_i‖δ_i‖·‖e_v‖ stays below the K-th exact value τ (or below 0, where f is 0 anyway). The graph
+outputs `certified` per sentence; the encoder encodes an uncertified sentence again with the full
+projection, so every vector equals the full projection's up to float summation order.
+
+The candidate count is a graph input; `FULL` (0) runs the full projection (an `If` branch): the
+fallback above and `Encoder(full_projection=True)`. Rows that can never score (specials,
+[unused], punctuation: never query terms) are out of the projection in both forms; `keep_rows`
+maps its columns back to vocabulary ids. Everything derived from E (its kept rows' int8
+transpose, scales and norms) is computed in-graph from the one stored E and folded when the
+session loads, so `adapt`, which swaps E, keeps the bound right.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+PROJECTION = "projection"  # sparc.json extra: Projection.to_dict(); absent: the full projection
+CANDIDATES_INPUT = "candidates"  # the graph input: rows scored exactly per sentence
+CERTIFIED = "certified"  # the graph output: no row outside the candidates can reach the top K
+FULL = 0  # the candidate count that runs the full projection
+LEVELS = 127  # H's quantization levels: u8 ≤ 127 times s8 ≤ 127, summed in pairs, fits int16
+MARGIN = 1e-3  # the bound's slack for float rounding (pre-ReLU scores are O(1-10))
+
+
+@dataclass(frozen=True)
+class Projection:
+    """candidates 0: the full projection only; else the int8 estimate picks that many rows."""
+
+    candidates: int = 0
+
+    @property
+    def full(self) -> bool:
+        return self.candidates == FULL
+
+    def to_dict(self) -> dict:
+        return {"candidates": self.candidates}
+
+    @classmethod
+    def from_extra(cls, extra: dict) -> Projection:
+        return cls(int((extra.get(PROJECTION) or {}).get("candidates", FULL)))
+
+
+FULL_PROJECTION = Projection()
+# measured on the shipped model (benchmarks/projection.py, 627 wikiqa-train windows): 512
+# candidates left 65 sentences uncertified (encoded again in full), 1,024 one, 2,048 none; 1,024
+# and 2,048 encoded as fast, 512 slower (its full re-runs)
+CANDIDATE_PROJECTION = Projection(candidates=1024)
+
+
+def keep_rows(vocab_size: int, skip: np.ndarray) -> np.ndarray:
+    """The vocabulary ids the projection scores: all but the skipped ones, in id order."""
+    return np.setdiff1d(np.arange(vocab_size), skip).astype(np.int64)
+
+
+Op = Callable[..., str]
+
+
+@dataclass(frozen=True)
+class GraphOps:
+    """export._graph's node builders: op(kind, inputs, **attrs) into the current node list,
+    const(array, prefix), and branch(fn), which builds fn's nodes into an If branch's graph."""
+
+    op: Op
+    const: Callable[..., str]
+    branch: Callable[..., list[str]]  # (cond, then_fn, else_fn, output types) -> the If's outputs
+
+
+def project(g: GraphOps, hm: str, E: str, e8: str | None, e_scale: str | None, keep: str,
+            hidden: int) -> tuple[str, str, str | None]:
+    """(scores (B, L, C), columns (B, C): each score column's index into keep, certified (B,) or
+    None) for the masked hidden states hm (B, L, d) against E's rows `keep` (V' ids). No float
+    copy of the kept rows is made: it would be folded into a second E in memory (45 MB).
+
+    e8 and e_scale, E's int8 rows and scales, give the candidate form (`If` candidates == FULL,
+    the full projection); without them (an fp32 E) the projection is always full.
+    """
+    op, const = g.op, g.const
+    flat = op("Reshape", [hm, const(np.array([-1, hidden], np.int64))])
+    dims = op("Shape", [hm])
+    batch, length = (op("Gather", [dims, const(np.array([i], np.int64))]) for i in (0, 1))
+    rows = op("Shape", [keep])  # (1,): V'
+
+    def full() -> list[str]:
+        logits = op("Gather", [op("Gemm", [flat, E], transB=1), keep], axis=1)  # (B·L, V')
+        scores = op("Reshape", [logits, op("Concat", [batch, length, rows], axis=0)])
+        cols = op("Expand", [op("Unsqueeze", [op("Range", [const(np.array(0, np.int64)), op("Squeeze", [rows]),
+                                                            const(np.array(1, np.int64))]),
+                                              const(np.array([0], np.int64))]),
+                             op("Concat", [batch, rows], axis=0)])
+        return [scores, cols, op("Expand", [const(np.array([True])), batch])]
+
+    if e8 is None:
+        scores, cols, _ = full()
+        return scores, cols, None
+
+    def candidates() -> list[str]:
+        from onnx import TensorProto
+
+        zero = const(np.array(0.0, np.float32))
+        lo = op("Min", [op("ReduceMin", [flat], keepdims=0), zero])
+        hi = op("Max", [op("ReduceMax", [flat], keepdims=0), zero])
+        step = op("Max", [op("Div", [op("Sub", [hi, lo]), const(np.array(LEVELS, np.float32))]),
+                          const(np.array(1e-12, np.float32))])
+        zp = op("Cast", [op("Round", [op("Div", [op("Neg", [lo]), step])])], to=TensorProto.UINT8)
+        q = op("QuantizeLinear", [flat, step, zp])  # u8 in [0, LEVELS]
+        rho = op("ReduceL2", [op("Sub", [flat, op("DequantizeLinear", [q, step, zp])])], axes=[1], keepdims=0)
+        rho = op("ReduceMax", [op("Reshape", [rho, op("Concat", [batch, length], axis=0)])], axes=[1])  # (B, 1)
+        e8_kept = op("Transpose", [op("Gather", [e8, keep])], perm=[1, 0])  # (d, V') int8, folded at load
+        ints = op("MatMulInteger", [q, e8_kept, zp])  # (B·L, V') int32
+        pooled = op("ReduceMax", [op("Reshape", [ints, op("Concat", [batch, length, rows], axis=0)])],
+                    axes=[1], keepdims=0)  # (B, V') int32
+        est = op("Mul", [op("Cast", [pooled], to=TensorProto.FLOAT), op("Mul", [op("Gather", [e_scale, keep]), step])])
+        norms = op("Gather", [op("ReduceL2", [E], axes=[1], keepdims=0), keep])  # (V',), folded at load
+        bound = op("Add", [est, op("Mul", [rho, norms])])
+        count = op("Min", [CANDIDATES_INPUT, rows])
+        _, cand = op("TopK", [est, count], n_out=2, axis=-1, largest=1, sorted=0)  # (B, C)
+        chosen = op("Gather", [E, op("Gather", [keep, cand])])  # (B, C, d)
+        scores = op("MatMul", [hm, op("Transpose", [chosen], perm=[0, 2, 1])])  # (B, L, C), exact
+        best, _ = op("TopK", [op("ReduceMax", [scores], axes=[1], keepdims=0), "top_k"], n_out=2, axis=-1)
+        tau = op("Max", [op("ReduceMin", [best], axes=[1], keepdims=0), zero])  # the K-th exact value, ≥ 0
+        # the best bound outside the candidates: theirs set to -inf
+        drop = op("Expand", [const(np.array(-np.inf, np.float32)), op("Shape", [cand])])
+        outside = op("ReduceMax", [op("ScatterElements", [bound, cand, drop], axis=1)], axes=[1], keepdims=0)
+        certified = op("Less", [op("Add", [outside, const(np.array(MARGIN, np.float32))]), tau])
+        return [scores, cand, certified]
+
+    from onnx import TensorProto
+
+    is_full = op("Equal", [op("Squeeze", [CANDIDATES_INPUT]), const(np.array(FULL, np.int64))])
+    scores, cols, certified = g.branch(is_full, full, candidates,
+                                       [TensorProto.FLOAT, TensorProto.INT64, TensorProto.BOOL])
+    return scores, cols, certified

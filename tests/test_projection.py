@@ -1,0 +1,112 @@
+"""The candidate projection (model/projection.py) against the full one, on the tiny model."""
+
+import numpy as np
+import onnx
+import pytest
+
+from sparc_local.model.encoder import Encoder
+from sparc_local.model.inputs import pad_batch, paragraph_inputs
+from sparc_local.model.projection import CANDIDATES_INPUT, CERTIFIED, FULL, FULL_PROJECTION, Projection
+from tests.tiny import make_tiny_model
+
+PARAGRAPHS = [["The green tea was built in Paris.", "The tower is by the river.", "It was built in 1889."],
+              ["Steep black tea for 3 minutes."], ["Why?", "Who knows."],
+              ["The king of France and the queen of London.", "A museum ticket for the train station."]]
+K = 8
+
+
+def rows(vectors) -> list[dict[int, float]]:
+    return [dict(zip(*(a.tolist() for a in vectors.row(i)))) for i in range(len(vectors))]
+
+
+def assert_same(got: list[dict[int, float]], want: list[dict[int, float]]) -> None:
+    assert [sorted(r) for r in got] == [sorted(r) for r in want]
+    for x, y in zip(got, want):
+        assert np.allclose([x[t] for t in sorted(x)], [y[t] for t in sorted(y)], atol=1e-5)
+
+
+def run_graph(enc: Encoder, candidates: int) -> tuple[list[dict[int, float]], np.ndarray]:
+    """The graph's own rows and `certified` flags for PARAGRAPHS, one input per run (no fallback)."""
+    got, certified = [], []
+    for item in paragraph_inputs(enc.tokenizer, PARAGRAPHS, enc.info.inputs):
+        ids, types, mask = pad_batch([item])
+        weights, tokens, ok = enc.session.run(["weights", "token_ids", CERTIFIED], {
+            "input_ids": ids, "attention_mask": mask, "token_type_ids": types, "top_k": np.array([K]),
+            CANDIDATES_INPUT: np.array([candidates])})
+        got.append({int(t): float(w) for t, w in zip(tokens[0], weights[0]) if w > 0})
+        certified.append(bool(ok[0]))
+    return got, np.array(certified)
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("projection")
+    full = make_tiny_model(folder / "full", int8=True, top_k=K, projection=FULL_PROJECTION)
+    cand = make_tiny_model(folder / "cand", int8=True, top_k=K, projection=Projection(candidates=K))
+    return full, cand
+
+
+def test_certified_candidates_give_the_full_projection_and_the_rest_is_encoded_again(models):
+    full, cand = models
+    want = rows(Encoder(full, threads=1).encode(PARAGRAPHS))
+    enc = Encoder(cand, threads=1)
+    graph_rows, certified = run_graph(enc, K)
+    # K candidates for K slots: some sentences certified, some not, so both checks below can fail
+    assert 0 < certified.sum() < len(certified)
+    assert_same([r for r, ok in zip(graph_rows, certified) if ok], [r for r, ok in zip(want, certified) if ok])
+    assert_same(rows(enc.encode(PARAGRAPHS)), want)
+    assert enc.uncertified == len(certified) - certified.sum()  # encoded again with the full projection
+
+
+def test_candidates_that_cover_every_row_certify_every_sentence(models):
+    full, cand = models
+    want = rows(Encoder(full, threads=1).encode(PARAGRAPHS))
+    graph_rows, certified = run_graph(Encoder(cand, threads=1), 10 * full.vocab_size)  # the candidate branch
+    assert certified.all()
+    assert_same(graph_rows, want)
+
+
+def test_the_flag_brings_back_the_full_projection(models):
+    full, cand = models
+    want = rows(Encoder(full, threads=1).encode(PARAGRAPHS))
+    enc = Encoder(cand, threads=1, full_projection=True)
+    assert_same(rows(enc.encode(PARAGRAPHS)), want)
+    assert enc.uncertified == 0
+    graph_rows, certified = run_graph(enc, FULL)  # the graph's full branch: every row, always certified
+    assert certified.all()
+    assert_same(graph_rows, want)
+
+
+def test_rows_that_never_score_are_out_of_the_projection(models):
+    full, cand = models
+    for info in (full, cand):
+        graph = onnx.load(str(info.onnx_path)).graph
+        keep = next(onnx.numpy_helper.to_array(t) for t in graph.initializer if t.name.startswith("query_vocab"))
+        assert len(keep) == info.vocab_size - len(info.skip_ids)
+        assert not set(keep.tolist()) & set(info.skip_ids)
+        tokens = Encoder(info, threads=1).encode(PARAGRAPHS, top_k=len(keep)).token_ids
+        assert len(tokens) and not set(tokens.tolist()) & set(info.skip_ids)
+
+
+def test_an_fp32_export_keeps_the_full_projection(tmp_path):
+    info = make_tiny_model(tmp_path / "m", int8=False, top_k=K, projection=Projection(candidates=K))
+    assert Projection.from_extra(info.extra).full
+    assert CANDIDATES_INPUT not in {i.name for i in Encoder(info, threads=1).session.get_inputs()}
+
+
+def test_a_paragraph_seen_before_is_not_encoded_again(models):
+    from sparc_local.ingest.sentences import Paragraph
+
+    _, info = models
+    alone = rows(Encoder(info, threads=1).encode(PARAGRAPHS))
+    enc = Encoder(info, threads=1)
+    seen = []
+    got = rows(enc.encode(PARAGRAPHS + PARAGRAPHS[:1], progress=seen.append))
+    assert got == alone + alone[:3]
+    assert enc.memo.reused == 3 and sum(seen) == 8 + 3  # the repeat is counted done, not encoded
+    again = rows(enc.encode(PARAGRAPHS[1:2]))
+    assert again == alone[3:4] and enc.memo.reused == 4
+    assert rows(enc.encode(PARAGRAPHS[1:2], top_k=2)) != again  # K is part of the key
+    headed = rows(enc.encode([Paragraph(PARAGRAPHS[1], heading="Brewing guide")]))
+    assert enc.memo.reused == 4 and headed != again  # so is the heading, context of every sentence
+    assert rows(Encoder(info, threads=1, memo_sentences=0).encode(PARAGRAPHS[:1] * 2)) == alone[:3] * 2
