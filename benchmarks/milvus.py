@@ -175,7 +175,8 @@ def build_one(engine: str, size: int, folder: Path, eval_home: Path, model: Path
         path = folder / "local.db"
     else:
         from sparc_local.index import postings as codec
-        from sparc_local.milvus.store import MilvusStore, StoreSpec, entities
+        from sparc_local.milvus.entities import entities
+        from sparc_local.milvus.store import MilvusStore, StoreSpec
 
         scale_q = codec.scale_for_ceiling()
         with MilvusStore(StoreSpec(str(folder / "milvus.db"), "bench"), create=True) as store:

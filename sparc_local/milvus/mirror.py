@@ -21,7 +21,8 @@ from pathlib import Path
 from sparc_local.errors import SparcError
 from sparc_local.index.segments import MERGE_FACTOR
 from sparc_local.index.store import FileUpdate, Index
-from sparc_local.milvus.store import MilvusStore, StoreSpec, StoreStatus, entities
+from sparc_local.milvus.entities import entities
+from sparc_local.milvus.store import MilvusStore, StoreSpec, StoreStatus
 
 UNSYNCED_SUFFIX = ".milvus-unsynced"
 
