@@ -22,8 +22,17 @@ from pathlib import Path
 import numpy as np
 
 from sparc_local.model.info import CONFIG_FILE, WEIGHT_AXIS, ModelInfo
-from sparc_local.model.projection import (CANDIDATE_PROJECTION, CANDIDATES_INPUT, CERTIFIED, FULL_PROJECTION,
-                                          PROJECTION, GraphOps, Projection, keep_rows, project)
+from sparc_local.model.projection import (
+    CANDIDATE_PROJECTION,
+    CANDIDATES_INPUT,
+    CERTIFIED,
+    FULL_PROJECTION,
+    PROJECTION,
+    GraphOps,
+    Projection,
+    keep_rows,
+    project,
+)
 from sparc_local.model.runtime import onnxruntime
 from sparc_local.model.sparse import POSITIONS
 from sparc_local.model.vocab import skip_token_ids

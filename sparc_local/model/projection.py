@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -65,7 +66,7 @@ def keep_rows(vocab_size: int, skip: np.ndarray) -> np.ndarray:
     return np.setdiff1d(np.arange(vocab_size), skip).astype(np.int64)
 
 
-Op = Callable[..., str]
+Op = Callable[..., Any]  # a node's output name, or its names (a list) when n_out > 1
 
 
 @dataclass(frozen=True)
