@@ -14,7 +14,7 @@ import numpy as np
 from sparc_local.errors import ModelDamaged, ModelMissing
 from sparc_local.model.info import ModelInfo, load_tokenizer, model_remedy
 from sparc_local.model.inputs import pad_batch, paragraph_inputs, sentence_span
-from sparc_local.model.projection import CANDIDATES_INPUT, CERTIFIED, FULL, Projection
+from sparc_local.model.projection import CANDIDATES_INPUT, CERTIFIED, FULL, Projection, keep_rows
 from sparc_local.model.reuse import MEMO_SENTENCES, ParagraphMemo
 from sparc_local.model.runtime import onnxruntime
 from sparc_local.model.sparse import MAX_POSITION, NO_POSITION, POSITIONS, SparseVectors
@@ -51,20 +51,21 @@ class Encoder:
         except Exception as err:  # onnxruntime's own types (InvalidProtobuf, Fail, ...) derive from Exception only
             raise ModelDamaged(f"{info.onnx_path} is damaged: onnxruntime cannot load it ({type(err).__name__})",
                                model_remedy(info.path)) from err
-        missing = sorted(set(GRAPH_INPUTS) - {i.name for i in self.session.get_inputs()})
+        inputs = {i.name for i in self.session.get_inputs()}
+        missing = sorted(set(GRAPH_INPUTS) - inputs)
         if missing:  # another version's graph: onnxruntime would fail at the first batch, mid-run
             raise ModelDamaged(f"{info.onnx_path} was exported by another version of sparc-local (no input "
                                f"{', '.join(missing)})", model_remedy(info.path))
         self.token_budget = token_budget
         # a graph with the candidate projection takes its row count per run (FULL: every row)
         self.candidates = FULL if full_projection else Projection.from_extra(info.extra).candidates
-        if self.candidates != FULL and CANDIDATES_INPUT not in {i.name for i in self.session.get_inputs()}:
+        self.has_candidates = CANDIDATES_INPUT in inputs
+        if self.candidates != FULL and not self.has_candidates:
             raise ModelDamaged(f"{info.onnx_path} was exported by another version of sparc-local (no input "
                                f"{CANDIDATES_INPUT})", model_remedy(info.path))
-        self.has_candidates = CANDIDATES_INPUT in {i.name for i in self.session.get_inputs()}
         # the most a TopK can keep: the rows the projection scores (no specials, no punctuation;
         # an older graph scores them as 0, which is dropped anyway)
-        self.rows = info.vocab_size - len(set(info.skip_ids) & set(range(info.vocab_size)))
+        self.rows = len(keep_rows(info.vocab_size, info.skip_array()))
         self.uncertified = 0  # sentences encoded again with the full projection, for benchmarks
         self.memo = ParagraphMemo(memo_sentences)
         # a model exported before the phrase has no positions output: its vectors carry none
