@@ -48,22 +48,23 @@ class MirroredIndex(Index):
             self._store = None
         super().close()
 
-    def checkpoint(self) -> None:
-        """The end of a run's writes: the local WAL folded, and Milvus's new rows sealed."""
-        super().checkpoint()
+    # where a run's writes end (`index`'s checkpoint, eval's merge_all, `watch`'s idle compact),
+    # Milvus's new rows are sealed too (MilvusStore.seal)
+    def _seal(self) -> None:
         if self._store is not None:
             self._store.seal()
+
+    def checkpoint(self) -> None:
+        super().checkpoint()
+        self._seal()
 
     def merge_all(self, *, reclaim: bool = True) -> None:
         super().merge_all(reclaim=reclaim)
-        if self._store is not None:
-            self._store.seal()
+        self._seal()
 
     def compact(self, merge_factor: int = MERGE_FACTOR) -> bool:
-        """``watch``'s idle fold of small segments, and the sealing of what its events wrote."""
         folded = super().compact(merge_factor)
-        if self._store is not None:
-            self._store.seal()
+        self._seal()
         return folded
 
     # ------------------------------------------------------------------ the crash record
