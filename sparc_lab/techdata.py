@@ -1,6 +1,7 @@
 """Training pairs from Debian's documentation packages, built mechanically (issue 31).
 
-    python -m sparc_lab.techdata --out ~/.cache/sparc-local-train/tech [--max-doc 300] [--max-man 150]
+    python -m sparc_lab.techdata --out ~/.cache/sparc-local-train/tech [--max-doc 300] [--max-man 150] [--doc-from N]
+    python -m sparc_lab.techdata --out JOINED --join BUILD BUILD...
 
 Packages are fetched with `apt-get download` and unpacked with `dpkg-deb -x` under DEBS (never
 installed). Their HTML, text, Markdown, reST, info and man pages become Sections (techparse), and
@@ -285,10 +286,10 @@ def drop_shared_answers(units: list[Unit]) -> int:
     return n
 
 
-def build(out: Path, max_doc: int, max_man: int, seed: int = 0) -> dict:
+def build(out: Path, max_doc: int, max_man: int, doc_from: int = 0) -> dict:
     start = time.monotonic()
     pkgs = available()
-    chosen = choose(pkgs, max_doc, max_man)
+    chosen = choose(pkgs, max_doc, max_man, doc_from)
     blocked = blocked_sources(pkgs)
     roots = fetch(chosen, blocked)
     by_source: dict[str, list[str]] = defaultdict(list)
@@ -334,6 +335,53 @@ def build(out: Path, max_doc: int, max_man: int, seed: int = 0) -> dict:
     return summary
 
 
+def _read_jsonl(path: Path) -> list[dict]:
+    with gzip.open(path, "rt") as f:
+        return [json.loads(line) for line in f]
+
+
+def join(out: Path, parts: list[Path]) -> dict:
+    """One technical set from several builds (an earlier build and its extension by --doc-from):
+    split.json joined, every unit linked under OUT/PACKAGES_DIR. A unit name in two parts keeps the
+    first part's. As in drop_shared_answers, a query whose answer text another unit also holds is
+    dropped; such a unit is written again rather than linked. No joined dev/test set is written."""
+    owners: dict[str, set[str]] = defaultdict(set)
+    units: dict[str, tuple[Path, list[str]]] = {}
+    split: dict[str, list[str]] = {name: [] for name, _ in SPLIT}
+    for part in parts:
+        for name, members in json.loads((part / SPLIT_FILE).read_text()).items():
+            for unit in members:
+                if unit in units:
+                    continue
+                folder = part / PACKAGES_DIR / unit
+                texts = {r["id"]: r["text"] for r in _read_jsonl(folder / "corpus.jsonl.gz")}
+                keys = [hashlib.sha256("\n".join(texts[i] for i in q["answers"]).encode()).hexdigest()
+                        for q in _read_jsonl(folder / "queries.jsonl.gz")]
+                for k in keys:
+                    owners[k].add(unit)
+                units[unit] = (folder, keys)
+                split[name].append(unit)
+    (out / PACKAGES_DIR).mkdir(parents=True, exist_ok=True)
+    dropped = 0
+    for unit, (folder, keys) in units.items():
+        target = out / PACKAGES_DIR / unit
+        if target.exists() or target.is_symlink():
+            continue
+        keep = [len(owners[k]) == 1 for k in keys]
+        if all(keep):
+            target.symlink_to(folder.resolve())
+            continue
+        queries = [q for q, k in zip(_read_jsonl(folder / "queries.jsonl.gz"), keep) if k]
+        dropped += len(keep) - len(queries)
+        meta = json.loads((folder / "meta.json").read_text())
+        kept = {k: meta[k] for k in ("source", "packages", "dropped_queries")}
+        write_set(target, _read_jsonl(folder / "corpus.jsonl.gz"), queries, kept)
+    (out / SPLIT_FILE).write_text(json.dumps(split, indent=1) + "\n")
+    summary = {"parts": [str(p) for p in parts], "units": len(units), "dropped_shared": dropped}
+    (out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+    return summary
+
+
 def samples(out: Path, per_kind: int = 15, seed: int = 0) -> dict[str, list[tuple[str, str, str]]]:
     """per_kind random (unit, question, first answer sentences) of each kind, for reading."""
     rng = random.Random(seed)
@@ -352,13 +400,19 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=OUT)
     ap.add_argument("--max-doc", type=int, default=300, help="documentation packages to use")
     ap.add_argument("--max-man", type=int, default=150, help="program packages to use for their man pages")
+    ap.add_argument("--doc-from", type=int, default=0,
+                    help="skip the first documentation packages (those an earlier build with --max-doc N used)")
+    ap.add_argument("--join", type=Path, nargs="+", metavar="BUILD", help="join these builds into --out")
     ap.add_argument("--samples", action="store_true", help="print 15 random pairs of each kind from --out")
     args = ap.parse_args()
     if args.samples:
         print(json.dumps(samples(args.out), indent=1, ensure_ascii=False))
         return
     try:
-        print(json.dumps(build(args.out, args.max_doc, args.max_man), indent=1))
+        if args.join:
+            print(json.dumps(join(args.out, args.join), indent=1))
+            return
+        print(json.dumps(build(args.out, args.max_doc, args.max_man, args.doc_from), indent=1))
     except SparcError as e:
         sys.exit(f"Error: {e}\n{e.remedy}")
 

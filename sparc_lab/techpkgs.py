@@ -98,9 +98,10 @@ MAN_SECTIONS = frozenset("utils admin net text editors mail devel web sound grap
                          "shells vcs httpd interpreters misc kde gnome x11 games electronics math".split())
 
 
-def choose(pkgs: dict[str, Package], max_doc: int, max_man: int) -> list[Package]:
+def choose(pkgs: dict[str, Package], max_doc: int, max_man: int, doc_from: int = 0) -> list[Package]:
     """Documentation packages (name ends in -doc, or section doc) of at most 30 MB, and programs
-    of at most 15 MB (for their man pages and KDE/GNOME handbooks), in a fixed hashed order; never a kept-out or test one."""
+    of at most 15 MB (for their man pages and KDE/GNOME handbooks), in a fixed hashed order; never a kept-out or test one.
+    doc_from skips the first documentation packages of that order (a build that extends an earlier one)."""
     docs, mans = [], []
     blocked = blocked_sources(pkgs)
     for p in pkgs.values():
@@ -113,7 +114,7 @@ def choose(pkgs: dict[str, Package], max_doc: int, max_man: int) -> list[Package
             mans.append(p)
     docs.sort(key=lambda p: stable_hash(p.name, "doc"))
     mans.sort(key=lambda p: stable_hash(p.name, "man"))
-    return docs[:max_doc] + mans[:max_man]
+    return docs[doc_from:max_doc] + mans[:max_man]
 
 
 def fetch(chosen: list[Package], blocked: frozenset[str], debs: Path = DEBS) -> dict[str, Path]:
