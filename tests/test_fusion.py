@@ -74,7 +74,8 @@ def test_multipliers_normalize_each_part_by_its_attainable_maximum():
 
 
 def _reference(ix: Index, keys: list[int], k: int, mode: str) -> tuple[np.ndarray, np.ndarray]:
-    """Exhaustive fused scores: every posting of every key, times the key's multiplier."""
+    """Exhaustive fused scores: every posting of every key, times the key's multiplier, each
+    field divided by its keys' largest weights as decoded (not as any header says)."""
     with ix.read_transaction():
         rows = ix.token_blobs(keys)
         dead = ix.tombstones()
@@ -84,7 +85,7 @@ def _reference(ix: Index, keys: list[int], k: int, mode: str) -> tuple[np.ndarra
         by.setdefault(key, []).append(blob)
     present = list(by)
     df = np.array([sum(P.header(b)[1] for b in by[t]) for t in present])
-    mq = np.array([max(P.bound(b) for b in by[t]) for t in present])
+    mq = np.array([max(int(q.max()) for _, q in P.decode_lists(by[t])) for t in present])  # true maxima
     m, scale = fusion.multipliers(present, df, mq, n, P.QMAX, mode)
     plist = [(ids, q.astype(np.int64) * mult) for t, mult in zip(present, m.tolist())
              for ids, q in P.decode_lists(by[t])]

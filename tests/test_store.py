@@ -655,16 +655,15 @@ def test_migration_2_moves_contexts_into_paragraphs(tmp_path):
 
 def _old_format(blob: bytes, which: int) -> bytes:
     """``blob`` in a format earlier writers chose: 0 tag 3 (FORMAT_U16 without its largest
-    weight), 1 FORMAT_V1 for a list FORMAT_U16 holds, 2 a bitmap of a short list."""
-    from sparc_local.index import varint as V
-
-    assert blob[0] == P.FORMAT_U16  # short lists: no bitmaps
+    weight), 1 tag 1 (V1 without it) for a list FORMAT_U16 holds, 2 tag 2 (a bitmap without
+    it), here of a short list.  Tags 1 and 2 are today's V1 and bitmap bytes without the max byte."""
     if which == 0:
+        assert blob[0] == P.FORMAT_U16
         return bytes([3]) + blob[1:8] + blob[9:]
     ids, q = P.decode(blob)
     if which == 1:
-        return bytes([V.FORMAT_V1]) + V.varint_bytes(len(ids)) + q.tobytes() + V.varint_encode(V.gaps(ids)).tobytes()
-    return bitmap.encode_bitmap(ids, q)
+        return bytes([1]) + P.encode_v1(ids, q)[2:]
+    return bytes([2]) + bitmap.encode_bitmap(ids, q)[2:]
 
 
 def test_migration_3_rewrites_every_blob_in_a_format_the_writer_writes(db):
@@ -692,6 +691,27 @@ def test_migration_3_rewrites_every_blob_in_a_format_the_writer_writes(db):
             np.testing.assert_array_equal(got[1], sc)
         assert ix.verify() == []
         assert ix.stats()["posting_bytes"] == sum(map(len, current.values()))
+
+
+def test_migration_6_gives_bitmaps_their_largest_weight(db, monkeypatch):
+    """An index written before every format held its largest weight (bitmaps and V1 as tags 2
+    and 1): on open, each blob is today's, so the hybrid divides by exact field maxima."""
+    monkeypatch.setattr(bitmap, "BITMAP_MIN_N", 8)  # bitmaps on these small lists
+    rng = np.random.default_rng(6)
+    with Index(db) as ix:
+        ix.write_files([_update(rng, f"/d/{i}.txt", 40, k=60) for i in range(3)], merge=False)
+        current = dict(ix.conn.execute("SELECT id, blob FROM postings"))
+        dense = [rid for rid, b in current.items() if b[0] == P.FORMAT_BITMAP]
+        assert dense and all(P.bound(current[r]) < P.QMAX for r in dense)
+        with ix.write_transaction() as c:
+            c.executemany("UPDATE postings SET blob = ? WHERE id = ?",
+                          [(bytes([2]) + current[r][2:], r) for r in dense]
+                          + [(_old_format(b, 1), r) for r, b in current.items() if r % 2 and r not in dense])
+            c.execute("PRAGMA user_version = 5")
+    with Index(db) as ix:
+        assert ix.schema_version() == SCHEMA_VERSION
+        assert dict(ix.conn.execute("SELECT id, blob FROM postings")) == current
+        assert ix.verify() == []
 
 
 def test_pruned_search_equals_exhaustive_across_segments(db, monkeypatch):

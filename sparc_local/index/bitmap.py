@@ -8,9 +8,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .varint import read_varint, varint_bytes
+from .varint import HEAD, read_varint, varint_bytes
 
-FORMAT_BITMAP = 2
+FORMAT_BITMAP = 5
 BITMAP_DENSITY = 0.05
 # Shorter lists are cheaper to decode in full than to prune (measured at 100k sentences: a
 # 5-12% token's lists in 41k-sentence segments made search slower as bitmaps, not faster).
@@ -31,13 +31,13 @@ def encode_bitmap(ids: np.ndarray, q: np.ndarray) -> bytes:
     span = int(ids[-1]) - lo + 1
     bits = np.zeros(span, bool)
     bits[ids - lo] = True
-    return (bytes([FORMAT_BITMAP]) + varint_bytes(len(ids)) + varint_bytes(lo) + varint_bytes(span)
+    return (bytes([FORMAT_BITMAP, int(q.max())]) + varint_bytes(len(ids)) + varint_bytes(lo) + varint_bytes(span)
             + q.tobytes() + np.packbits(bits, bitorder="little").tobytes())
 
 
 def bitmap_header(blob: bytes) -> tuple[int, int, int, int]:
     """(n, lo, span, offset of the weights) of a FORMAT_BITMAP blob."""
-    n, pos = read_varint(blob, 1)
+    n, pos = read_varint(blob, HEAD)
     lo, pos = read_varint(blob, pos)
     span, pos = read_varint(blob, pos)
     return n, lo, span, pos
@@ -69,7 +69,7 @@ class BitmapSet:
                 layers.append([h])
                 ends.append(h[1] + h[2])
         self.layers = [self._layer(hs, e) for hs, e in zip(layers, ends)]
-        self.ub = max((int(q.max()) for _, _, q in self.layers if len(q)), default=0)  # a bound for pruning
+        self.ub = max((b[1] for b in blobs), default=0)  # a bound for pruning: each header's largest weight
 
     @staticmethod
     def _layer(heads: list[tuple], end: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

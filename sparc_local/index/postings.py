@@ -25,10 +25,11 @@ at K = 128).  The largest weight is a bound that search reads from the header: a
 is only in lists whose bounds sum below the k-th best score need not be looked at
 (``maxscore._top_k_acc``).
 
-``FORMAT_BITMAP`` (tag 2), for lists dense in their id range (near-stop tokens such as "the",
+``FORMAT_BITMAP`` (tag 5), for lists dense in their id range (near-stop tokens such as "the",
 in up to 86% of sentences at K=256)::
 
-    byte 0        format tag = 2
+    byte 0        format tag = 5
+    uint8         the list's largest weight
     varint        n, the number of postings
     varint        lo, the first sentence id
     varint        span = last id - lo + 1
@@ -46,10 +47,11 @@ bitmaps from 8192 ids or wherever smaller, for +4 B/sentence; at 1M, 0.925 again
 Why 5%: measured on 1M sentences, 5%-12% tokens hold most of a question's postings left after
 the near-stop ones.
 
-``FORMAT_V1`` (tag 1, ``varint.py``), for a list ``FORMAT_U16`` cannot hold (ids >= 2^32, more
+``FORMAT_V1`` (tag 6, ``varint.py``), for a list ``FORMAT_U16`` cannot hold (ids >= 2^32, more
 than 255 windows or 65535 ids in a window)::
 
-    byte 0        format tag = 1
+    byte 0        format tag = 6
+    uint8         the list's largest weight
     varint        n, the number of postings (LEB128: 7 bits per byte, low group first,
                   high bit set on every byte except the last)
     n bytes       weights, uint8 quantized (see below), in id order
@@ -57,6 +59,12 @@ than 255 windows or 65535 ids in a window)::
 
 The "- 1" works because ids are strictly ascending, so a dense run of ids costs one byte per
 posting for the id plus one for the weight.
+
+Every format holds its list's largest weight in its header.  Why: the hybrid divides each field
+by the question's attainable maximum, the sum of its keys' largest weights (``fusion.py``); a
+bound that depended on the format (bitmaps and V1 once stored none) made the same question
+weigh its fields differently once an index grew large enough to hold bitmaps.  Tags 1-3 are
+earlier layouts, rewritten once by ``schema.py``.
 
 ``LAYOUT_VERSION`` numbers the writer's choices (benchmarks key cached indexes by it).
 
@@ -77,12 +85,12 @@ from collections.abc import Sequence
 import numpy as np
 
 from .bitmap import FORMAT_BITMAP, BitmapSet, decode_many_bitmap, encode_bitmap, use_bitmap  # noqa: F401 (BitmapSet: codec API)
-from .varint import FORMAT_V1, decode_many_v1, gaps, read_varint, varint_bytes, varint_decode, varint_encode
+from .varint import FORMAT_V1, HEAD, decode_many_v1, gaps, read_varint, varint_bytes, varint_decode, varint_encode
 
 FORMAT_U16 = 4
 # the writer's formats and its choice between them: FORMAT_U16, bitmaps at >= BITMAP_MIN_N ids
 # and BITMAP_DENSITY, FORMAT_V1 where FORMAT_U16 does not fit
-LAYOUT_VERSION = 7
+LAYOUT_VERSION = 8
 DEFAULT_WEIGHT_CEILING = 16.0
 QMAX = 255
 
@@ -133,7 +141,13 @@ def encode(sentence_ids: np.ndarray, weights: np.ndarray) -> bytes:
         raise ValueError("sentence ids must be >= 0 and strictly ascending")
     if len(ids) and use_bitmap(len(ids), int(ids[-1] - ids[0] + 1)):
         return encode_bitmap(ids, q)
-    return _encode_u16(ids, q) or bytes([FORMAT_V1]) + varint_bytes(len(ids)) + q.tobytes() + varint_encode(g).tobytes()
+    return _encode_u16(ids, q) or encode_v1(ids, q)
+
+
+def encode_v1(ids: np.ndarray, q: np.ndarray) -> bytes:
+    """A FORMAT_V1 blob (any list: the writer keeps it for lists FORMAT_U16 cannot hold)."""
+    return (bytes([FORMAT_V1, int(q.max()) if len(q) else 0]) + varint_bytes(len(ids)) + q.tobytes()
+            + varint_encode(gaps(ids)).tobytes())
 
 
 def _records(ids: np.ndarray, q: np.ndarray) -> bytes:
@@ -166,13 +180,13 @@ def header(blob: bytes) -> tuple[int, int]:
     """(format tag, number of postings) without decoding anything."""
     if blob[0] == FORMAT_U16:
         return blob[0], U16_HEAD.unpack_from(blob)[3]
-    return blob[0], read_varint(blob, 1)[0]
+    return blob[0], read_varint(blob, HEAD)[0]
 
 
 def bound(blob: bytes) -> int:
-    """An upper bound of a blob's weights, read from its header: exact for ``FORMAT_U16``,
-    else ``QMAX`` (no decoding: search asks this of every summed blob)."""
-    return blob[_U16_MAX] if blob[0] == FORMAT_U16 and len(blob) > _U16_MAX else QMAX
+    """A blob's largest weight, read from its header (no decoding: search asks this of every
+    summed blob, and the hybrid divides each field by the sum of its keys' maxima)."""
+    return blob[_U16_MAX] if blob[0] == FORMAT_U16 else blob[1]
 
 
 def decode(blob: bytes) -> tuple[np.ndarray, np.ndarray]:
@@ -189,7 +203,7 @@ def decode(blob: bytes) -> tuple[np.ndarray, np.ndarray]:
         return decode_many_u16([blob])[1:]
     if tag != FORMAT_V1:
         raise ValueError(f"unknown posting blob format {tag}")
-    n, pos = read_varint(blob, 1)
+    n, pos = read_varint(blob, HEAD)
     q = np.frombuffer(blob, dtype=_U8, count=n, offset=pos)
     rest = np.frombuffer(blob, dtype=_U8, offset=pos + n)
     if n == 0:

@@ -15,22 +15,35 @@ import numpy as np
 from . import postings as codec
 from .records import FileStatus
 
-_REWRITE_ROWS = 2048  # posting rows re-encoded per step of migration 3 (bounded memory)
-_U16_V3 = 3  # FORMAT_U16 without the largest-weight byte (a bound search cannot prune with)
+_REWRITE_ROWS = 2048  # posting rows re-encoded per step of migrations 3 and 6 (bounded memory)
+# Earlier layouts, each without its list's largest weight: V1 and the bitmap (the same bytes
+# after the tag as today's FORMAT_V1 and FORMAT_BITMAP after their max byte), and FORMAT_U16's.
+_V1_V5, _BITMAP_V5, _U16_V3 = 1, 2, 3
 
 
-def _u16_v3_as_u16(blob: bytes) -> bytes:
-    """A tag-3 blob as ``FORMAT_U16``: the same header and records, with the largest weight."""
-    _, nwin, _, n = codec.U16_HEAD.unpack_from(blob)
-    start = codec.U16_HEAD.size + (2 * nwin if nwin > 1 else 0)
-    q = np.frombuffer(blob, np.uint8, 3 * n, start)[2::3]
-    return bytes([codec.FORMAT_U16]) + blob[1:codec.U16_HEAD.size] + bytes([int(q.max()) if n else 0]) + blob[codec.U16_HEAD.size:]
+def _legacy_as_current(blob: bytes) -> bytes:
+    """A blob of an earlier layout in today's: the same bytes with the largest weight added."""
+    tag = blob[0]
+    if tag == _U16_V3:
+        _, nwin, _, n = codec.U16_HEAD.unpack_from(blob)
+        start = codec.U16_HEAD.size + (2 * nwin if nwin > 1 else 0)
+        q = np.frombuffer(blob, np.uint8, 3 * n, start)[2::3]
+        return (bytes([codec.FORMAT_U16]) + blob[1:codec.U16_HEAD.size] + bytes([int(q.max()) if n else 0])
+                + blob[codec.U16_HEAD.size:])
+    if tag in (_V1_V5, _BITMAP_V5):
+        n, pos = codec.read_varint(blob, 1)  # the weights follow the count (V1) or n, lo, span (bitmap)
+        if tag == _BITMAP_V5:
+            pos = codec.read_varint(blob, codec.read_varint(blob, pos)[1])[1]
+        q = np.frombuffer(blob, np.uint8, n, pos)
+        new = codec.FORMAT_V1 if tag == _V1_V5 else codec.FORMAT_BITMAP
+        return bytes([new, int(q.max()) if n else 0]) + blob[1:]
+    return blob
 
 
 def rewrite_blobs(c: sqlite3.Connection) -> int:
-    """Re-encode every posting blob the writer would not write today (tag 3, bitmaps of short
-    or sparse lists, V1 lists ``FORMAT_U16`` holds) as ``postings.encode`` does, so that the
-    reader knows only the writer's formats.  Returns the number of blobs rewritten.
+    """Re-encode every posting blob the writer would not write today (earlier layouts, bitmaps
+    of short or sparse lists, V1 lists ``FORMAT_U16`` holds) as ``postings.encode`` does, so
+    that the reader knows only the writer's formats.  Returns the number of blobs rewritten.
 
     Why once, here: every question decodes its blobs, and a reader for every format ever
     written would stay forever; the rewrite costs one pass over the blobs that are not
@@ -42,7 +55,7 @@ def rewrite_blobs(c: sqlite3.Connection) -> int:
         last = rows[-1][0]
         updates = []
         for rid, blob in rows:
-            cur = _u16_v3_as_u16(blob) if blob[0] == _U16_V3 else blob
+            cur = _legacy_as_current(blob)
             new = codec.encode(*codec.decode(cur))
             if new != blob:
                 updates.append((new, rid))
@@ -149,7 +162,7 @@ ALTER TABLE sentences DROP COLUMN context;
 CREATE INDEX sentences_paragraph ON sentences(paragraph_id);
 """,
     ),
-    (3, rewrite_blobs),  # one reader: every blob in a format the writer writes today
+    (3, rewrite_blobs),  # one reader: every blob in a format the writer writes today (as of each release)
     (4, add_encoded),  # progressive indexing: sentences stored with their lexical postings, encoded later
     (
         5,
@@ -167,5 +180,6 @@ CREATE TRIGGER IF NOT EXISTS positions_die_with_sentence AFTER DELETE ON sentenc
 END;
 """,
     ),
+    (6, rewrite_blobs),  # every format holds its largest weight: the hybrid's field maxima are exact
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]

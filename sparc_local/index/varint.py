@@ -12,7 +12,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-FORMAT_V1 = 1
+FORMAT_V1 = 6
+HEAD = 2  # the tag and the largest weight (one byte each) before a V1 or bitmap blob's varints
 
 _U8 = np.uint8
 _I64 = np.int64
@@ -108,7 +109,7 @@ def decode_many_v1(blobs: Sequence[bytes]) -> tuple[np.ndarray, np.ndarray, np.n
     if m == 0:
         return np.zeros(0, _I64), np.zeros(0, _I64), np.zeros(0, _U8)
     lens = np.fromiter(map(len, blobs), dtype=_I64, count=m)
-    if lens.min() < 2:
+    if lens.min() < HEAD + 1:
         raise ValueError("corrupt posting blob: too short")
     buf = np.frombuffer(b"".join(blobs), dtype=_U8)
     offs = np.zeros(m + 1, _I64)
@@ -116,13 +117,13 @@ def decode_many_v1(blobs: Sequence[bytes]) -> tuple[np.ndarray, np.ndarray, np.n
     start = offs[:-1]
     if np.any(buf[start] != FORMAT_V1):
         raise ValueError(f"unknown posting blob format {int(buf[start][buf[start] != FORMAT_V1][0])}")
-    # the count varint after the tag byte
+    # the count varint after the tag and largest-weight bytes
     counts = np.zeros(m, _I64)
-    hdr = np.ones(m, _I64)  # header length so far (the tag)
+    hdr = np.full(m, HEAD, _I64)  # header length so far
     active = np.arange(m)
     j = 0
     while len(active):
-        b = buf[start[active] + 1 + j].astype(_I64)
+        b = buf[start[active] + HEAD + j].astype(_I64)
         counts[active] |= (b & 0x7F) << (7 * j)
         hdr[active] += 1
         active = active[b >= 0x80]
