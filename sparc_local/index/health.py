@@ -84,6 +84,9 @@ def verify(index: Database) -> list[str]:
             ids, q = codec.decode(blob)
             if len(ids) == 0 or np.any(np.diff(ids) <= 0) or np.any(q == 0):
                 problems.append(f"bad posting list token={tok} segment={seg}")
+            elif codec.bound(blob) != q.max():  # the hybrid scales each field by these maxima
+                problems.append(f"posting list token={tok} segment={seg}: header's largest weight "
+                                f"{codec.bound(blob)}, the list's {int(q.max())}")
             d = seg_posts.setdefault(seg, {})
             for i in ids.tolist():
                 d[i] = d.get(i, 0) + 1
