@@ -344,10 +344,10 @@ def join(out: Path, parts: list[Path]) -> dict:
     """One technical set from several builds (an earlier build and its extension by --doc-from):
     split.json joined, every unit linked under OUT/PACKAGES_DIR. A unit name in two parts keeps the
     first part's. As in drop_shared_answers, a query whose answer text another unit also holds is
-    dropped; such a unit is written again rather than linked. No joined dev/test set is written."""
+    dropped; such a unit is written again rather than linked, and one left without queries is left
+    out. No joined dev/test set is written."""
     owners: dict[str, set[str]] = defaultdict(set)
-    units: dict[str, tuple[Path, list[str]]] = {}
-    split: dict[str, list[str]] = {name: [] for name, _ in SPLIT}
+    units: dict[str, tuple[str, Path, list[str]]] = {}  # unit -> (split, folder, answer keys)
     for part in parts:
         for name, members in json.loads((part / SPLIT_FILE).read_text()).items():
             for unit in members:
@@ -359,25 +359,28 @@ def join(out: Path, parts: list[Path]) -> dict:
                         for q in _read_jsonl(folder / "queries.jsonl.gz")]
                 for k in keys:
                     owners[k].add(unit)
-                units[unit] = (folder, keys)
-                split[name].append(unit)
+                units[unit] = (name, folder, keys)
     (out / PACKAGES_DIR).mkdir(parents=True, exist_ok=True)
+    split: dict[str, list[str]] = {name: [] for name, _ in SPLIT}
     dropped = 0
-    for unit, (folder, keys) in units.items():
+    for unit, (name, folder, keys) in units.items():
+        keep = [len(owners[k]) == 1 for k in keys]
+        dropped += keep.count(False)
+        if not any(keep):
+            continue  # as build(): a unit without queries is left out
+        split[name].append(unit)
         target = out / PACKAGES_DIR / unit
         if target.exists() or target.is_symlink():
             continue
-        keep = [len(owners[k]) == 1 for k in keys]
         if all(keep):
             target.symlink_to(folder.resolve())
             continue
         queries = [q for q, k in zip(_read_jsonl(folder / "queries.jsonl.gz"), keep) if k]
-        dropped += len(keep) - len(queries)
         meta = json.loads((folder / "meta.json").read_text())
         kept = {k: meta[k] for k in ("source", "packages", "dropped_queries")}
         write_set(target, _read_jsonl(folder / "corpus.jsonl.gz"), queries, kept)
     (out / SPLIT_FILE).write_text(json.dumps(split, indent=1) + "\n")
-    summary = {"parts": [str(p) for p in parts], "units": len(units), "dropped_shared": dropped}
+    summary = {"parts": [str(p) for p in parts], "units": sum(map(len, split.values())), "dropped_shared": dropped}
     (out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
     return summary
 

@@ -145,3 +145,41 @@ DOCBOOK = """<?xml version="1.0" ?>
 def test_docbook_question_is_an_faq_even_without_a_question_mark():
     got = pairs(xml_sections(DOCBOOK))
     assert ("Can frob change two widgets at once", "faq", ["Yes. Give both files on the command line."]) in got
+
+
+def _build(root, split, units):
+    """A technical set as techdata.build writes it: units {name: [(question, answer text)]}."""
+    for name, pairs in units.items():
+        corpus = [{"id": f"0000-{i:05d}-0", "text": a, "passage": f"0000-{i:05d}", "position": 0}
+                  for i, (_, a) in enumerate(pairs)]
+        queries = [{"id": f"q{i:05d}", "question": q, "answers": [f"0000-{i:05d}-0"], "kind": "faq"}
+                   for i, (q, _) in enumerate(pairs)]
+        techdata.write_set(root / techdata.PACKAGES_DIR / name, corpus, queries,
+                           {"source": name, "packages": [name], "dropped_queries": {}})
+    (root / techdata.SPLIT_FILE).write_text(json.dumps(split))
+
+
+def test_join_links_units_and_drops_answers_two_builds_share(tmp_path):
+    """A unit of the first build wins a name both hold; a query whose answer text a unit of the
+    other build also holds is dropped from both, as build() does within one build."""
+    shared = "This boilerplate paragraph appears in two packages."
+    _build(tmp_path / "a", {"train": ["one", "two"], "dev": [], "test": []},
+           {"one": [("How do I start it?", "Run the start command first."), ("Why?", shared)],
+            "two": [("What is two?", "Two is the second package here.")]})
+    _build(tmp_path / "b", {"train": ["two", "three"], "dev": ["four"], "test": []},
+           {"two": [("Other two?", "A different second package.")],
+            "three": [("Where is the boilerplate?", shared)],
+            "four": [("How do I stop it?", "Run the stop command last.")]})
+    summary = techdata.join(tmp_path / "j", [tmp_path / "a", tmp_path / "b"])
+    assert summary["units"] == 3 and summary["dropped_shared"] == 2
+    assert json.loads((tmp_path / "j" / techdata.SPLIT_FILE).read_text()) == {
+        "train": ["one", "two"], "dev": ["four"], "test": []}  # "three" has no query left
+
+    def questions(unit):
+        with gzip.open(tmp_path / "j" / techdata.PACKAGES_DIR / unit / "queries.jsonl.gz", "rt") as f:
+            return [json.loads(line)["question"] for line in f]
+
+    assert questions("one") == ["How do I start it?"]
+    assert not (tmp_path / "j" / techdata.PACKAGES_DIR / "three").exists()
+    assert questions("two") == ["What is two?"]  # the first build's unit
+    assert (tmp_path / "j" / techdata.PACKAGES_DIR / "four").is_symlink()
