@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 from sparc_local.cli.app import app
 from sparc_local.cli.render import _Style, format_answers
 from sparc_local.index import positions
+from sparc_local.index.schema import SCHEMA_VERSION
 from sparc_local.model.lexical import FIELD_BASE, SENTENCE_FIELD
 from sparc_local.model.sparse import NO_POSITION
 from sparc_local.query.ask import Answer
@@ -147,7 +148,7 @@ def test_an_index_without_positions_answers_and_shows_none(indexed_docs: Path, s
     assert result.exit_code == 0 and "phrase:" not in result.output
     assert _ask("green tea steep", "-k", "1")[0]["phrase"] == {"text": "Green tea", "start": 0, "end": 9}  # BM25's
     with _db(sparc_home) as c:
-        assert c.execute("PRAGMA user_version").fetchone() == (5,)
+        assert c.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)  # migrated, 5 and on
         assert c.execute("SELECT count(*) FROM positions").fetchone() == (0,)
 
 
