@@ -50,6 +50,7 @@ from sparc_lab.techpkgs import (
     stable_hash,
 )
 from sparc_local.errors import SparcError
+from sparc_local.evaluation.reqa import read_jsonl
 from sparc_local.ingest.readers import norm_text
 from sparc_local.ingest.sentences import split_sentences
 
@@ -335,11 +336,6 @@ def build(out: Path, max_doc: int, max_man: int, doc_from: int = 0) -> dict:
     return summary
 
 
-def _read_jsonl(path: Path) -> list[dict]:
-    with gzip.open(path, "rt") as f:
-        return [json.loads(line) for line in f]
-
-
 def join(out: Path, parts: list[Path]) -> dict:
     """One technical set from several builds (an earlier build and its extension by --doc-from):
     split.json joined, every unit linked under OUT/PACKAGES_DIR. A unit name in two parts keeps the
@@ -354,9 +350,9 @@ def join(out: Path, parts: list[Path]) -> dict:
                 if unit in units:
                     continue
                 folder = part / PACKAGES_DIR / unit
-                texts = {r["id"]: r["text"] for r in _read_jsonl(folder / "corpus.jsonl.gz")}
+                texts = {r["id"]: r["text"] for r in read_jsonl(folder / "corpus.jsonl.gz")}
                 keys = [hashlib.sha256("\n".join(texts[i] for i in q["answers"]).encode()).hexdigest()
-                        for q in _read_jsonl(folder / "queries.jsonl.gz")]
+                        for q in read_jsonl(folder / "queries.jsonl.gz")]
                 for k in keys:
                     owners[k].add(unit)
                 units[unit] = (name, folder, keys)
@@ -375,10 +371,10 @@ def join(out: Path, parts: list[Path]) -> dict:
         if all(keep):
             target.symlink_to(folder.resolve())
             continue
-        queries = [q for q, k in zip(_read_jsonl(folder / "queries.jsonl.gz"), keep) if k]
+        queries = [q for q, k in zip(read_jsonl(folder / "queries.jsonl.gz"), keep) if k]
         meta = json.loads((folder / "meta.json").read_text())
         kept = {k: meta[k] for k in ("source", "packages", "dropped_queries")}
-        write_set(target, _read_jsonl(folder / "corpus.jsonl.gz"), queries, kept)
+        write_set(target, read_jsonl(folder / "corpus.jsonl.gz"), queries, kept)
     (out / SPLIT_FILE).write_text(json.dumps(split, indent=1) + "\n")
     summary = {"parts": [str(p) for p in parts], "units": sum(map(len, split.values())), "dropped_shared": dropped}
     (out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
