@@ -13,6 +13,7 @@ from collections.abc import Callable
 import numpy as np
 
 from . import postings as codec
+from .bitmap import bitmap_header
 from .records import FileStatus
 
 _REWRITE_ROWS = 2048  # posting rows re-encoded per step of migrations 3 and 6 (bounded memory)
@@ -31,12 +32,14 @@ def _legacy_as_current(blob: bytes) -> bytes:
         return (bytes([codec.FORMAT_U16]) + blob[1:codec.U16_HEAD.size] + bytes([int(q.max()) if n else 0])
                 + blob[codec.U16_HEAD.size:])
     if tag in (_V1_V5, _BITMAP_V5):
-        n, pos = codec.read_varint(blob, 1)  # the weights follow the count (V1) or n, lo, span (bitmap)
-        if tag == _BITMAP_V5:
-            pos = codec.read_varint(blob, codec.read_varint(blob, pos)[1])[1]
-        q = np.frombuffer(blob, np.uint8, n, pos)
-        new = codec.FORMAT_V1 if tag == _V1_V5 else codec.FORMAT_BITMAP
-        return bytes([new, int(q.max()) if n else 0]) + blob[1:]
+        # today's layout with a placeholder max, so today's header readers find the weights
+        cur = bytes([codec.FORMAT_V1 if tag == _V1_V5 else codec.FORMAT_BITMAP, 0]) + blob[1:]
+        if tag == _V1_V5:
+            n, pos = codec.read_varint(cur, codec.HEAD)
+        else:
+            n, _, _, pos = bitmap_header(cur)
+        q = np.frombuffer(cur, np.uint8, n, pos)
+        return cur[:1] + bytes([int(q.max()) if n else 0]) + cur[2:]
     return blob
 
 
