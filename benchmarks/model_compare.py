@@ -1,7 +1,7 @@
 """Two model folders on the same ReQA sets through `eval`'s path, paired question by question.
 
     SPARC_LOCAL_HOME=~/.cache/sparc-local-bench/compare python benchmarks/model_compare.py \\
-        --base exported_models/sparc-minilm-l6 --new DIR --data SET [SET ...] [--ranks DIR]
+        --base exported_models/sparc-minilm-l6 --new DIR --data SET [SET ...] [--ranks DIR] [--pooled]
     python benchmarks/model_compare.py --smoke    # the tiny model, fp32 against int8 (smoke.py)
 
 For each set: MRR@10 of every `ask --mode` for both models (the same input builder, encoder,
@@ -9,6 +9,8 @@ index and scoring as `index` and `ask`; `evaluation.evaluate`), then paired line
 better / worse, mean reciprocal-rank difference, 95% bootstrap interval; benchmarks/desk.py's
 `paired_line`): the new model against the base in hybrid and SPARC mode, and the new model's
 hybrid and SPARC against its own BM25 (issue 31's acceptance). `--base` alone evaluates one model.
+`--pooled` adds the same lines over every set's questions together (small dev sets kept apart so
+that each keeps its encoding cache).
 Encoded corpora are cached per model in the data dir, so a rerun costs only the ranking.
 """
 
@@ -18,12 +20,14 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from desk import paired_line  # benchmarks/desk.py: the desks' paired bootstrap
 
 from sparc_local.evaluation.evaluate import evaluate
+from sparc_local.evaluation.metrics import mrr
 from sparc_local.model.info import ModelInfo
 from sparc_local.query.modes import BM25, HYBRID, MODES, SPARC
 
@@ -40,6 +44,7 @@ def main() -> None:
     ap.add_argument("--data", type=Path, nargs="+")
     ap.add_argument("--threads", type=int)
     ap.add_argument("--ranks", type=Path, help="write each model's rank of every question here, per set and mode")
+    ap.add_argument("--pooled", action="store_true", help="also the paired lines over all sets' questions together")
     ap.add_argument("--smoke", action="store_true", help="a few seconds on the tiny test model (benchmarks/smoke.py)")
     args = ap.parse_args()
     if args.smoke:
@@ -50,23 +55,35 @@ def main() -> None:
     if not args.base or not args.data:
         ap.error("--base and --data are required")
     models = {"base": args.base, **({"new": args.new} if args.new else {})}
+    pooled: dict[str, dict[str, dict[str, int]]] = {which: {mode: {} for mode in MODES} for which in models}
     for data in args.data:
         ranks: dict[str, dict[str, dict[int, int]]] = {}
         for which, folder in models.items():
             m, ranks[which] = hits_of(data, folder, args.threads)
             print(f"{data.name} {which} ({m['model']}, {m['queries']} q): "
                   + "  ".join(f"{mode} {m[mode]['mrr@10']:.4f}" for mode in MODES), flush=True)
-        last = list(models)[-1]
-        lines = [(f"{last} hybrid vs its bm25", ranks[last][BM25], ranks[last][HYBRID]),
-                 (f"{last} sparc vs its bm25", ranks[last][BM25], ranks[last][SPARC])]
-        if "new" in models:
-            lines = [("new vs base, hybrid", ranks["base"][HYBRID], ranks["new"][HYBRID]),
-                     ("new vs base, sparc", ranks["base"][SPARC], ranks["new"][SPARC]), *lines]
-        for label, before, after in lines:
-            print(f"  {label}: {paired_line(before, after)}", flush=True)
+            for mode in MODES:
+                pooled[which][mode].update({f"{data}|{q}": r for q, r in ranks[which][mode].items()})
+        print_lines(ranks)
         if args.ranks:
             args.ranks.mkdir(parents=True, exist_ok=True)
             (args.ranks / f"{data.name}.json").write_text(json.dumps(ranks))
+    if args.pooled and len(args.data) > 1:
+        print(f"pooled over {len(args.data)} sets: " + ", ".join(
+            f"{which} {mode} {mrr(list(pooled[which][mode].values())):.4f}" for which in models for mode in MODES))
+        print_lines(pooled)
+
+
+def print_lines(ranks: dict[str, dict[str, Any]]) -> None:
+    """The paired lines: the new model against the base, and the last model against its own BM25."""
+    last = list(ranks)[-1]
+    lines = [(f"{last} hybrid vs its bm25", ranks[last][BM25], ranks[last][HYBRID]),
+             (f"{last} sparc vs its bm25", ranks[last][BM25], ranks[last][SPARC])]
+    if "new" in ranks:
+        lines = [("new vs base, hybrid", ranks["base"][HYBRID], ranks["new"][HYBRID]),
+                 ("new vs base, sparc", ranks["base"][SPARC], ranks["new"][SPARC]), *lines]
+    for label, before, after in lines:
+        print(f"  {label}: {paired_line(before, after)}", flush=True)
 
 
 if __name__ == "__main__":

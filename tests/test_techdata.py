@@ -8,8 +8,9 @@ import shutil
 
 import pytest
 
-from sparc_lab import techdata, techpkgs
+from sparc_lab import naturalset, techdata, techpkgs
 from sparc_lab.techparse import html_sections, man_sections, render_man, text_sections, xml_sections
+from sparc_local.evaluation import reqa
 
 FAQ = """\
 Frequently asked questions about frobnicate
@@ -183,3 +184,30 @@ def test_join_links_units_and_drops_answers_two_builds_share(tmp_path):
     assert not (tmp_path / "j" / techdata.PACKAGES_DIR / "three").exists()
     assert questions("two") == ["What is two?"]  # the first build's unit
     assert (tmp_path / "j" / techdata.PACKAGES_DIR / "four").is_symlink()
+
+
+def test_natural_set_keeps_faq_questions_over_their_whole_documents(tmp_path):
+    """Only FAQ and HOWTO questions, every sentence of the documents that answer them (not of the
+    others), ids UNIT:ID; --without leaves out an earlier build's units of the split."""
+    _build(tmp_path / "old", {"train": [], "dev": ["one"], "test": []},
+           {"one": [("How do I start it?", "Run the start command first.")]})
+    _build(tmp_path / "b", {"train": ["zero"], "dev": ["one", "two"], "test": []},
+           {"zero": [("Is it trained on?", "Yes, it is a train unit.")],
+            "one": [("How do I start it?", "Run the start command first.")],
+            "two": [("How do I stop it?", "Run the stop command last."), ("Where is it?", "It is here.")]})
+    folder = tmp_path / "b" / techdata.PACKAGES_DIR / "two"
+    rows = list(reqa.read_jsonl(folder / "queries.jsonl.gz"))
+    rows[1]["kind"] = "heading"  # a heading is no natural question
+    corpus = list(reqa.read_jsonl(folder / "corpus.jsonl.gz"))
+    corpus.append({"id": "0001-00000-0", "text": "Another document.", "passage": "0001-00000", "position": 0})
+    techdata.write_set(folder, corpus, rows, {"source": "two", "packages": ["two"], "dropped_queries": {}})
+
+    counts = naturalset.natural_set(tmp_path / "b", tmp_path / "all")
+    assert counts == {"sentences": 3, "queries": 2, "documents": 2, "per_kind": {"faq": 2}}
+    ds = reqa.load(tmp_path / "all")
+    assert [q for _, q, _ in ds.queries] == ["How do I start it?", "How do I stop it?"]
+    assert ds.ids == ["one:0000-00000-0", "two:0000-00000-0", "two:0000-00001-0"]  # not two's other document
+    assert ds.queries[1][2] == ["two:0000-00000-0"]
+
+    naturalset.natural_set(tmp_path / "b", tmp_path / "new", without=tmp_path / "old")
+    assert [q for _, q, _ in reqa.load(tmp_path / "new").queries] == ["How do I stop it?"]
