@@ -51,19 +51,19 @@ def main() -> None:
         import smoke
 
         s = smoke.setup()
-        args.base, args.new, args.data = s.model, s.model_int8, [s.data]
+        args.base, args.new, args.data, args.pooled = s.model, s.model_int8, [s.data, s.data], True
     if not args.base or not args.data:
         ap.error("--base and --data are required")
     models = {"base": args.base, **({"new": args.new} if args.new else {})}
     pooled: dict[str, dict[str, dict[str, int]]] = {which: {mode: {} for mode in MODES} for which in models}
-    for data in args.data:
+    for n, data in enumerate(args.data):
         ranks: dict[str, dict[str, dict[int, int]]] = {}
         for which, folder in models.items():
             m, ranks[which] = hits_of(data, folder, args.threads)
             print(f"{data.name} {which} ({m['model']}, {m['queries']} q): "
                   + "  ".join(f"{mode} {m[mode]['mrr@10']:.4f}" for mode in MODES), flush=True)
             for mode in MODES:
-                pooled[which][mode].update({f"{data}|{q}": r for q, r in ranks[which][mode].items()})
+                pooled[which][mode].update({f"{n}|{q}": r for q, r in ranks[which][mode].items()})
         print_lines(ranks)
         if args.ranks:
             args.ranks.mkdir(parents=True, exist_ok=True)
