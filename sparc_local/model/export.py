@@ -21,6 +21,16 @@ from pathlib import Path
 
 import numpy as np
 
+from sparc_local.model.graph import (
+    INPUTS,
+    MS_DOMAIN,
+    GraphBuilder,
+    embeddings,
+    int64_input,
+    layers,
+    word_embeddings,
+)
+from sparc_local.model.graph import quantize_rows as quantize_rows  # adapt and the tests import it from here
 from sparc_local.model.info import CONFIG_FILE, WEIGHT_AXIS, ModelInfo
 from sparc_local.model.projection import (
     CANDIDATE_PROJECTION,
@@ -28,7 +38,6 @@ from sparc_local.model.projection import (
     CERTIFIED,
     FULL_PROJECTION,
     PROJECTION,
-    GraphOps,
     Projection,
     keep_rows,
     project,
@@ -39,7 +48,6 @@ from sparc_local.model.vocab import skip_token_ids
 from sparc_local.model.weights import ArchConfig, Weights
 
 OPSET = 17
-MS_DOMAIN = "com.microsoft"  # onnxruntime's contrib ops (fused Attention, Gelu)
 # How the encoder's MatMul weights are stored and computed:
 # - QUANT_WEIGHTS: int8 per output channel, dequantized in-graph, float compute. Every x86 CPU
 #   computes the same thing. onnxruntime's int8 kernels do not: u8·s8 products are summed in
@@ -55,67 +63,12 @@ QUANTS = (QUANT_WEIGHTS, QUANT_DYNAMIC, QUANT_FP32)
 # back to where it started; the per-input grid is independent of it.
 
 
-def quantize_rows(emb: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Symmetric int8 per row of E: (q int8 (V, d), scale float32 (V,)); `adapt` re-quantizes with it."""
-    emb = np.asarray(emb, dtype=np.float32)
-    scale = (np.maximum(np.abs(emb).max(axis=1), 1e-8) / 127.0).astype(np.float32)
-    q = np.clip(np.round(emb / scale[:, None]), -127, 127).astype(np.int8)
-    return q, scale
-
-
 def _graph(cfg: ArchConfig, w: Weights, sparsity_w: float, int8_embeddings: bool, skip: np.ndarray,
            pool: str = "all", weight_axis: int | None = None, projection: Projection = FULL_PROJECTION):
-    from onnx import TensorProto, helper, numpy_helper
+    from onnx import TensorProto, helper
 
-    nodes, inits = [], []
-    into = [nodes]  # the node list op() appends to: the graph's, or an If branch's (branch())
-    counter = [0]
-
-    def name(prefix: str) -> str:
-        counter[0] += 1
-        return f"{prefix}_{counter[0]}"
-
-    def const(arr: np.ndarray, prefix: str = "c") -> str:
-        n = name(prefix)
-        inits.append(numpy_helper.from_array(np.asarray(arr), n))
-        return n
-
-    def op(kind: str, inputs: list[str], prefix: str | None = None, n_out: int = 1, **attrs) -> str | list[str]:
-        outs = [name(prefix or kind.lower()) for _ in range(n_out)]
-        into[-1].append(helper.make_node(kind, inputs, outs, name=name("n_" + kind), **attrs))
-        return outs[0] if n_out == 1 else outs
-
-    def branch(cond: str, then_fn, else_fn, types: list[int]) -> list[str]:
-        """An If node on cond whose branches are built by then_fn and else_fn (each returns its
-        outputs, of `types`); the branches read the graph's values and initializers."""
-        graphs = []
-        for fn, label in ((then_fn, "then"), (else_fn, "else")):
-            into.append([])
-            outs = fn()
-            body = into.pop()
-            graphs.append(helper.make_graph(body, name(label), [], [helper.make_tensor_value_info(o, t, None)
-                                                                   for o, t in zip(outs, types)]))
-        return op("If", [cond], n_out=len(types), then_branch=graphs[0], else_branch=graphs[1])
-
-    def weight(key: str) -> str:
-        """A linear layer's weight as MatMul wants it, (in, out); canonical weights are (out, in)."""
-        prefix = key.replace(".", "_") + "_w"
-        if weight_axis is not None:
-            # int8 storage, float compute: every CPU computes the same thing (see QUANT_WEIGHTS).
-            # Named as quantize_dynamic names its parts, so adapt reads both kinds alike.
-            q, scale = quantize_rows(w[f"{key}.w"] if weight_axis == 1 else w[f"{key}.w"].T)
-            n = name(prefix)
-            parts = {"quantized": q.T.copy() if weight_axis == 1 else q, "scale": scale,
-                     "zero_point": np.zeros(len(scale), np.int8)}
-            inits.extend(numpy_helper.from_array(a, f"{n}_{part}") for part, a in parts.items())
-            return op("DequantizeLinear", [f"{n}_{part}" for part in parts], axis=weight_axis)
-        return const(w[f"{key}.w"].T.copy(), prefix)
-
-    def bias_of(key: str) -> str:
-        return const(w[f"{key}.b"], key.replace(".", "_") + "_b")
-
-    def linear(x: str, key: str) -> str:
-        return op("Add", [op("MatMul", [x, weight(key)]), bias_of(key)])
+    b = GraphBuilder(w, cfg, weight_axis)
+    nodes, op, const = b.nodes, b.op, b.const
 
     def argmax_of(scores: str, indices: str) -> str:
         """(rows, K) positions along axis 1 of ``scores`` (rows, positions, V) where each row's K
@@ -128,44 +81,11 @@ def _graph(cfg: ArchConfig, w: Weights, sparsity_w: float, int8_embeddings: bool
         kept = op("GatherElements", [scores, op("Expand", [cols, size])], axis=2)  # (rows, positions, K)
         return op("ArgMax", [kept], axis=1, keepdims=0)
 
-    def layer_norm(x: str, key: str) -> str:
-        return op("LayerNormalization", [x, const(w[f"{key}.w"]), const(w[f"{key}.b"])], axis=-1, epsilon=cfg.eps)
-
-    # E, stored once
-    emb = w["emb.word"].astype(np.float32)
-    e8 = e_scale = None
-    if int8_embeddings:
-        q, scale = quantize_rows(emb)
-        e8, e_scale = const(q, "emb_word_int8"), const(scale.astype(np.float32), "emb_word_scale")
-        E = op("DequantizeLinear", [e8, e_scale, const(np.zeros(len(scale), np.int8), "emb_word_zero")],
-               "emb_word", axis=0)
-    else:
-        E = const(emb, "emb_word")
-
-    ids, types, mask = "input_ids", "token_type_ids", "attention_mask"
-    x = op("Gather", [E, ids])
-    seq_len = op("Gather", [op("Shape", [ids]), const(np.array(1, np.int64))])
-    positions = op("Range", [const(np.array(0, np.int64)), seq_len, const(np.array(1, np.int64))])
-    x = op("Add", [x, op("Gather", [const(w["emb.pos"], "emb_pos"), positions])])
-    if cfg.type_vocab:
-        x = op("Add", [x, op("Gather", [const(w["emb.type"], "emb_type"), types])])
-    x = layer_norm(x, "emb.ln")
-
+    E, e8, e_scale = word_embeddings(b, int8_embeddings)  # stored once: the input Gather and the projection
+    _, types, mask = INPUTS
+    x = embeddings(b, E)
     maskf = op("Cast", [mask], to=TensorProto.FLOAT)
-    # onnxruntime's fused multi-head attention (com.microsoft Attention): softmax(QKᵀ/√d_h)V over the
-    # unmasked tokens, with Q, K, V from one (in, 3·out) weight; 1.5x faster than MatMul/Softmax
-    # nodes on a 256-token window, the same values. Q, K and V stay separate initializers (adapt
-    # and re-export read them back), concatenated in-graph and folded into one constant at load.
-    mask32 = op("Cast", [mask], to=TensorProto.INT32)
-    for i in range(cfg.layers):
-        qkv = [f"l{i}.{n}" for n in ("q", "k", "v")]
-        wqkv = op("Concat", [weight(key) for key in qkv], axis=1)
-        bqkv = op("Concat", [bias_of(key) for key in qkv], axis=0)
-        ctx = op("Attention", [x, wqkv, bqkv, mask32], domain=MS_DOMAIN, num_heads=cfg.heads)
-        x = layer_norm(op("Add", [x, linear(ctx, f"l{i}.o")]), f"l{i}.ln1")
-        # exact (erf) GELU, as BERT uses: 0.5·x·(1 + erf(x/√2))
-        ff = op("Gelu", [linear(x, f"l{i}.ff1")], domain=MS_DOMAIN)
-        x = layer_norm(op("Add", [x, linear(ff, f"l{i}.ff2")]), f"l{i}.ln2")
+    x = layers(b, x)
 
     scale = const(np.array(math.exp(sparsity_w), np.float32))
     one = const(np.array(1.0, np.float32))
@@ -182,7 +102,7 @@ def _graph(cfg: ArchConfig, w: Weights, sparsity_w: float, int8_embeddings: bool
     # slots: they are out of the projection, whose columns map back to vocabulary ids through keep
     keep = const(keep_rows(cfg.vocab_size, skip), "query_vocab")
     candidate = not projection.full and e8 is not None
-    scores, cols, certified = project(GraphOps(op, const, branch), hm, E, e8 if candidate else None,
+    scores, cols, certified = project(b.ops(), hm, E, e8 if candidate else None,
                                       e_scale, keep, cfg.hidden)  # (B, L, C), (B, C), (B,)
     pooled = op("ReduceMax", [scores], axes=[1], keepdims=0)
     f = op("Log", [op("Add", [op("Mul", [op("Relu", [pooled]), scale]), one])])
@@ -190,18 +110,12 @@ def _graph(cfg: ArchConfig, w: Weights, sparsity_w: float, int8_embeddings: bool
     nodes.append(helper.make_node("Gather", [keep, op("GatherElements", [cols, indices], axis=1)], ["token_ids"]))
     # the phrase (DenSPI-style): the input position whose H gave each kept token's max
     nodes.append(helper.make_node("Identity", [argmax_of(scores, indices)], [POSITIONS]))
-    inputs = [int64(n, ["batch", "length"]) for n in (ids, types, mask)]
+    inputs = [int64_input(n, ["batch", "length"]) for n in INPUTS]
     if certified is None:
-        return _model(nodes, inits, values, inputs, "batch")
+        return _model(nodes, b.inits, values, inputs, "batch")
     nodes.append(helper.make_node("Identity", [certified], [CERTIFIED]))
-    return _model(nodes, inits, values, [*inputs, int64(CANDIDATES_INPUT, [1])], "batch",
+    return _model(nodes, b.inits, values, [*inputs, int64_input(CANDIDATES_INPUT, [1])], "batch",
                   [helper.make_tensor_value_info(CERTIFIED, TensorProto.BOOL, ["batch"])])
-
-
-def int64(name: str, shape: list[str]):
-    from onnx import TensorProto, helper
-
-    return helper.make_tensor_value_info(name, TensorProto.INT64, shape)
 
 
 def _model(nodes: list, inits: list, weights: str, inputs: list, rows: str, more: tuple = ()):
@@ -213,7 +127,8 @@ def _model(nodes: list, inits: list, weights: str, inputs: list, rows: str, more
     outputs = [helper.make_tensor_value_info("weights", TensorProto.FLOAT, [rows, "k"]),
                helper.make_tensor_value_info("token_ids", TensorProto.INT64, [rows, "k"]),
                helper.make_tensor_value_info(POSITIONS, TensorProto.INT64, [rows, "k"]), *more]
-    graph = helper.make_graph(nodes, "sparc_document_encoder", [*inputs, int64("top_k", [1])], outputs, inits)
+    graph = helper.make_graph(nodes, "sparc_document_encoder", [*inputs, int64_input("top_k", [1])], outputs,
+                              inits)
     opsets = [helper.make_opsetid("", OPSET), helper.make_opsetid(MS_DOMAIN, 1)]
     model = helper.make_model(graph, opset_imports=opsets, producer_name="sparc-local")
     model.ir_version = 8

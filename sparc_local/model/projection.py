@@ -71,7 +71,7 @@ Op = Callable[..., Any]  # a node's output name, or its names (a list) when n_ou
 
 @dataclass(frozen=True)
 class GraphOps:
-    """export._graph's node builders: op(kind, inputs, **attrs) into the current node list,
+    """graph.GraphBuilder's node builders: op(kind, inputs, **attrs) into the current node list,
     const(array, prefix), and branch(fn), which builds fn's nodes into an If branch's graph."""
 
     op: Op
