@@ -41,3 +41,14 @@ def docs(tmp_path: Path) -> Path:
                                  "Boil the water first.\n")
     (root / "city.txt").write_text("Paris is the capital of France. The tower was built in one year.\n")
     return root
+
+
+@pytest.fixture(scope="session")
+def tiny_reranker_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny reranker that prefers passages about a museum (tests/rerank_tiny.py): N 5, alpha 0.5,
+    likely from 8.3 on."""
+    from tests.rerank_tiny import make_tiny_reranker, steered_weights
+
+    folder = tmp_path_factory.mktemp("reranker") / "tiny-rerank"
+    make_tiny_reranker(folder, weights=steered_weights("museum"), n=5, alpha=0.5, likely=8.3)
+    return folder

@@ -116,10 +116,11 @@ def word_embeddings(b: GraphBuilder, int8: bool) -> tuple[str, str | None, str |
     return E, e8, e_scale
 
 
-def embeddings(b: GraphBuilder, E: str) -> str:
-    """The input embeddings of INPUTS: word + position (+ segment) vectors, layer-normed."""
+def embeddings(b: GraphBuilder, E: str, gathered: bool = False) -> str:
+    """The input embeddings of INPUTS: word + position (+ segment) vectors, layer-normed.
+    ``gathered``: E is already the input's word vectors (batch, length, hidden)."""
     ids, types, _ = INPUTS
-    x = b.op("Gather", [E, ids])
+    x = E if gathered else b.op("Gather", [E, ids])
     seq_len = b.op("Gather", [b.op("Shape", [ids]), b.const(np.array(1, np.int64))])
     positions = b.op("Range", [b.const(np.array(0, np.int64)), seq_len, b.const(np.array(1, np.int64))])
     x = b.op("Add", [x, b.op("Gather", [b.const(b.w["emb.pos"], "emb_pos"), positions])])

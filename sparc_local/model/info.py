@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -14,6 +15,10 @@ from sparc_local.model.inputs import InputSpec
 
 CONFIG_FILE = "sparc.json"
 SHIPPED_MODEL = "sparc-minilm-l6"
+# the reranker `ask` runs over the first stage's top passages (rerank/), shipped beside the encoder;
+# RERANKER_VAR names another folder (tests: a tiny one)
+SHIPPED_RERANKER = "rerank-minilm-l6"
+RERANKER_VAR = "SPARC_LOCAL_RERANKER"
 ONNX_FILE = "model.onnx"
 TOKENIZER_FILE = "tokenizer.json"
 ACTIVE_POINTER = "active-model"  # a file in the data dir naming the adapted model in use
@@ -98,10 +103,10 @@ class ModelInfo:
             raise ModelDamaged(f"{cfg_file} is damaged ({reason})", model_remedy(folder)) from err
 
 
-def _shipped_candidates() -> tuple[Path, Path]:
-    """Where the shipped model lives: exported_models/ is installed as sparc_local/models."""
+def _shipped_candidates(name: str = SHIPPED_MODEL) -> tuple[Path, Path]:
+    """Where a shipped model lives: exported_models/ is installed as sparc_local/models."""
     here = Path(__file__).resolve().parent.parent
-    return here / "models" / SHIPPED_MODEL, here.parent / "exported_models" / SHIPPED_MODEL
+    return here / "models" / name, here.parent / "exported_models" / name
 
 
 def shipped_model_dir() -> Path:
@@ -110,6 +115,21 @@ def shipped_model_dir() -> Path:
         if (candidate / CONFIG_FILE).is_file():
             return candidate
     raise ModelMissing(f"the shipped model {SHIPPED_MODEL} is missing from the installation", _REINSTALL)
+
+
+def shipped_reranker_candidates() -> tuple[Path, Path]:
+    """Where the shipped reranker would be (installed, or in a clone)."""
+    return _shipped_candidates(SHIPPED_RERANKER)
+
+
+def reranker_dir() -> Path | None:
+    """The reranker's folder: RERANKER_VAR's when set (used even if it is missing or damaged, so that
+    `ask` says so), else the shipped one when the installation has it; None: `ask` answers with the
+    first stage alone.  A stat or two: `ask` calls it on every question."""
+    named = os.environ.get(RERANKER_VAR)
+    if named:
+        return Path(named).expanduser()
+    return next((c for c in shipped_reranker_candidates() if c.is_dir()), None)
 
 
 def model_remedy(folder: Path) -> str:
