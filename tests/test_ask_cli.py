@@ -474,19 +474,21 @@ PLAIN = [
     ["ask", "green tea", "--since", "2026-01-10", "--before=2026-02-01T08:30"],
     ["ask", "green tea", "--path="],
     ["ask", "green tea", "--mode", "SPARC"], ["ask", "--mode=bm25", "green tea"],
+    ["ask", "--fast", "green tea"], ["ask", "green tea", "--candidates", "20"], ["ask", "--candidates=5", "tea"],
 ]
 NOT_PLAIN = [  # left to the Typer app
     ["ask"], ["ask", ""], ["ask", "  "], ["ask", "a", "b"], ["ask", "--help"], ["ask", "-h", "tea"],
     ["ask", "tea", "-k", "0"], ["ask", "tea", "-k", "x"], ["ask", "tea", "-k=3"], ["ask", "tea", "-k"],
     ["ask", "tea", "--json=1"], ["ask", "tea", "--since", "2026-13-01"], ["ask", "tea", "--top"],
     ["ask", "tea", "--path", "-x"], ["ask", "--", "-5 degrees"], ["ask", "-"], ["status"], ["--version"],
-    ["--help"], [], ["ask", "tea", "--mode", "dense"],
+    ["--help"], [], ["ask", "tea", "--mode", "dense"], ["ask", "tea", "--candidates", "0"],
+    ["ask", "tea", "--fast=1"],
 ]
 
 
 def test_plain_ask_reads_arguments_as_the_typer_app_does():
     defaults = dict(question=None, top_k=10, as_json=False, path=None, type_=None, explain=False, since=None,
-                    before=None, mode="hybrid")
+                    before=None, mode="hybrid", fast=False, candidates=None)
     for args in PLAIN:
         assert {**defaults, **plain_ask(args)} == _click_params(args), args
     for args in NOT_PLAIN:

@@ -173,6 +173,27 @@ def test_ask_and_status_through_the_store(store: Lite) -> None:
     assert lines[1] == f"Store:        {store.named}: {st['sentences']} sentences, in step with the index"
 
 
+def test_the_reranker_orders_the_stores_candidates_as_the_local_ones(store: Lite, tiny_reranker_dir: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """The reranker reads what the store's first stage proposes (rerank/, engine-agnostic): the
+    same answers, in the same order, as over the local index."""
+    from sparc_local.model.info import RERANKER_VAR
+
+    monkeypatch.setenv(RERANKER_VAR, str(tiny_reranker_dir))
+    args = ("ask", QUESTIONS[0], "--json", "-k", "4")
+    remote = _cli(*args)
+    monkeypatch.delenv(STORE_ENV)
+    local = _cli(*args)
+    assert (remote.exit_code, local.exit_code) == (0, 0)
+    answers = json.loads(remote.stdout)
+
+    def placed(shown: list[dict]) -> list[tuple]:  # (the phrase is the store's own: no stored positions)
+        return [(a["rank"], a["path"], a["sentence"], a["score"], a["first_stage_rank"], a["likely"]) for a in shown]
+
+    assert placed(answers) == placed(json.loads(local.stdout))
+    assert all(a["reranked"] for a in answers) and [a["first_stage_rank"] for a in answers] != [1, 2, 3, 4]
+
+
 def test_a_killed_writer_is_recovered(store: Lite) -> None:
     """A record left by a killed writer: `status` says the store is not in step; its paths leave
     both sides on the next write, and the next run writes them again, to the same store."""

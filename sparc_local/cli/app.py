@@ -193,11 +193,17 @@ def ask(
     explain: bool = typer.Option(False, "--explain", help="Show each question token's contribution."),
     mode: Mode = typer.Option(
         Mode.hybrid, "--mode", case_sensitive=False,
-        help="hybrid: SPARC fused with BM25 over the sentence and its context; sparc or bm25: one alone."),
+        help="hybrid: SPARC fused with BM25 over the sentence and its context, then reranked (unless --fast); "
+             "sparc or bm25: one alone."),
+    fast: bool = typer.Option(False, "--fast", help="Answer with the first stage alone, without the reranker "
+                                                    "(faster)."),
+    candidates: int | None = typer.Option(None, "--candidates", metavar="N", min=1,
+                                          help="Passages of the first stage the reranker reads (default: the "
+                                               "reranker's own)."),
 ) -> None:
     """Answer a question with the best matching sentences from your files."""
     run_ask(question, top_k=top_k, as_json=as_json, path=path, type_=type_, explain=explain, since=since,
-            before=before, mode=mode.value)
+            before=before, mode=mode.value, fast=fast, candidates=candidates)
 
 
 @app.command()

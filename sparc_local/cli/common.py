@@ -6,6 +6,7 @@ Keep module-level imports light: this is on the ``ask`` path.
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 from sparc_local.errors import SparcError, UserError
 from sparc_local.query.modes import HYBRID
@@ -53,6 +54,19 @@ def format_date(seconds: float) -> str:
     return when.isoformat(timespec="minutes" if when.second == when.microsecond == 0 else "seconds")
 
 
+def _reranker():
+    """The reranker `ask` runs (its rerank.json read; the model loads when it first scores), or None
+    when the installation has none."""
+    from sparc_local.model.info import reranker_dir
+
+    folder = reranker_dir()
+    if folder is None:
+        return None
+    from sparc_local.rerank.model import Reranker
+
+    return Reranker.load(folder)
+
+
 def filter_options(path: str | None, type_: str | None, since: float | None, before: float | None) -> str:
     """`ask`'s filter options as a command line would give them."""
     import shlex
@@ -64,28 +78,36 @@ def filter_options(path: str | None, type_: str | None, since: float | None, bef
 
 def run_ask(question: str, top_k: int = DEFAULT_TOP_K, as_json: bool = False, path: str | None = None,
             type_: str | None = None, explain: bool = False, since: float | None = None,
-            before: float | None = None, mode: str = HYBRID) -> None:
+            before: float | None = None, mode: str = HYBRID, fast: bool = False,
+            candidates: int | None = None) -> None:
     """`ask`: the answers on stdout (text, or JSON), and a note on stderr when the index is stale.
     When the filters keep no indexed file, one line says so and what the indexed files are: in
-    place of "No answer found.", or on stderr beside --json's empty list."""
+    place of "No answer found.", or on stderr beside --json's empty list.  In hybrid mode the
+    reranker (``rerank/``), when there is one, orders the first stage's top ``candidates``
+    passages; ``fast`` leaves it out, unread."""
     from sparc_local.backend import open_search
     from sparc_local.model.info import active_model, index_is_stale
     from sparc_local.query.ask import Asker
     from sparc_local.query.pathfilter import PathFilter, no_match
 
     info = active_model()
+    reranker = None if fast or mode != HYBRID else _reranker()
+    if candidates is not None and reranker is None:
+        why = "with --fast" if fast else f"in --mode {mode}" if mode != HYBRID else "without a reranker installed"
+        raise UserError(f"--candidates sets the passages the reranker reads, and no reranker runs {why}",
+                        "Leave out --candidates.")
     phrases = None if as_json else 1  # the terminal shows the top answer's phrase; --json gives every answer's
+    ask: dict[str, Any] = {"k": top_k, "path_glob": path, "ext": type_, "explain": explain, "since": since,
+                           "before": before, "mode": mode, "phrases": phrases, "reranker": reranker,
+                           "candidates": candidates}
     remote = open_search()
     if remote is not None:  # a Milvus store (``backend``): it ranks, filters and holds the sentences shown
         with remote as store:
-            answers = Asker(store, info, searcher=store).ask(question, k=top_k, path_glob=path, ext=type_,
-                                                             explain=explain, since=since, before=before, mode=mode,
-                                                             phrases=phrases)
+            answers = Asker(store, info, searcher=store).ask(question, **ask)
         stale, unmatched = False, None
     else:
         with open_index() as idx:
-            answers = Asker(idx, info).ask(question, k=top_k, path_glob=path, ext=type_, explain=explain,
-                                           since=since, before=before, mode=mode, phrases=phrases)
+            answers = Asker(idx, info).ask(question, **ask)
             stale = index_is_stale(idx, info)
             file_filter = None if answers else PathFilter.of(path, type_, since, before)
             unmatched = no_match(idx, file_filter) if file_filter else None

@@ -24,8 +24,8 @@ OPENBLAS_THREADS = "OPENBLAS_NUM_THREADS"
 
 # `ask`'s options as plain_ask reads them; tests/test_ask_cli.py checks them against the Typer command
 ASK_VALUES = {"--top-k": "top_k", "-k": "top_k", "--path": "path", "--type": "type_", "--since": "since",
-              "--before": "before", "--mode": "mode"}
-ASK_FLAGS = {"--json": "as_json", "--explain": "explain"}
+              "--before": "before", "--mode": "mode", "--candidates": "candidates"}
+ASK_FLAGS = {"--json": "as_json", "--explain": "explain", "--fast": "fast"}
 _COMPLETION_SHELLS = ("bash", "zsh", "fish", "powershell", "pwsh")
 
 
@@ -60,11 +60,12 @@ def plain_ask(args: list[str]) -> dict | None:
             return None
     if question is None or not question.strip():
         return None
-    top_k = found.get("top_k")
-    if top_k is not None:
-        if not (top_k.isascii() and top_k.isdigit() and int(top_k) >= 1):
-            return None
-        found["top_k"] = int(top_k)
+    for key in ("top_k", "candidates"):
+        if key in found:
+            value = found[key]
+            if not (value.isascii() and value.isdigit() and int(value) >= 1):
+                return None
+            found[key] = int(value)
     if "mode" in found:
         if found["mode"].lower() not in MODES:
             return None

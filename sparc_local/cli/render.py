@@ -214,6 +214,12 @@ def _elsewhere(a: Answer) -> str:
     return "also in " + ", ".join(places[:ELSEWHERE_SHOWN]) + more
 
 
+def _reranked(a: Answer) -> str:
+    """How a reranked answer's score is made (`--explain`); the terms under it make the first stage's."""
+    return (f"reranker {a.logit:.2f} + {a.score - (a.logit or 0.0):.2f} from the first stage (rank "
+            f"{a.first_stage_rank}); its score {a.first_stage_score:.2f}:")
+
+
 def format_answers(answers: list[Answer], explain: bool = False, style: _Style | None = None,
                    width: int | None = None) -> str:
     """What `ask` prints.  On a terminal (``width`` columns) the text of an answer wraps between
@@ -240,6 +246,8 @@ def format_answers(answers: list[Answer], explain: bool = False, style: _Style |
         if a.elsewhere:
             lines.append(" " * _INDENT + style(_elsewhere(a), _DIM))
         if explain:
+            if a.reranked and a.logit is not None and a.first_stage_score is not None:
+                lines += _wrap(_words([(_reranked(a), _DIM)]), width, style)
             terms = [f"{t} {v:.2f}" for t, v in a.contributions.items()] or ["no matching token"]
             parts = [[(f"{'=' if i == 0 else '+'} {term}", _DIM)] for i, term in enumerate(terms)]
             lines += _wrap(parts, width, style)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 
@@ -60,6 +61,12 @@ class Answer:
     file_id: int | None = field(repr=False, default=None)
     elsewhere: list[Answer] = field(default_factory=list)  # the same text in other passages (``collapse``)
     phrase: Phrase | None = None  # the words of the sentence that carry the match (query/phrase.py)
+    # with a reranker (``Asker.ask``): whether it ordered this passage (else it came after its N), and
+    # the passage's rank, score and the reranker's logit in the first stage's order; None without one
+    reranked: bool | None = None
+    first_stage_rank: int | None = None
+    first_stage_score: float | None = field(repr=False, default=None)
+    logit: float | None = field(repr=False, default=None)
 
     @property
     def passage(self) -> tuple[int | None, str]:
@@ -68,6 +75,8 @@ class Answer:
 
     def to_json(self) -> dict:
         d = {name: getattr(self, name) for name in _JSON_FIELDS}
+        if self.reranked is not None:  # a reranker ran: which stage placed the answer
+            d.update(first_stage_rank=self.first_stage_rank, reranked=self.reranked)
         d["phrase"] = self.phrase.to_json() if self.phrase else None
         d["collapsed"] = [{name: getattr(c, name) for name in _COLLAPSED_FIELDS} for c in self.collapsed]
         d["elsewhere"] = [{name: getattr(c, name) for name in _ELSEWHERE_FIELDS} for c in self.elsewhere]
@@ -148,6 +157,49 @@ def collapse(answers: list[Answer], k: int) -> list[Answer]:
     return shown
 
 
+class PassageScorer(Protocol):
+    """A second stage (``rerank.model.Reranker``): one logit per passage text, and how ``ask`` uses
+    them: over the first stage's top ``n`` passages, logit + ``alpha`` · the first stage's score, a
+    likely answer from ``likely`` on."""
+
+    @property
+    def n(self) -> int: ...
+
+    @property
+    def alpha(self) -> float: ...
+
+    @property
+    def likely(self) -> float: ...
+
+    def score(self, question: str, texts: list[str]) -> np.ndarray: ...
+
+
+def rerank(question: str, answers: list[Answer], reranker: PassageScorer, n: int, k: int) -> list[Answer]:
+    """The top ``k`` of the first stage's ranked passages (``collapse``d) once the reranker has
+    ordered the first ``n`` of them by logit + alpha · first-stage score (ties: the first stage's
+    order); those after the n-th follow in the first stage's order.  Each keeps in ``collapsed`` and
+    ``elsewhere`` what scores at least the lowest first-stage score shown (the first stage's
+    scores: the reranker reads a passage, not its other sentences)."""
+    from sparc_local.rerank.inputs import rerank_text
+
+    head, tail = answers[:n], answers[n:]
+    first = {a.sentence_id: a.score for a in answers}
+    for a in answers:
+        a.first_stage_rank, a.first_stage_score, a.reranked = a.rank, a.score, False
+    logits = reranker.score(question, [rerank_text(a.context, a.offset, len(a.sentence)) for a in head])
+    for a, logit in zip(head, logits.tolist()):
+        a.logit, a.reranked = round(logit, 4), True
+        a.score = round(logit + reranker.alpha * a.score, 4)
+        a.likely = a.score >= reranker.likely
+    shown = ([*sorted(head, key=lambda a: -a.score), *tail])[:k]
+    floor = min(first[a.sentence_id] for a in shown) if len(shown) == k else float("-inf")
+    for rank, a in enumerate(shown, 1):
+        a.rank = rank
+        a.collapsed = [c for c in a.collapsed if c.score >= floor]
+        a.elsewhere = [c for c in a.elsewhere if c.score >= floor]
+    return shown
+
+
 class Asker:
     """Holds the tokenizer and the searcher so several questions (tests, benchmarks) pay their
     loads once."""
@@ -166,31 +218,42 @@ class Asker:
 
     def ask(self, question: str, k: int = 10, path_glob: str | None = None, ext: str | None = None,
             explain: bool = False, since: float | None = None, before: float | None = None,
-            mode: str = HYBRID, phrases: int | None = None) -> list[Answer]:
+            mode: str = HYBRID, phrases: int | None = None, reranker: PassageScorer | None = None,
+            candidates: int | None = None) -> list[Answer]:
         """The top ``k`` passages among the files the filters keep (``pathfilter.PathFilter``:
         ``since``/``before`` bound the modification time, in seconds since the epoch), ranked by
         ``mode`` (``modes.MODES``), each as its best sentence (``collapse``).  In hybrid mode
         each says whether it is a likely answer: a score of LIKELY_SCORE or more, a word of the
         question in its passage (``shares_word``) and MIN_COVERAGE of the question's idf.  The first ``phrases`` (None: all) get
         their phrase (``find_phrase``): a sentence with other than ASCII text loads the
-        tokenizers library (~40 ms of a cold `ask`), so what is not shown is not computed."""
+        tokenizers library (~40 ms of a cold `ask`), so what is not shown is not computed.
+
+        With a ``reranker`` (hybrid mode), the first stage proposes its top ``candidates`` passages
+        (None: the reranker's n) and ``rerank`` orders them; a reranked answer is likely when its
+        final score reaches the reranker's threshold."""
         tokens = self.tokens(question)
         if len(tokens) == 0:
             raise NoQueryTokens(f'the question "{question}" has no word to search for',
                                 "Ask with words: punctuation, symbols and characters the model does not know "
                                 "are ignored.")
         file_filter = PathFilter.of(path_glob, ext, since, before)
-        want = k * FETCH_FACTOR
+        reranker = reranker if mode == HYBRID else None
+        n = (candidates or reranker.n) if reranker else 0
+        passages = max(k, n)  # the first stage's passages: the reranker's n, or more to show k
+        want = passages * FETCH_FACTOR
         while True:
             ids, scores = self.searcher.search(tokens, n=want, file_filter=file_filter, mode=mode)
             found = self._answers(ids, scores)
-            if len(ids) < want or n_shown(found) >= k:
+            if len(ids) < want or n_shown(found) >= passages:
                 break
             want *= 4
-        answers = collapse(found, k)
-        if mode == HYBRID and answers:
-            cover = self.searcher.coverage(tokens, [a.sentence_id for a in answers])
-            for a, c in zip(answers, cover.tolist()):
+        answers = collapse(found, passages)
+        if reranker and answers:
+            answers = rerank(question, answers, reranker, n, k)
+        unscored = [a for a in answers if not a.reranked]  # the first stage's rule: all of them without a reranker
+        if mode == HYBRID and unscored:
+            cover = self.searcher.coverage(tokens, [a.sentence_id for a in unscored])
+            for a, c in zip(unscored, cover.tolist()):
                 a.likely = a.score >= LIKELY_SCORE and c >= MIN_COVERAGE and shares_word(question, a.context)
         shown = answers if explain else answers[:phrases]
         if shown:
