@@ -265,8 +265,9 @@ def _dequantized(w: dict, linear: bool) -> dict:
 
 # fp32 and int8-weights compute in float: BERT's logits to float rounding. Dynamic quantization
 # rounds activations to 8 bits too, which a 32-wide random model feels far more than MiniLM
-# (benchmarks/rerank_speed.py compares its rankings on the real weights): only roughly here.
-@pytest.mark.parametrize("quant, tolerance", [(QUANT_FP32, 1e-4), (QUANT_WEIGHTS, 1e-4), (QUANT_DYNAMIC, 1.0)])
+# (benchmarks/rerank_speed.py --compare checks its rankings on the real weights): here only a
+# bound that another network's values would break, and its integer kernels in the graph.
+@pytest.mark.parametrize("quant, tolerance", [(QUANT_FP32, 1e-4), (QUANT_WEIGHTS, 1e-4), (QUANT_DYNAMIC, 1.5)])
 def test_exported_logits_are_berts(tmp_path: Path, quant: str, tolerance: float):
     cfg, w = tiny_reranker_weights(seed=3)
     r = Reranker(make_tiny_reranker(tmp_path / "r", quant=quant, weights=(cfg, w)), batch=8)
@@ -280,7 +281,7 @@ def test_exported_logits_are_berts(tmp_path: Path, quant: str, tolerance: float)
     import onnx
 
     ops = {n.op_type for n in onnx.load(str(r.info.onnx_path)).graph.node}
-    assert ("MatMulInteger" in ops) == (quant == QUANT_DYNAMIC)
+    assert ("MatMulInteger" in ops) == ("QAttention" in ops) == (quant == QUANT_DYNAMIC)
     assert ("DequantizeLinear" in ops) == (quant == QUANT_WEIGHTS)
 
 

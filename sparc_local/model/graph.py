@@ -129,8 +129,10 @@ def embeddings(b: GraphBuilder, E: str, gathered: bool = False) -> str:
     return b.layer_norm(x, "emb.ln")
 
 
-def layers(b: GraphBuilder, x: str) -> str:
-    """The transformer layers over x (batch, length, hidden), attending to attention_mask's tokens."""
+def layers(b: GraphBuilder, x: str, joined_qkv: bool = False) -> str:
+    """The transformer layers over x (batch, length, hidden), attending to attention_mask's tokens.
+    ``joined_qkv``: Q, K and V as one float initializer, which onnxruntime's dynamic quantization
+    turns into its integer attention (QAttention); it skips a Concat, as it skips every non-initializer."""
     from onnx import TensorProto
 
     # onnxruntime's fused multi-head attention (com.microsoft Attention): softmax(QKᵀ/√d_h)V over the
@@ -140,8 +142,12 @@ def layers(b: GraphBuilder, x: str) -> str:
     mask32 = b.op("Cast", [INPUTS[2]], to=TensorProto.INT32)
     for i in range(b.cfg.layers):
         qkv = [f"l{i}.{n}" for n in ("q", "k", "v")]
-        wqkv = b.op("Concat", [b.weight(key) for key in qkv], axis=1)
-        bqkv = b.op("Concat", [b.bias(key) for key in qkv], axis=0)
+        if joined_qkv and b.weight_axis is None:
+            wqkv = b.const(np.concatenate([b.w[f"{key}.w"].T for key in qkv], axis=1), f"l{i}_qkv_w")
+            bqkv = b.const(np.concatenate([b.w[f"{key}.b"] for key in qkv]), f"l{i}_qkv_b")
+        else:
+            wqkv = b.op("Concat", [b.weight(key) for key in qkv], axis=1)
+            bqkv = b.op("Concat", [b.bias(key) for key in qkv], axis=0)
         ctx = b.op("Attention", [x, wqkv, bqkv, mask32], domain=MS_DOMAIN, num_heads=b.cfg.heads)
         x = b.layer_norm(b.op("Add", [x, b.linear(ctx, f"l{i}.o")]), f"l{i}.ln1")
         # exact (erf) GELU, as BERT uses: 0.5·x·(1 + erf(x/√2))

@@ -12,7 +12,8 @@ graph is the SPARC exporter's encoder (``model/graph.py``), then that head: inpu
 the rows gathered (a reranker never projects onto E, so a float copy of it, 47 MB for BERT's
 vocabulary, would only cost load time and memory), and the linear layers' weights either as int8
 dequantized in-graph and folded into float at load (``int8-weights``: a quarter of the file, float
-compute) or through onnxruntime's dynamic quantization (``int8``: its integer kernels).  ``--int8``
+compute) or through onnxruntime's dynamic quantization (``int8``: its integer kernels, the fused
+attention's Q, K and V joined into one weight so that it becomes QAttention; the head stays float).  ``--int8``
 picks the int8 form that benchmarks/rerank_speed.py measured faster (INT8 below).
 """
 
@@ -59,7 +60,7 @@ def build_graph(cfg: ArchConfig, w: Weights, quant: str = QUANT_FP32) -> Any:
         x = embeddings(b, b.const(w["emb.word"].astype(np.float32), "emb_word"))
     else:
         x = embeddings(b, _word_vectors(b), gathered=True)
-    x = layers(b, x)
+    x = layers(b, x, joined_qkv=quant == QUANT_DYNAMIC)
     cls = b.op("Gather", [x, b.const(np.array(0, np.int64))], axis=1)  # (batch, hidden): [CLS]
     head = b.op("Add", [b.op("MatMul", [cls, b.const(w[HEAD_W].T.astype(np.float32).copy(), "head_w")], "head"),
                         b.const(w[HEAD_B].astype(np.float32).reshape(1), "head_b")])
@@ -129,7 +130,8 @@ def _quantize_dynamic(model: Any, target: Path) -> None:
         fp32 = Path(tmp) / "fp32.onnx"
         onnx.save(model, fp32)
         # shape inference knows no contrib op, hence the default type (as model/export.py)
-        quantize_dynamic(fp32, Path(tmp) / "int8.onnx", op_types_to_quantize=["MatMul"], nodes_to_exclude=head,
+        quantize_dynamic(fp32, Path(tmp) / "int8.onnx", op_types_to_quantize=["MatMul", "Attention"],
+                         nodes_to_exclude=head,
                          weight_type=QuantType.QInt8, per_channel=True,
                          extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
         shutil.move(str(Path(tmp) / "int8.onnx"), target)

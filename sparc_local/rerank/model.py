@@ -131,8 +131,9 @@ class Reranker:
 
     def warm(self) -> Reranker:
         """Load the session and the tokenizer now (they load at the first ``score`` otherwise)."""
-        if self._session is None:
+        if self._tokenizer is None:
             self._tokenizer = self._load_tokenizer()
+        if self._session is None:
             self._session = self._load_session()
         return self
 
