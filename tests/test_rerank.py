@@ -219,6 +219,33 @@ def test_the_shipped_reranker_is_found_where_the_encoder_is(monkeypatch: pytest.
     assert installed.name == clone.name == model_info.SHIPPED_RERANKER
 
 
+def test_rerank_keeps_what_scores_above_the_lowest_first_stage_score_shown():
+    """A passage's other sentences (and its repeats elsewhere) are listed by the first stage's
+    scores: those at least the lowest first-stage score among the answers shown."""
+    from sparc_local.query.ask import Answer, rerank
+
+    class Reverse:  # a second stage that puts the first stage's order upside down
+        n, alpha, likely = 3, 0.0, 0.5
+
+        def score(self, question: str, texts: list[str]) -> np.ndarray:
+            return np.arange(len(texts), dtype=np.float32)
+
+    def a(rank: int, score: float, more: list[float]) -> Answer:
+        extra = [Answer(0, s, "/d", None, 1, f"s{s}", "p") for s in more]
+        return Answer(rank, score, f"/d/{rank}", None, 1, f"s{score}", f"p{rank}", sentence_id=rank, collapsed=extra)
+
+    ranked = [a(1, 0.9, [0.85, 0.6]), a(2, 0.8, [0.75]), a(3, 0.7, [0.65]), a(4, 0.5, [])]
+    shown = rerank("q", ranked, Reverse(), n=3, k=2)
+    assert [(x.rank, x.first_stage_rank, x.score, x.reranked, x.likely) for x in shown] == [
+        (1, 3, 2.0, True, True), (2, 2, 1.0, True, True)]
+    assert [[c.score for c in x.collapsed] for x in shown] == [[], [0.75]]  # at least 0.7, the lowest shown
+    ranked = [a(1, 0.9, [0.85, 0.6]), a(2, 0.8, [0.75]), a(3, 0.7, [0.65]), a(4, 0.5, [])]
+    shown = rerank("q", ranked, Reverse(), n=2, k=4)  # after the n-th: the first stage's order and scores
+    assert [(x.first_stage_rank, x.score, x.reranked) for x in shown] == [
+        (2, 1.0, True), (1, 0.0, True), (3, 0.7, False), (4, 0.5, False)]
+    assert [[c.score for c in x.collapsed] for x in shown] == [[0.75], [0.85, 0.6], [0.65], []]
+
+
 # ------------------------------------------------------------------------------------ the model and its text
 
 

@@ -55,8 +55,8 @@ def format_date(seconds: float) -> str:
 
 
 def _reranker():
-    """The reranker `ask` runs (its rerank.json read; the model loads when it first scores), or None
-    when the installation has none."""
+    """The reranker `ask` runs (its rerank.json read, its model loading in a thread while the first
+    stage runs), or None when the installation has none."""
     from sparc_local.model.info import reranker_dir
 
     folder = reranker_dir()
@@ -64,7 +64,7 @@ def _reranker():
         return None
     from sparc_local.rerank.model import Reranker
 
-    return Reranker.load(folder)
+    return Reranker.load(folder).preload()
 
 
 def filter_options(path: str | None, type_: str | None, since: float | None, before: float | None) -> str:

@@ -8,6 +8,7 @@ nothing for loads neither.  Importing this module imports neither onnxruntime no
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -24,8 +25,11 @@ OUTPUT = "logits"  # float32 (batch,)
 # onnxruntime's intra-op threads: the 2 cores of the machine the latency budget is set on
 # (benchmarks/rerank_speed.py); one inter-op thread, nodes run in order
 THREADS = 2
-# pairs per onnxruntime run, sorted by length first so a batch pads little (benchmarks/rerank_speed.py)
-BATCH = 16
+# pairs per onnxruntime run. One: no padding at all, and a pair's score depends on nothing else, which
+# dynamic int8 (its activations' scale is per tensor) would otherwise break. Measured on the software
+# desk's passages (benchmarks/rerank_speed.py, N 30, MiniLM-L6 int8, paired): batches of 1, 4, 8 and 16
+# cost 0.90, 0.85, 0.90 and 1 (CPU time); texts are sorted by length, so larger batches pad little.
+BATCH = 1
 PAD, CLS, SEP = "[PAD]", "[CLS]", "[SEP]"
 
 
@@ -112,6 +116,8 @@ class Reranker:
         self.max_length = max_length or info.max_length
         self._session: Any = None
         self._tokenizer: Any = None
+        self._loading: threading.Thread | None = None
+        self._failed: BaseException | None = None
 
     @classmethod
     def load(cls, folder: Path, **kwargs: Any) -> Reranker:
@@ -129,13 +135,35 @@ class Reranker:
     def likely(self) -> float:
         return self.info.likely
 
-    def warm(self) -> Reranker:
-        """Load the session and the tokenizer now (they load at the first ``score`` otherwise)."""
-        if self._tokenizer is None:
-            self._tokenizer = self._load_tokenizer()
-        if self._session is None:
-            self._session = self._load_session()
+    def preload(self) -> Reranker:
+        """Start loading the session and the tokenizer in a thread, which ``score`` waits for: onnxruntime
+        builds the session without the GIL, so a cold `ask`'s first stage runs meanwhile."""
+        if self._loading is None and (self._session is None or self._tokenizer is None):
+            self._loading = threading.Thread(target=self._load, name="reranker-load", daemon=True)
+            self._loading.start()
         return self
+
+    def warm(self) -> Reranker:
+        """The session and the tokenizer loaded (they load at the first ``score`` otherwise)."""
+        if self._loading is not None:
+            self._loading.join()
+            self._loading = None
+        if self._failed is not None:  # the thread's error, raised where the answer waits for it
+            err, self._failed = self._failed, None
+            raise err
+        self._load()
+        return self
+
+    def _load(self) -> None:
+        try:
+            if self._session is None:
+                self._session = self._load_session()
+            if self._tokenizer is None:
+                self._tokenizer = self._load_tokenizer()
+        except BaseException as err:
+            if threading.current_thread() is not self._loading:
+                raise
+            self._failed = err
 
     def score(self, question: str, texts: Sequence[str]) -> np.ndarray:
         """float32 (len(texts),): the logit of each text answering ``question``."""
@@ -189,13 +217,8 @@ class Reranker:
         tok.enable_padding(pad_id=ids[PAD], pad_token=PAD)  # to the longest pair of each batch
         return tok
 
-    def _load_session(self) -> Any:
-        from sparc_local.model.runtime import onnxruntime
-
-        path = self.info.onnx_path
-        if not path.is_file():
-            raise RerankerMissing(f"{path} is missing", reranker_remedy(self.info.path))
-        ort = onnxruntime()
+    def _options(self, ort: Any) -> Any:
+        """The session's options, tuned for one question's latency."""
         opts = ort.SessionOptions()
         opts.log_severity_level = 3
         # int8-stored weights (export.QUANT_WEIGHTS) become float constants once, at load
@@ -204,8 +227,17 @@ class Reranker:
         opts.inter_op_num_threads = 1
         opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        return opts
+
+    def _load_session(self) -> Any:
+        from sparc_local.model.runtime import onnxruntime
+
+        path = self.info.onnx_path
+        if not path.is_file():
+            raise RerankerMissing(f"{path} is missing", reranker_remedy(self.info.path))
+        ort = onnxruntime()
         try:
-            session = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+            session = ort.InferenceSession(str(path), self._options(ort), providers=["CPUExecutionProvider"])
         except Exception as err:  # onnxruntime's own types (InvalidProtobuf, Fail, ...) derive from Exception only
             raise RerankerDamaged(f"{path} is damaged: onnxruntime cannot load it ({type(err).__name__})",
                                   reranker_remedy(self.info.path)) from err
