@@ -2,7 +2,7 @@
 
     SPARC_LOCAL_HOME=HOME python benchmarks/rerank_speed.py --reranker DIR [--limit 30] [--rounds 2]
     ... --compare DIR2 DIR3     # other reranker folders (int8, fewer layers) against DIR at its N and length
-    ... --batches 4 8 --threads 1 --no-spin   # other batch sizes and sessions, at DIR's N and length
+    ... --batches 4 8 --threads 1 --spin   # other batch sizes and sessions, at DIR's N and length
     python benchmarks/rerank_speed.py --smoke   # the tiny models (smoke.py, tests/rerank_tiny.py): seconds
 
 On the index of SPARC_LOCAL_HOME (with its active model) and a reranker folder (default: the one
@@ -162,8 +162,8 @@ def session(base, threads: int, spin: bool):
     ort = onnxruntime()
     r = Reranker(base.info, threads=threads, batch=base.batch, max_length=base.max_length)
     opts = r._options(ort)
-    if not spin:  # onnxruntime's pool threads sleep instead of spinning between runs
-        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    # onnxruntime's pool threads spin between runs, or sleep as the product's do
+    opts.add_session_config_entry("session.intra_op.allow_spinning", "1" if spin else "0")
     r._session = ort.InferenceSession(str(base.info.onnx_path), opts, providers=["CPUExecutionProvider"])
     return r.warm()
 
@@ -181,9 +181,9 @@ def compare(reranker, others: list[Path], batches: list[int], threads: list[int]
     for b in batches:
         cells[f"{name} (batch {b})"] = (sharing(reranker, batch=b), reranker.n)
     for t in threads:
-        cells[f"{name} ({t} intra-op threads)"] = (session(reranker, t, True), reranker.n)
+        cells[f"{name} ({t} intra-op threads)"] = (session(reranker, t, False), reranker.n)
     if spin:
-        cells[f"{name} (no spinning)"] = (session(reranker, reranker.threads, False), reranker.n)
+        cells[f"{name} (spinning)"] = (session(reranker, reranker.threads, True), reranker.n)
     base = next(iter(cells))
     got = paired(cells, questions, texts, rounds, base)
     print(f"\n## at N = {reranker.n}, max_length = {reranker.max_length}: paired with {base}\n")
@@ -278,7 +278,7 @@ def main() -> None:
     ap.add_argument("--compare", type=Path, nargs="*", default=[], help="other reranker folders")
     ap.add_argument("--batches", type=int, nargs="*", default=[], help="other batch sizes")
     ap.add_argument("--threads", type=int, nargs="*", default=[], help="other intra-op thread counts")
-    ap.add_argument("--no-spin", action="store_true", help="also a session whose threads do not spin")
+    ap.add_argument("--spin", action="store_true", help="also a session whose threads spin between runs")
     ap.add_argument("--cold", type=int, default=15, help="cold runs of each kind (0: none)")
     ap.add_argument("--skip", nargs="*", default=[], choices=["warm", "table"], help="parts not to run")
     ap.add_argument("--smoke", action="store_true", help="seconds: the tiny models, 1 round, a 2x2 table")
@@ -286,7 +286,7 @@ def main() -> None:
     if args.smoke:
         home, args.reranker, questions = smoke_setup()
         args.rounds, args.n, args.lengths, args.cold, args.batches, args.threads = 1, [2, 3], [16, 32], 1, [2], [1]
-        args.no_spin = True
+        args.spin = True
     else:
         home = Path(os.environ.get("SPARC_LOCAL_HOME", "")) if os.environ.get("SPARC_LOCAL_HOME") else None
         questions = read_questions(args.questions, args.limit)
@@ -313,8 +313,8 @@ def main() -> None:
           f"{statistics.mean(len(x) for t in texts for x in t):.0f} characters each on average")
     if "table" not in args.skip:
         table(reranker, questions, texts, args.rounds, args.n, args.lengths)
-    if args.compare or args.batches or args.threads or args.no_spin:
-        compare(reranker, args.compare, args.batches, args.threads, args.no_spin, questions, texts, args.rounds)
+    if args.compare or args.batches or args.threads or args.spin:
+        compare(reranker, args.compare, args.batches, args.threads, args.spin, questions, texts, args.rounds)
     if args.cold:
         cold(home, folder, questions, args.cold)
     print(f"\nload average at the end {os.getloadavg()[0]:.2f}")
