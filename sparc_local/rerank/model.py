@@ -26,9 +26,9 @@ OUTPUT = "logits"  # float32 (batch,)
 # (benchmarks/rerank_speed.py); one inter-op thread, nodes run in order
 THREADS = 2
 # pairs per onnxruntime run. One: no padding at all, and a pair's score depends on nothing else, which
-# dynamic int8 (its activations' scale is per tensor) would otherwise break. Measured on the software
-# desk's passages (benchmarks/rerank_speed.py, N 30, MiniLM-L6 int8, paired): batches of 1, 4, 8 and 16
-# cost 0.90, 0.85, 0.90 and 1 (CPU time); texts are sorted by length, so larger batches pad little.
+# dynamic int8 (its activations' scale is per tensor) would otherwise break. On the software desk's
+# passages (benchmarks/rerank_speed.py, N 30, MiniLM-L6 int8, paired) batches of 4 cost 1.14x the CPU
+# time of single pairs, though texts are sorted by length so that a batch pads little.
 BATCH = 1
 PAD, CLS, SEP = "[PAD]", "[CLS]", "[SEP]"
 
@@ -226,7 +226,7 @@ class Reranker:
         opts.intra_op_num_threads = self.threads
         opts.inter_op_num_threads = 1
         # pool threads sleep between the many small runs of one question (a run per pair) instead of
-        # spinning: on a busy machine spinning cost 1.85x the time (wall and CPU), benchmarks/rerank_speed.py
+        # spinning, which cost 1.67x the CPU and 1.82x the wall time on a busy machine (rerank_speed.py --spin)
         opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
         opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
