@@ -22,7 +22,8 @@ class IndexOptions:
 
     exclude: Iterable[str] = ()  # `--exclude` globs
     include_hidden: bool = False  # `--hidden`
-    ignore_files: bool = True  # honour .gitignore / .ignore (`--no-ignore` turns it off)
+    ignore_files: bool = True  # honour .gitignore / .ignore and skip tools' folders (`--no-ignore` turns it off)
+    logs: bool = False  # also index text that looks machine-written: logs, data dumps (`--logs`)
     max_sentences: int = MAX_SENTENCES  # sentences indexed per file, at most
     batch_sentences: int = BATCH_SENTENCES  # sentences per committed batch
     remember_roots: bool = True  # the roots are paths the user named: remembered, un-forgotten

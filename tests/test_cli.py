@@ -239,7 +239,7 @@ def test_status_without_an_index(sparc_home: Path, active_tiny: Path):
                              "Errors:       0\n")
     st = json.loads(run("status", "--json").output)
     assert list(st) == ["files", "sentences", "encoded", "postings", "db_bytes", "model", "last_update", "errors", "roots",
-                        "database", "watch", "active_model", "store"]
+                        "database", "watch", "active_model", "store", "machine_written"]
     assert (st["files"], st["model"], st["last_update"], st["errors"], st["roots"], st["store"]) == (
         0, None, None, [], [], None)
     assert (st["database"], st["active_model"], st["watch"]["running"]) == (str(sparc_home / "index.db"), model,

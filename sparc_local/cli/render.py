@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 
     from sparc_local.adapt.domain import Distance
     from sparc_local.milvus.store import StoreStatus
+    from sparc_local.pipeline import IndexReport
     from sparc_local.query.ask import Answer
     from sparc_local.query.pathfilter import NoMatch
     from sparc_local.status import Status
@@ -93,13 +94,26 @@ Span = tuple[str, "str | None"]  # text and its SGR code (None: unstyled)
 LOCATION_KINDS = {".pptx": "slide", ".epub": "chapter", ".mbox": "message", ".eml": "message"}
 
 
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_CONTROL_NAMES = {"\n": "\\n", "\t": "\\t", "\r": "\\r"}
+
+
+def shown_path(path: str) -> str:
+    """A path as one line of output: control characters (a newline in a file name) escaped as
+    `ls -b` does (\\n, \\t, \\xNN)."""
+    if not _CONTROL.search(path):
+        return path
+    return _CONTROL.sub(lambda m: _CONTROL_NAMES.get(m[0], f"\\x{ord(m[0]):02x}"), path)
+
+
 def _where(a: Answer) -> str:
+    path = shown_path(a.path)
     if a.page is not None:
         kind = LOCATION_KINDS.get(Path(a.path).suffix.lower(), "page")
-        return f"{a.path} ({kind} {a.page})"
+        return f"{path} ({kind} {a.page})"
     if a.line is not None:
-        return f"{a.path}:{a.line}"
-    return a.path
+        return f"{path}:{a.line}"
+    return path
 
 
 def _sentence(a: Answer, phrase: bool) -> list[Span]:
@@ -313,7 +327,20 @@ def print_status(st: Status) -> None:
     out.print(f"Watcher:      {escape(line)}")
     out.print(f"Errors:       {len(st.errors)}")
     for e in st.errors:
-        out.print(f"  {escape(e['path'])}: {escape(e['reason'])}")
+        out.print(f"  {escape(shown_path(e['path']))}: {escape(e['reason'])}")
+    if st.machine_written:
+        out.print(f"Left out:     {len(st.machine_written)} machine-written (logs, data; `index --logs` indexes them)")
+        for e in st.machine_written:
+            out.print(f"  {escape(shown_path(e['path']))}")
+
+
+def index_summary(r: IndexReport) -> str:
+    """`index`'s last line: what this run read and encoded, and what the index holds no text of
+    (the unreadable count is `status`'s)."""
+    encoded = f"; encoded {r.encoded}" if r.encoded != r.sentences else ""
+    machine = f", {r.machine_written} machine-written left out (--logs)" if r.machine_written else ""
+    return (f"Indexed {r.indexed} files ({r.sentences} sentences{encoded}), {r.unchanged} unchanged, "
+            f"{r.removed} removed, {r.unreadable} unreadable{machine} in {r.seconds:.1f}s.")
 
 
 def print_eval(r: dict, k: int) -> None:

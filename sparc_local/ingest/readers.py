@@ -72,6 +72,25 @@ def _bomless_utf16(sample: bytes) -> str | None:
     return None
 
 
+_ISO2022_ESCAPE = re.compile(rb"\x1b[$(][@A-Z(]|\x1b\$\)C")  # a 7-bit ISO-2022 designation (JP, KR)
+# ISO-2022-KR designates with ESC $ ) C and shifts with SO/SI, control bytes a binary test counts
+_ISO2022_CODECS = ((b"\x1b$)C", "iso2022_kr"), (b"", "iso2022_jp_2"), (b"", "iso2022_jp_ext"))
+
+
+def _iso2022(sample: bytes, truncated: bool) -> str | None:
+    """The ISO-2022 codec that decodes a 7-bit text with escape sequences, else None."""
+    if not _ISO2022_ESCAPE.search(sample) or any(b > 127 for b in sample):
+        return None
+    for marker, codec in _ISO2022_CODECS:
+        if marker in sample:
+            try:
+                codecs.getincrementaldecoder(codec)().decode(sample, final=not truncated)
+            except UnicodeDecodeError:
+                continue
+            return codec
+    return None
+
+
 def _is_binary(sample: bytes) -> bool:
     if not sample:
         return False
@@ -116,6 +135,9 @@ def _detect(head: bytes, truncated: bool, declared: str | None = None) -> str:
         text = head[: len(head) - len(head) % 2].decode(utf16, errors="replace")[:4096]
         if sum(c.isprintable() or c.isspace() for c in text) >= 0.95 * len(text):
             return utf16
+    iso2022 = _iso2022(sample, truncated or len(head) > len(sample))
+    if iso2022:
+        return iso2022
     if _is_binary(sample):
         raise ExtractError("binary file, not text")
     try:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sparc_local.index.records import FileStatus
-from sparc_local.ingest.extract import SUPPORTED, ExtractError, iter_files, path_key
+from sparc_local.ingest.extract import ExtractError, iter_files, path_key, supported
 from sparc_local.paths import is_under
 from sparc_local.watch.config import LOG_NAME
 from sparc_local.watch.scope import Scope
@@ -52,7 +52,7 @@ def apply(idx, batch: dict[str, bool], scope: Scope, index_files: Callable[[list
             continue
         if stat.S_ISDIR(mode):
             folders.append(path)
-        elif stat.S_ISREG(mode) and os.path.splitext(path)[1].lower() in SUPPORTED:  # never a FIFO
+        elif stat.S_ISREG(mode) and supported(path):  # never a FIFO
             files.add(path)
             rec = idx.file(path_key(path))
             if rec is not None and rec.status == FileStatus.ERROR:  # read it again even if its stat is the same
@@ -84,7 +84,7 @@ def apply(idx, batch: dict[str, bool], scope: Scope, index_files: Callable[[list
         else:
             continue
         out.indexed += rep.indexed
-        out.errors.update((p, r) for p, r in rep.errors if p in files)
+        out.errors.update((p, r) for p, r in rep.errors + rep.skipped if p in files)
         if rep.stopped:
             out.stopped = True
             break

@@ -11,7 +11,7 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-from sparc_local.ingest.extract import SUPPORTED
+from sparc_local.ingest.extract import supported
 from sparc_local.ingest.ignore import IGNORE_FILES, Rules
 from sparc_local.paths import is_under
 
@@ -50,6 +50,6 @@ class Scope:
             folder = os.path.dirname(path)
             self.rules.forget_folder(folder)
             path, is_dir = folder, True
-        if self.ignored(path, is_dir) or (not is_dir and os.path.splitext(path)[1].lower() not in SUPPORTED):
+        if self.ignored(path, is_dir) or (not is_dir and not supported(path)):
             return None
         return path, is_dir
