@@ -3,11 +3,12 @@
     python benchmarks/machine_text.py                    # this machine's logs against its documentation
     python benchmarks/machine_text.py --logs A B --prose C D   # other files or folders
 
-Every file is judged as `index` judges a text file (readers.read_text, then machine.verdict).
-Logs: /var/log's text logs, a journal export when journalctl has one, and the logs and dumps
-that benchmarks/messy_home.py generates. Prose: every text file of /usr/share/doc (gzip unpacked:
-READMEs, NEWS, changelogs, copyright files) and man pages rendered to text by `man`, the kinds
-of .txt a person keeps. Prints how many of each are called machine-written, and each mistake.
+Every file is judged as `index` judges a plain text file (readers.read_text, then
+machine.verdict). Logs: /var/log's, the kernel's (`dmesg`, `dmesg -T`), a journal export when
+journalctl has one, and the logs and dumps benchmarks/messy_home.py generates. Prose: every file
+of /usr/share/doc that `index` would read as plain text (.txt, README, NEWS, changelog, TODO...;
+gzip unpacked) and man pages rendered to text by `man`, the kinds of .txt a person keeps.
+Prints how many of each are called machine-written, and each call on prose and each miss.
 """
 
 from __future__ import annotations
@@ -17,11 +18,12 @@ import gzip
 import os
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from sparc_local.ingest import plaintext  # noqa: E402
+from sparc_local.ingest.extract import TEXT_NAMES, reader_for  # noqa: E402
 from sparc_local.ingest.machine import SAMPLE_CHARS, verdict  # noqa: E402
 from sparc_local.ingest.readers import ExtractError, read_text  # noqa: E402
 
@@ -41,17 +43,14 @@ def _text(path: Path) -> str | None:
         return None
 
 
-def _files(roots: list[Path], suffixes: tuple[str, ...] | None) -> list[Path]:
+def _files(roots: list[Path], keep=lambda p: True) -> list[Path]:
     out = []
     for root in roots:
         if root.is_file():
             out.append(root)
             continue
         for dirpath, _, names in os.walk(root):
-            for name in sorted(names):
-                p = Path(dirpath, name)
-                if p.is_file() and not p.is_symlink() and (suffixes is None or p.suffix in suffixes or "." not in name):
-                    out.append(p)
+            out += [p for name in sorted(names) if (p := Path(dirpath, name)).is_file() and not p.is_symlink() and keep(p)]
     return out
 
 
@@ -66,14 +65,25 @@ def _man_pages(n: int) -> list[tuple[str, str]]:
     return out
 
 
-def _journal() -> list[tuple[str, str]]:
-    try:
-        r = subprocess.run(["journalctl", "--no-pager", "-n", "2000", "-o", "short-iso"], capture_output=True,
-                           text=True, timeout=60)
-    except (OSError, subprocess.TimeoutExpired):
-        return []
-    lines = [line for line in r.stdout.splitlines() if not line.startswith("--")]
-    return [("journalctl -o short-iso", "\n".join(lines))] if len(lines) > 20 else []
+def _system_logs() -> list[tuple[str, str]]:
+    """The journal and the kernel's ring buffer, as a user would save them to a .txt."""
+    out = []
+    for cmd in (["journalctl", "--no-pager", "-n", "2000", "-o", "short-iso"], ["journalctl", "--no-pager", "-n", "2000"],
+                ["dmesg"], ["dmesg", "-T"]):
+        try:
+            r = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+        except (OSError, subprocess.TimeoutExpired):
+            continue
+        lines = [line for line in r.stdout.splitlines() if not line.startswith("--")]
+        if len(lines) > 20:
+            out.append((" ".join(cmd), "\n".join(lines)))
+    return out
+
+
+def _plain(path: Path) -> bool:
+    """Whether `index` reads this file (its .gz unpacked) as plain text: what machine.sniff judges."""
+    name = path.name.removesuffix(".gz")
+    return reader_for(name) is plaintext.plain_text or name.lower().split(".")[0] in TEXT_NAMES
 
 
 def judge(named: list[tuple[str, str]]) -> list[tuple[str, str | None]]:
@@ -85,16 +95,14 @@ def main() -> None:
     ap.add_argument("--logs", nargs="*", type=Path, help="log files or folders (default: /var/log and a generated home's)")
     ap.add_argument("--prose", nargs="*", type=Path, help="prose files or folders (default: /usr/share/doc, man pages)")
     args = ap.parse_args()
-    logs = [(str(p), t) for p in _files(args.logs or LOG_DIRS, (".log",) if not args.logs else None)
-            if (t := _text(p)) is not None and t.strip()]
+    logs = [(str(p), t) for p in _files(args.logs or LOG_DIRS) if (t := _text(p)) is not None and t.strip()]
     if not args.logs:
-        logs += _journal()
-        from benchmarks.messy_home import machine_samples
+        logs += _system_logs()
+        from benchmarks.messy_home import SCRATCH, machine_samples
 
-        with tempfile.TemporaryDirectory() as tmp:  # generated, public text only
-            for p in machine_samples(Path(tmp)):
-                logs.append((f"generated:{p.name}", _text(p) or ""))
-    prose = [(str(p), t) for p in _files(args.prose or PROSE_DIRS, (".txt", ".md", ".rst", ".gz"))
+        for p in machine_samples(SCRATCH / "machine-samples"):
+            logs.append((f"generated:{p.name}", _text(p) or ""))
+    prose = [(str(p), t) for p in _files(args.prose or PROSE_DIRS, _plain if not args.prose else (lambda p: True))
              if (t := _text(p)) is not None and t.strip()]
     if not args.prose:
         prose += _man_pages(MAN_PAGES)

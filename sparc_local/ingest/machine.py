@@ -30,11 +30,15 @@ _STAMP = re.compile(
     r"|^\d\d:\d\d:\d\d"
     r"|^\d{10}(?:\.\d+)?\b)"
 )
-_WORD = re.compile(r"[A-Za-z]{2,}[a-z]*[.,;:!?]?$")  # a token that reads as a word
+# a token that reads as a word, once the punctuation around it is stripped ("(see", "don't", "e-mail,")
+_WORD = re.compile(r"[A-Za-z][a-z]+(?:['’-][A-Za-z]+)*$|[A-Z]{2,}$")
+_AROUND = "\"'“”‘’()[]{}<>*_`.,;:!?"
 STAMPED = 0.6  # lines with a time stamp: a log
 FIELDS = 0.8  # lines with the same number (2 or more) of the same separator: a table
+FIELD_WORDS = 3  # ... whose fields hold this many words or fewer, on average
 JSON_LINES = 0.8  # lines that open with { or [: JSON records
 WORDS = 0.35  # tokens that read as words, below which it is data (ids, hex, numbers)
+_JSON_RECORD = re.compile(r'\s*(?:\{\s*"|\[\s*[\[{"\d-])')  # {"key" or ["x", [1, [{: not "[ ] todo"
 LONG_LINE = 1000  # a median line this long with few spaces: minified data
 SKIPPED = "looks machine-written"  # how a file's recorded reason begins (``is_skipped``)
 REMEDY = "`sparc-local index --logs` indexes it"
@@ -69,16 +73,17 @@ def verdict(text: str) -> str | None:
     stamped = sum(1 for line in lines if _STAMP.match(line)) / n
     if stamped >= STAMPED:
         return f"a log: {stamped:.0%} of its lines begin with a time"
-    jsonish = sum(1 for line in lines if line.lstrip()[:1] in "{[") / n
+    jsonish = sum(1 for line in lines if _JSON_RECORD.match(line)) / n
     if jsonish >= JSON_LINES:
         return f"data: {jsonish:.0%} of its lines are JSON records"
-    for sep, name in ((",", "comma"), ("\t", "tab"), (";", "semicolon"), ("|", "bar")):
-        counts = Counter(line.count(sep) for line in lines)
-        fields, share = counts.most_common(1)[0]
-        if fields >= 2 and share / n >= FIELDS:
-            return f"a table: {share / n:.0%} of its lines hold {fields + 1} {name}-separated fields"
     tokens = " ".join(lines).split()
-    words = sum(1 for t in tokens if _WORD.match(t)) / max(len(tokens), 1)
+    for sep, name in ((",", "comma"), ("\t", "tab"), (";", "semicolon"), ("|", "bar")):
+        counts = Counter(line.strip().count(sep) for line in lines)  # not indentation
+        seps, share = counts.most_common(1)[0]
+        # short fields: prose has as many commas on each line as a table only by chance, with phrases between
+        if seps >= 2 and share / n >= FIELDS and len(tokens) <= FIELD_WORDS * (seps + 1) * n:
+            return f"a table: {share / n:.0%} of its lines hold {seps + 1} {name}-separated fields"
+    words = sum(1 for t in tokens if _WORD.match(t.strip(_AROUND))) / max(len(tokens), 1)
     if words < WORDS:
         return f"data: only {words:.0%} of its tokens are words"
     lengths = sorted(len(line) for line in lines)
