@@ -4,7 +4,6 @@ files known by name, legacy encodings, and what `index` and `status` say about t
 from __future__ import annotations
 
 import json
-import os
 import re
 import sqlite3
 from pathlib import Path
@@ -97,7 +96,7 @@ def _peak_bytes_of_reading(folder: Path) -> int:
 
 
 def test_memory_does_not_grow_with_a_paragraph_without_blank_lines(tmp_path: Path):
-    """1,200 lines without a blank line cost what the same lines with blank lines cost (an
+    """800 lines without a blank line cost what the same lines with blank lines cost (an
     unbounded paragraph's cost grows with its square: 4,000 such lines peaked at 1.44 GB against
     0.48 GB with blank lines; benchmarks/memory.py measures the whole process)."""
     import random
@@ -106,7 +105,7 @@ def test_memory_does_not_grow_with_a_paragraph_without_blank_lines(tmp_path: Pat
 
     rng = random.Random(48)
     vocab = [w for w in (shipped_model_dir() / "tokenizer.json").read_text().split('"') if w.isalpha() and len(w) > 4]
-    lines = [" ".join(rng.choices(vocab, k=10)) + "." for _ in range(1200)]
+    lines = [" ".join(rng.choices(vocab, k=10)) + "." for _ in range(800)]
     flat, spaced = tmp_path / "flat", tmp_path / "spaced"
     flat.mkdir()
     spaced.mkdir()
