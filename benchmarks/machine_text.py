@@ -23,7 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from sparc_local.ingest import plaintext  # noqa: E402
-from sparc_local.ingest.extract import TEXT_NAMES, reader_for  # noqa: E402
+from sparc_local.ingest.extract import reader_for  # noqa: E402
 from sparc_local.ingest.machine import SAMPLE_CHARS, verdict  # noqa: E402
 from sparc_local.ingest.readers import ExtractError, read_text  # noqa: E402
 
@@ -82,8 +82,7 @@ def _system_logs() -> list[tuple[str, str]]:
 
 def _plain(path: Path) -> bool:
     """Whether `index` reads this file (its .gz unpacked) as plain text: what machine.sniff judges."""
-    name = path.name.removesuffix(".gz")
-    return reader_for(name) is plaintext.plain_text or name.lower().split(".")[0] in TEXT_NAMES
+    return reader_for(path.name.removesuffix(".gz")) is plaintext.plain_text
 
 
 def judge(named: list[tuple[str, str]]) -> list[tuple[str, str | None]]:

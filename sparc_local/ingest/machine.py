@@ -4,8 +4,8 @@ A question is answered from what a person wrote. A system log, a CSV export or a
 as .txt holds a few words among numbers, ids and times; indexed, it floods the index (one 30 MB
 log made most of a home's postings) and its lines answer questions about anything. ``verdict``
 reads the start of a text file and says why it looks machine-written, or None. Each rule is a
-share of the sample's lines, measured on real logs and real prose (benchmarks/machine_text.py):
-every log and dump there is caught, and no prose file.
+share of the sample's lines or tokens, set on real logs against real prose: this machine's logs
+and the plain text files of /usr/share/doc (benchmarks/machine_text.py prints both sides).
 """
 
 from __future__ import annotations
@@ -30,9 +30,8 @@ _STAMP = re.compile(
     r"|^\d\d:\d\d:\d\d"
     r"|^\d{10}(?:\.\d+)?\b)"
 )
-# a token that reads as a word, once the punctuation around it is stripped ("(see", "don't", "e-mail,")
-_WORD = re.compile(r"[A-Za-z][a-z]+(?:['’-][A-Za-z]+)*$|[A-Z]{2,}$")
-_AROUND = "\"'“”‘’()[]{}<>*_`.,;:!?"
+_AROUND = "\"'“”‘’()[]{}<>*_`.,;:!?"  # stripped from a token before it is judged a word
+_INNER = str.maketrans("", "", "'’-")  # "don't", "e-mail": still words
 STAMPED = 0.6  # lines with a time stamp: a log
 FIELDS = 0.8  # lines with the same number (2 or more) of the same separator: a table
 FIELD_WORDS = 3  # ... whose fields hold this many words or fewer, on average
@@ -62,6 +61,12 @@ def is_skipped(reason: str | None) -> bool:
     return bool(reason) and reason.startswith(SKIPPED)
 
 
+def _is_word(token: str) -> bool:
+    """Letters of any script, two or more, once punctuation around it is stripped ("(see", "시에")."""
+    core = token.strip(_AROUND)
+    return len(core) >= 2 and core.translate(_INNER).isalpha()
+
+
 def verdict(text: str) -> str | None:
     """Why the start of ``text`` looks machine-written (a one-line reason), or None for prose."""
     lines = [line for line in text[:SAMPLE_CHARS].splitlines() if line.strip()]
@@ -83,7 +88,7 @@ def verdict(text: str) -> str | None:
         # short fields: prose has as many commas on each line as a table only by chance, with phrases between
         if seps >= 2 and share / n >= FIELDS and len(tokens) <= FIELD_WORDS * (seps + 1) * n:
             return f"a table: {share / n:.0%} of its lines hold {seps + 1} {name}-separated fields"
-    words = sum(1 for t in tokens if _WORD.match(t.strip(_AROUND))) / max(len(tokens), 1)
+    words = sum(1 for t in tokens if _is_word(t)) / max(len(tokens), 1)
     if words < WORDS:
         return f"data: only {words:.0%} of its tokens are words"
     lengths = sorted(len(line) for line in lines)
