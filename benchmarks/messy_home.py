@@ -304,7 +304,7 @@ def run_watch(meta: dict, tree: Path, idle_seconds: float, catchup_sentences: in
             time.sleep(0.5)
         return {"idle_cpu_pct": 100 * idle, "catchup_sentences": n, "delete_to_gone_s": gone}
     finally:
-        watcher.send_signal(signal.SIGINT)
+        watcher.send_signal(signal.SIGTERM)
         try:
             watcher.wait(60)
         except subprocess.TimeoutExpired:

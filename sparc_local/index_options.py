@@ -11,7 +11,9 @@ import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-MAX_SENTENCES = 100_000  # per file: a 1 GB log must not take the index over (`index --max-sentences`)
+# per file (`index --max-sentences`): with the paragraph bound, what bounds the memory a file costs
+# (benchmarks/memory.py); above the longest books (a thousand-page manual holds some 30,000)
+MAX_SENTENCES = 50_000
 BATCH_SENTENCES = 512  # sentences per write transaction (one segment)
 
 

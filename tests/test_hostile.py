@@ -171,7 +171,7 @@ OTHER_ROWS = [
     ("folder without read permission", "skipped {folder}: permission denied"),
     ("folder symlink pointing to its ancestor", "(nothing: each real folder is entered once)"),
     ("name that is not valid UTF-8 (b'caf\\xe9.txt')", "(nothing: indexed; shown as caf\\xe9.txt)"),
-    ("file with more sentences than --max-sentences (default 100000; e.g. a 1 GB log)",
+    ("file with more sentences than --max-sentences (default 50000; e.g. a 1 GB text)",
      "cut {path}: indexed its first N sentences (see --max-sentences)"),
     ("e-mail in legacy charsets (ISO-8859-1 and KOI8-R bodies, a raw 8-bit Subject, a charset no codec knows)",
      "(nothing: indexed)"),
