@@ -245,6 +245,9 @@ class Observation:
         if self._poller is not None and self._poller.folders and not self.polling \
                 and time.monotonic() >= self._retry_at:
             self.resync()
+        if initial and self._native is not None:
+            log.info("%s: %d folders watched, %d polled (the OS limit on watches: %s)", self.kind,
+                     self._native.watches, self._poller.dirs if self._poller else 0, self.limit or "none known")
         return check
 
     def _watch(self, target: str, recursive: bool, check: RootCheck) -> bool:

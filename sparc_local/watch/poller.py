@@ -66,6 +66,7 @@ class Poller:
             self._snapshot.update(base)
             self._added |= new
             self._roots = roots_after(self._roots)
+            self.dirs = sum(1 for e in self._snapshot.values() if e[0])  # (until the next pass drops stale ones)
 
     def remove_under(self, prefix: str) -> None:
         with self._lock:
