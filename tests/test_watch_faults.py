@@ -239,3 +239,19 @@ def test_a_file_the_catch_up_fails_on_is_recorded_and_the_rest_goes_on(where: st
     assert (len(reads), encoder.failed) == tries
     assert "catch-up failed" not in caplog.text and caplog.text.count("catch-up of") == 1
     assert w.status().phase == "watching"
+
+
+def test_an_encoder_that_fails_on_every_file_blames_none(tmp_path: Path, watchers, tiny_model_dir: Path):
+    """Every file of the failed batch fails alone too: the encoder is broken, not the files, so none
+    is recorded as unreadable (their stored text stays answerable) and the catch-up is tried again
+    later, less and less often."""
+    root = tmp_path / "docs"
+    root.mkdir()
+    for i in range(5):
+        (root / f"note{i}.txt").write_text(f"The city museum opens at {i} hours.\n")
+    encoder = Gated(ModelInfo.load(tiny_model_dir), fail="museum")
+    w = watchers([root], encoder=encoder)
+    assert w.ready.is_set()
+    assert w.status().last_error == "catch-up failed: MemoryError"
+    assert {status for status, _, _ in files().values()} == {"ok"}
+    assert answers("city museum opens")

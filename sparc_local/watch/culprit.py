@@ -9,7 +9,8 @@ would ever be encoded. So the watcher asks which file is to blame, from where th
   if that fails too;
 * encoding: one of the files of the batch being encoded, which are the first files still not
   encoded, as many as one batch holds (batches are committed in that order). Each is encoded
-  alone, and those that fail are to blame.
+  alone, and those that fail are to blame; unless all of them fail, which says the encoder fails,
+  not a file.
 
 A file to blame is recorded as unreadable with the reason, as `index` records a file it cannot
 read (`status` lists it); the watcher reads it again when it changes. Elsewhere (the walk, the
@@ -96,7 +97,7 @@ def _blame_encoded(idx, model, encoder_factory: Callable[[], Any], options: Inde
             break
     if not batch:
         return []
-    lexical, blamed = Lexical.of(model), []
+    lexical, failed = Lexical.of(model), []
     for rec in batch:
         try:
             writer = BatchWriter(idx, encoder_factory(), batch_sentences=max(rec.n_sentences, 1))
@@ -105,6 +106,9 @@ def _blame_encoded(idx, model, encoder_factory: Callable[[], Any], options: Inde
         except Exception as err:
             if is_busy(err):
                 raise
-            _record(idx, rec.path, rec.size, rec.mtime, rec.hash, err)
-            blamed.append(rec.path)
-    return blamed
+            failed.append((rec, err))
+    if len(batch) > 1 and len(failed) == len(batch):  # every file alone: the encoder fails, not a file
+        return []
+    for rec, why in failed:
+        _record(idx, rec.path, rec.size, rec.mtime, rec.hash, why)
+    return [rec.path for rec, _ in failed]

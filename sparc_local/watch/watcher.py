@@ -415,7 +415,7 @@ class Watcher:
 
     def _failed(self, err: Exception, what: str, batch: dict[str, bool] | None = None) -> None:
         """One failed batch never stops the watcher: record it and try again later."""
-        msg = f"{what} failed: {type(err).__name__}: {err}"
+        msg = f"{what} failed: {type(err).__name__}" + (f": {err}" if str(err) else "")
         self._set(last_error=msg)
         busy = is_busy(err)
         delays = self.config.retry_delays
