@@ -325,6 +325,8 @@ def print_status(st: Status) -> None:
     if w.last_error:
         line += f"; last error: {w.last_error}"
     out.print(f"Watcher:      {escape(line)}")
+    if w.running and w.degraded:
+        out.print(f"              degraded: {escape(w.degraded)}")
     out.print(f"Errors:       {len(st.errors)}")
     for e in st.errors:
         out.print(f"  {escape(shown_path(e['path']))}: {escape(e['reason'])}")

@@ -57,6 +57,8 @@ def apply(idx, batch: dict[str, bool], scope: Scope, index_files: Callable[[list
             rec = idx.file(path_key(path))
             if rec is not None and rec.status == FileStatus.ERROR:  # read it again even if its stat is the same
                 idx.touch_file(rec.path, rec.size, -1.0)
+    out.removed = remove_gone(idx, gone, batch)  # first: a deleted file leaves before anything is read
+    gone = []
     if folders:
         known = [f.path for f in idx.all_files()]
         for folder in folders:
@@ -67,7 +69,7 @@ def apply(idx, batch: dict[str, bool], scope: Scope, index_files: Callable[[list
             files |= walked
             keys, folder_key = {path_key(f) for f in walked}, path_key(folder)  # what the index stores
             gone += [k for k in known if is_under(k, folder_key) and k not in keys]
-    out.removed = remove_gone(idx, gone, batch)
+    out.removed += remove_gone(idx, gone, batch)
     todo = sorted(files)
     for i in range(0, len(todo), chunk_files):
         if should_stop():
@@ -96,15 +98,18 @@ def apply(idx, batch: dict[str, bool], scope: Scope, index_files: Callable[[list
 
 
 def remove_gone(idx, gone: list[str], batch: dict[str, bool]) -> int:
-    """Forget deleted files; a deleted folder loses everything below it."""
+    """Forget deleted files, in one transaction; a deleted folder loses everything below it."""
+    if not gone:
+        return 0
     removed, done_dirs, files = 0, [], []
     is_dir = {path_key(p): d for p, d in batch.items()}
-    for path in sorted({path_key(p) for p in gone}):
-        if any(is_under(path, d) for d in done_dirs):
-            continue
-        if is_dir.get(path, False):
-            removed += idx.remove_under(path)
-            done_dirs.append(path)
-        elif idx.file(path) is not None:
-            files.append(path)
-    return removed + (idx.remove_files(files) if files else 0)
+    with idx.write_transaction():
+        for path in sorted({path_key(p) for p in gone}):
+            if any(is_under(path, d) for d in done_dirs):
+                continue
+            if is_dir.get(path, False):
+                removed += idx.remove_under(path)
+                done_dirs.append(path)
+            elif idx.file(path) is not None:
+                files.append(path)
+        return removed + (idx.remove_files(files) if files else 0)
