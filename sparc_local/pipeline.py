@@ -363,7 +363,10 @@ def _encode_pending(run: _Run, index: Index, writer: BatchWriter, lexical: _Lexi
     for rec in pending:
         if run.stop():
             return
-        writer.add(*stored_update(rec, index.sentences(index.file_sentence_ids(rec.id)), lexical))
+        ids = index.file_sentence_ids(rec.id)
+        if not ids:  # removed since the pass began (a delete, a forget): never written back
+            continue
+        writer.add(*stored_update(rec, index.sentences(ids), lexical))
     writer.flush()
 
 

@@ -353,6 +353,7 @@ def watch(
     exclude: Exclude = [],
     hidden: Hidden = False,
     no_ignore: NoIgnore = False,
+    logs: Logs = False,
     threads: Threads = WatchProcess.threads,
     normal_priority: NormalPriority = False,
     on_battery: bool = typer.Option(False, "--on-battery",
@@ -378,7 +379,7 @@ def watch(
     with _open_index(must_exist=False) as idx:  # even with PATHS: a damaged index is told here, not in a log
         roots = roots_.resolve(paths_ or [], idx.roots, "watch", missing_ok=True)
     config = WatchConfig(quiet_period=quiet_period, max_delay=max_delay, exclude=exclude, include_hidden=hidden,
-                         ignore_files=not no_ignore, polling=poll)
+                         ignore_files=not no_ignore, logs=logs, polling=poll)
     process = WatchProcess(threads=threads, wait=wait, low_priority=not normal_priority,
                            pause_on_battery=not on_battery)
     if settings is not None:

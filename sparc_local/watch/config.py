@@ -27,6 +27,7 @@ class WatchConfig:
     exclude: Iterable[str] = ()  # `index --exclude` globs
     include_hidden: bool = False
     ignore_files: bool = True  # honour .gitignore / .ignore, as `index` does
+    logs: bool = False  # index machine-written text too, as `index --logs` does
     data_dir: str | os.PathLike | None = None  # never indexed (default: the folder of the index)
     polling: bool = False  # poll instead of OS events (also chosen when the OS watch limit is hit)
     poll_interval: float = 5.0  # seconds between two polls, at least (more on a big tree: poller.py)
@@ -49,7 +50,8 @@ class WatchConfig:
 
     def index_options(self, **changes) -> IndexOptions:
         """The run_index options of a full catch-up run over the roots; ``changes`` override them."""
-        base = dict(exclude=self.exclude, include_hidden=self.include_hidden, ignore_files=self.ignore_files)
+        base = dict(exclude=self.exclude, include_hidden=self.include_hidden, ignore_files=self.ignore_files,
+                    logs=self.logs)
         return IndexOptions(**{**base, **changes})
 
 
