@@ -79,9 +79,9 @@ class Data:
                 self.by_unit[g["unit"]] += [p for p, _ in g["neg"]]
         self.by_unit = {u: sorted(set(ps)) for u, ps in self.by_unit.items()}
 
-    def text(self, passage: int, best: int) -> str:
+    def text(self, passage: int, best: int, max_chars: int = MAX_CHARS) -> str:
         sentences, heading = self.passages[passage]
-        return rerank_text(sentences, best, heading, MAX_CHARS)
+        return rerank_text(sentences, best, heading, max_chars)
 
 
 class CrossEncoder(nn.Module):
@@ -170,6 +170,7 @@ class Trainer:
         self.cfg, w = load_canonical(base) if base.suffix == ".npz" else load_checkpoint(base)
         tok_path = Path(a.tokenizer).expanduser() if a.tokenizer else base / "tokenizer.json"
         self.tok = load_tokenizer(tok_path, a.max_length)
+        self.tok_short = load_tokenizer(tok_path, a.short_length) if a.short_share > 0 else self.tok
         if not (self.run / "tokenizer.json").exists():
             shutil.copy(tok_path, self.run / "tokenizer.json")
         self.model = CrossEncoder(self.cfg, w)
@@ -229,7 +230,7 @@ class Trainer:
             return (self.step + 1) / a.warmup
         return max(0.05, (a.steps - self.step) / max(1, a.steps - a.warmup))
 
-    def batch(self, rng: random.Random) -> list[tuple[str, list[str]]]:
+    def batch(self, rng: random.Random, max_chars: int = MAX_CHARS) -> list[tuple[str, list[str]]]:
         """--groups (question, [positive text, negative texts...]) drawn by --mix."""
         a = self.a
         out = []
@@ -248,7 +249,7 @@ class Trainer:
                 if p not in taken:
                     taken.add(p)
                     negs.append([p, 0])
-            out.append((g["q"], [self.data.text(*pos)] + [self.data.text(p, b) for p, b in negs]))
+            out.append((g["q"], [self.data.text(*pos, max_chars)] + [self.data.text(p, b, max_chars) for p, b in negs]))
         return out
 
     def train(self) -> None:
@@ -263,8 +264,10 @@ class Trainer:
         t0, seqs, tokens, losses, accs = time.time(), 0, 0, [], []
         while self.step < a.steps and not stop:
             rng = random.Random(a.seed * 1_000_003 + self.step)
-            groups = self.batch(rng)
-            items = encode_pairs(self.tok, [(q, t) for q, texts in groups for t in texts])
+            short = rng.random() < a.short_share  # most steps: the short cut, its window narrowed to match
+            tok = self.tok_short if short else self.tok
+            groups = self.batch(rng, round(MAX_CHARS * a.short_length / a.max_length) if short else MAX_CHARS)
+            items = encode_pairs(tok, [(q, t) for q, texts in groups for t in texts])
             logits = forward_chunks(self.model, items, a.chunk).view(len(groups), -1)
             loss = F.cross_entropy(logits, torch.zeros(len(groups), dtype=torch.long))
             scale = self._lr_scale()
@@ -306,6 +309,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--hard-depth", type=int, default=30, help="hard negatives drawn from the first stage's top N")
     p.add_argument("--mix", default="0.35,0.3,0.35", help="shares of natural,mechanical,wiki groups")
     p.add_argument("--max-length", type=int, default=MAX_LENGTH)
+    p.add_argument("--short-length", type=int, default=128, help="the token cut of --short-share of the steps")
+    p.add_argument("--short-share", type=float, default=0.75, help="share of steps cut at --short-length (cheaper)")
     p.add_argument("--chunk", type=int, default=8, help="sequences per forward pass (sorted by length)")
     p.add_argument("--lr", type=float, default=3e-5)
     p.add_argument("--head-lr", type=float, default=1e-3)
