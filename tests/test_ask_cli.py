@@ -543,3 +543,24 @@ def test_plain_ask_imports_no_cli_library(dated_docs: Path):
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[-1] == "[]"
+
+
+def test_no_phrase_is_underlined_when_no_answer_is_likely():
+    """`ask zzzzqqq`: "No likely answer", and no word of the closest sentence underlined (on a
+    terminal) or named as the phrase (plain text), as if it answered; a likely answer keeps both."""
+    from sparc_local.query.phrase import Phrase
+
+    def top(likely: bool) -> Answer:
+        return Answer(1, 0.3, "/d/water.txt", None, 4, "Sparkling water is served cold.",
+                      "Sparkling water is served cold.", likely=likely, phrase=Phrase("Sparkling", 0, 9))
+
+    assert format_answers([top(False)], style=_Style(True), width=80) == (
+        f"{NO_LIKELY_ANSWER}\n\x1b[1m1.\x1b[0m /d/water.txt:4  \x1b[2mscore 0.30\x1b[0m\n"
+        "   \x1b[1;33mSparkling water is served cold.\x1b[0m\n")
+    assert format_answers([top(False)]) == (
+        f"{NO_LIKELY_ANSWER}\n1. /d/water.txt:4  score 0.30\n   Sparkling water is served cold.\n")
+    assert format_answers([top(True)], style=_Style(True), width=80) == (
+        "\x1b[1m1.\x1b[0m /d/water.txt:4  \x1b[2mscore 0.30\x1b[0m\n"
+        "   \x1b[1;4;33mSparkling\x1b[0m \x1b[1;33mwater is served cold.\x1b[0m\n")
+    assert format_answers([top(True)]) == (
+        "1. /d/water.txt:4  score 0.30\n   Sparkling water is served cold.\n   phrase: Sparkling\n")

@@ -480,9 +480,11 @@ def test_bundled_sample_corpus() -> None:
     from sparc_local.ingest.sentences import segment
 
     sample = Path(__file__).resolve().parents[1] / "sparc_local" / "sample"
-    questions = (sample / "QUESTIONS.txt").read_text(encoding="utf-8").splitlines()
+    from sparc_local.sample import sample_questions
+
+    questions = sample_questions()
     assert questions[0] == "How long should green tea steep?" and len(questions) == 3
-    files = list(iter_files([sample], exclude=["QUESTIONS.txt"]))
+    files = list(iter_files([sample]))
     assert {p.suffix for p in files} >= {".md", ".txt", ".html"}
     sentences = [s.text for p in files for s in segment(extract(p))]
     assert len(sentences) > 30
