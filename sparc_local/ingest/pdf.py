@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import re
 import threading
-from collections import Counter
 from pathlib import Path
 
-from sparc_local.ingest.plaintext import BULLET, ITEM, NUMBERED_TITLE
+from sparc_local.ingest.furniture import running_lines
+from sparc_local.ingest.plaintext import BULLET, ITEM, MAN_SECTION, NUMBERED_TITLE
 from sparc_local.ingest.readers import ExtractError, RawBlock, Read, norm_text, one_line
 
 # Typographic ligatures as their letters: a PDF's text layer gives a ligature glyph's own code
@@ -56,12 +56,24 @@ def _pdf_paragraphs(text: str) -> list[tuple[str, bool]]:
     return [p for lines in paras for p in _units(lines)]
 
 
+TITLE_PAGE_LINES = 8  # a page of at most this many lines, none of which ends a sentence, is a title page
+_ENDS_SENTENCE = re.compile(r"[.!?][\"'”’)\]]*$")
+
+
+def _title_page(text: str) -> bool:
+    """A title page (the title, subtitle, version, authors): a few lines and no sentence. Its lines
+    are titles, the context of what follows, never an answer."""
+    lines = [ln.strip() for ln in text.split("\n") if ln.strip()]
+    return 0 < len(lines) <= TITLE_PAGE_LINES and not any(_ENDS_SENTENCE.search(ln) for ln in lines)
+
+
 def _units(lines: list[str]) -> list[tuple[str, bool]]:
-    """Lines of one paragraph cut before each list item and around each numbered title."""
+    """Lines of one paragraph cut before each list item and around each title: numbered ("4.3.
+    Good password"), or a man page's section ("SYNOPSIS")."""
     out: list[tuple[str, bool]] = []
     run: list[str] = []
     for line in lines:
-        title = NUMBERED_TITLE.match(line) is not None
+        title = NUMBERED_TITLE.match(line) is not None or MAN_SECTION.match(line.strip()) is not None
         if run and (title or ITEM.match(line)):
             out.append((_join_lines(run), False))
             run = []
@@ -74,50 +86,14 @@ def _units(lines: list[str]) -> list[tuple[str, bool]]:
     return out
 
 
-RUNNING_EDGE = 2  # lines at the top and at the bottom of a page where running heads and page numbers sit
-RUNNING_PAGES = 3  # pages a running head must recur on to be recognised as one
-_DIGITS = re.compile(r"\d+")
-_EDGE_NUMBER = re.compile(r"^(\d{1,5})\b|\b(\d{1,5})$")
-
-
-def _edge_number(line: str) -> int | None:
-    m = _EDGE_NUMBER.search(line)
-    return int(m.group(1) or m.group(2)) if m else None
-
-
 def _drop_running_lines(pages: list[tuple[int, str]]) -> list[tuple[int, str]]:
-    """Pages without their running heads, footers and page numbers. A line among the first or last
-    RUNNING_EDGE lines of a page goes when it recurs there on RUNNING_PAGES pages or more, its
-    numbers aside ("Shared MIME-info Database"), or when it starts or ends with the printed page
-    number, i.e. the page's number plus an offset that RUNNING_PAGES pages share ("Chapter 3:
-    Utilities 7" on the 9th page of a book whose page 1 is its 3rd)."""
-    split = [[ln.strip() for ln in text.replace("\r", "\n").split("\n") if ln.strip()] for _, text in pages]
-
-    def edge(lines: list[str]) -> list[tuple[str, str]]:
-        return [("top", ln) for ln in lines[:RUNNING_EDGE]] + [("bottom", ln) for ln in lines[-RUNNING_EDGE:]]
-
-    recurring: Counter[tuple[str, str]] = Counter()
-    offsets: Counter[int] = Counter()
-    for (number, _), lines in zip(pages, split):
-        recurring.update({(where, _DIGITS.sub("#", ln)) for where, ln in edge(lines)})
-        offsets.update({n - number for _, ln in edge(lines) if (n := _edge_number(ln)) is not None})
-    running = {key for key, count in recurring.items() if count >= RUNNING_PAGES}
-    page_offsets = {off for off, count in offsets.items() if count >= RUNNING_PAGES}
-
-    def furniture(where: str, line: str, number: int) -> bool:
-        n = _edge_number(line)
-        return (where, _DIGITS.sub("#", line)) in running or (n is not None and n - number in page_offsets)
-
+    """Pages without their running heads, footers and page numbers (``furniture.running_lines``)."""
+    raws = [text.replace("\r\n", "\n").replace("\r", "\n").split("\n") for _, text in pages]
+    fulls = [[i for i, ln in enumerate(raw) if ln.strip()] for raw in raws]  # raw index of each non-blank line
+    kept = running_lines([(number, [raw[i].strip() for i in full]) for (number, _), raw, full in zip(pages, raws, fulls)])
     out = []
-    for (number, text), lines in zip(pages, split):
-        first, last = 0, len(lines)
-        while first < min(RUNNING_EDGE, last) and furniture("top", lines[first], number):
-            first += 1
-        while last > max(first, len(lines) - RUNNING_EDGE) and furniture("bottom", lines[last - 1], number):
-            last -= 1
-        raw = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
-        full = [i for i, ln in enumerate(raw) if ln.strip()]  # raw index of each line in `lines`
-        gone = {full[i] for i in range(first)} | {full[i] for i in range(last, len(lines))}
+    for (number, _), raw, full, (first, last) in zip(pages, raws, fulls, kept):
+        gone = set(full[:first]) | set(full[last:])
         out.append((number, "\n".join(ln for i, ln in enumerate(raw) if i not in gone)))
     return out
 
@@ -176,7 +152,8 @@ def pdf_blocks(path: Path, max_chars: int, max_unpacked: int) -> Read:
     texts, errors = _page_texts(path, max_chars)
     out: list[RawBlock] = []
     for number, text in _drop_running_lines(texts):
-        out.extend(RawBlock(p, number, None, (), title) for p, title in _pdf_paragraphs(text))
+        cover = _title_page(text)
+        out.extend(RawBlock(p, number, None, (), title or cover) for p, title in _pdf_paragraphs(text))
     if not any(norm_text(b[0]) for b in out):
         if errors:
             raise ExtractError(f"not a valid PDF ({one_line(errors[0])})")

@@ -219,7 +219,8 @@ def html_file(path: Path, max_chars: int, max_unpacked: int) -> Read:
     return html_blocks(text), cut
 
 
-_HEADING_TAGS = frozenset("h1 h2 h3 h4 h5 h6 dt".split())  # a title, or a term before its definition
+# a title (the page's <title> too: context, never an answer), or a term before its definition
+_HEADING_TAGS = frozenset("title h1 h2 h3 h4 h5 h6 dt".split())
 # Page furniture, not content: what sits outside the text on every page of a generated site.
 _FURNITURE_TAGS = frozenset({"nav", "aside"})
 _PAGE_FRAME_TAGS = frozenset({"header", "footer"})  # furniture outside <main>/<article>, a title inside
@@ -267,7 +268,8 @@ def html_blocks(text: str, keep_title: bool = True, main_only: bool = True) -> l
     main_only keeps the page's main content (issue 17): navigation, sidebars, headers and footers
     of the page frame, tables of contents, Sphinx's headerlinks (the pilcrow) and link-dense
     blocks are dropped. A page left with no block at all, not even a title, is read whole.
-    Headings (h1-h6, dt) are marked so they join the block they head.
+    Headings (h1-h6, dt, and <title> unless a heading of the page says it: "Sandbox" in
+    "Sandbox — Jinja Documentation") are marked so they join the block they head.
     """
     from html.parser import HTMLParser
 
@@ -379,9 +381,13 @@ def html_blocks(text: str, keep_title: bool = True, main_only: bool = True) -> l
     parser.close()
     parser.flush()
     out = parser.out
-    if 0 <= parser.title_index < len(out):  # drop <title> when the page repeats it (as <h1>)
+    if 0 <= parser.title_index < len(out):  # drop <title> when the page says it again (its <h1>)
         title = norm_text(out[parser.title_index][0])
-        if any(norm_text(b[0]) == title for i, b in enumerate(out) if i != parser.title_index):
+        folded = title.casefold()
+        heads = [h.casefold() for i, b in enumerate(out) if b.heading and i != parser.title_index
+                 and (h := norm_text(b[0]))]
+        if any(h in folded for h in heads) or any(
+                norm_text(b[0]) == title for i, b in enumerate(out) if i != parser.title_index):
             del out[parser.title_index]
     if main_only and not any(norm_text(b.text) for b in out):
         return html_blocks(text, keep_title, main_only=False)
