@@ -2,6 +2,7 @@
 
     python benchmarks/furniture.py                 # man pages of this machine, rendered by `man`
     python benchmarks/furniture.py --pages 200     # more of them
+    python benchmarks/furniture.py --smoke         # seconds: two man pages, twenty text files
 
 The man pages: every 12th page of sections 1, 5 and 8 installed here (none of the packages kept out
 of tuning: bash, dpkg, rsync, python, sqlite3; nor the software desk's grep, gzip and sed), rendered
@@ -19,6 +20,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable
@@ -81,10 +83,13 @@ def doc_texts() -> list[Path]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--pages", type=int, default=80, help="man pages to render (default 80)")
+    ap.add_argument("--smoke", action="store_true", help="seconds: two man pages and twenty text files")
     args = ap.parse_args()
-    pages = man_pages(args.pages)
+    if shutil.which("man") is None:
+        sys.exit("man is not installed: apt-get install man-db")
+    pages = man_pages(2 if args.smoke else args.pages)
     texts = []
-    for f in doc_texts():
+    for f in doc_texts()[:20 if args.smoke else None]:
         try:
             texts.append((f, read_text(f, 2_000_000)[0].split("\n")))
         except (OSError, ValueError):

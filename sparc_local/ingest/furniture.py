@@ -1,8 +1,8 @@
 """Page furniture (running heads, footers, page numbers), told by the document's own repetition.
 
-One rule for every paged text: a PDF's pages (PDFium's lines) and a plain text file's (pages at
-form feeds; a man page that `man` renders is one page, its head on the first line and its foot on
-the last). Only lines at a page's edge can be furniture, and only when the document repeats them:
+One rule for every paged text: a PDF's pages (PDFium's lines), a plain text file's (pages at form
+feeds; a man page that `man` renders is one page, its head on the first line and its foot on the
+last) and an HTML page's blocks (groff's HTML of a man page keeps its head and foot). Only lines at a page's edge can be furniture, and only when the document repeats them:
 at the same edge of several pages, with the page's number, or, in a text laid out in columns, as a
 column another edge line holds too (`TAR(1)   GNU TAR Manual   TAR(1)` ... `TAR   July 13, 2020
 TAR(1)`).
@@ -34,10 +34,14 @@ def _key(line: str) -> str:
 
 def _columns(line: str) -> list[str]:
     """The columns of a line laid out with runs of 2+ spaces (or pushed right by them, as a man
-    page's foot with nothing on its left), those that can be furniture (words that end no
-    sentence); [] for a line of one column at the margin."""
+    page's foot with nothing on its left; a line that opens and ends with the same word has it
+    twice), those that can be furniture (words that end no sentence); [] for a line of one column
+    at the margin."""
     parts = [p for p in _GAP.split(line.rstrip()) if p]
-    if len(parts) < 2 and not _GAP.match(line):
+    words = line.split()
+    if len(parts) < 2 and len(words) >= 3 and words[0] == words[-1]:
+        parts = [words[0], words[-1]]  # "SSH(1) BSD General Commands Manual SSH(1)", its spaces collapsed (HTML)
+    elif len(parts) < 2 and not _GAP.match(line):
         return []
     return [p for p in parts if _NAME.search(p) and not _PROSE_END.search(p)]
 

@@ -3,6 +3,7 @@ joined into paragraphs. Every failure is an ExtractError with a one-line reason.
 
 from __future__ import annotations
 
+import ctypes
 import re
 import threading
 from pathlib import Path
@@ -40,7 +41,7 @@ def _pdf_paragraphs(text: str) -> list[tuple[str, bool]]:
     numbered title always start their own."""
     text = text.replace("\r\n", "\n").replace("\r", "\n")
     if re.search(r"\n[ \t]*\n", text):
-        return [p for c in re.split(r"\n[ \t]*\n", text) for p in _units(c.split("\n"))]
+        return _short_titles([p for c in re.split(r"\n[ \t]*\n", text) for p in _units(c.split("\n"))])
     lines = [ln.strip() for ln in text.split("\n") if ln.strip()]
     if not lines:
         return []
@@ -53,7 +54,23 @@ def _pdf_paragraphs(text: str) -> list[tuple[str, bool]]:
         short = len(line) < 0.75 * typical
         if nxt and short and (_SENTENCE_END.search(line) or nxt[0].isupper() or BULLET.match(nxt)):
             paras.append([])
-    return [p for lines in paras for p in _units(lines)]
+    return _short_titles([p for lines in paras for p in _units(lines)])
+
+
+SHORT_TITLE_WORDS = 8  # a paragraph of at most this many words, no sentence, before prose: a heading
+_HAS_SENTENCE = re.compile(r"[.!?][\"'”’)\]]*(?:\s|$)")
+
+
+def _short_titles(units: list[tuple[str, bool]]) -> list[tuple[str, bool]]:
+    """Units with the short ones that head prose marked as titles ("Serving" above "Pour the
+    tea..."): a capitalised paragraph of a few words that ends no sentence, followed by one that
+    holds a sentence. Context of that prose, never an answer (issue 45)."""
+    out = list(units)
+    for i, ((text, title), (after, after_title)) in enumerate(zip(units, units[1:])):
+        if (not title and not after_title and text[:1].isupper() and len(text.split()) <= SHORT_TITLE_WORDS
+                and not _HAS_SENTENCE.search(text) and _HAS_SENTENCE.search(after)):
+            out[i] = (text, True)
+    return out
 
 
 TITLE_PAGE_LINES = 8  # a page of at most this many lines, none of which ends a sentence, is a title page
@@ -105,6 +122,59 @@ _SOFT_HYPHENS = str.maketrans({"\x02": "-\n", "\ufffe": "-\n"})
 _PDFIUM_ERROR = re.compile(r"PDFium: ([^)]+)")
 
 
+# Two characters of a line farther apart than this share of the line's height (a glyph's loose box:
+# its font's ascent to descent) are two words: groff draws narrow word spaces as gaps that PDFium
+# does not take for spaces ("anyexisting"), pdftotext does (benchmarks/pdf_text.py).
+WORD_GAP = 0.1
+_BREAKS = frozenset("\x02\ufffe")
+
+
+def _spaced_text(textpage, bounds: tuple[float, float, float, float]) -> str:  # noqa: ANN001  (a PdfTextPage)
+    """A page's text as PDFium's bounded text gives it (the characters on the page, ``bounds``:
+    left, bottom, right, top; a line break where a line's characters resume after a break), with
+    a space wherever two characters of one line stand a word gap apart (WORD_GAP) with none
+    between them."""
+    import pypdfium2.raw as pdfium_c
+
+    x0, y0, x1, y1 = bounds
+    text = textpage.get_text_range()
+    out: list[str] = []
+    rect = pdfium_c.FS_RECTF()
+    x, y = ctypes.c_double(), ctypes.c_double()
+    line_y: float | None = None  # where the current line's first character sits
+    after_char = after_break = False  # the last character was kept; one was left out since
+    prev: tuple[float, float, float] | None = None  # the previous kept character's right, bottom, top
+    for k, c in enumerate(text):
+        found = pdfium_c.FPDFText_GetLooseCharBox(textpage, k, rect)
+        left, right, bottom, top = rect.left, rect.right, rect.bottom, rect.top
+        if found and left < x1 and right > x0 and bottom < y1 and top > y0 and left < right and bottom < top \
+                and c not in "\r\n":
+            if after_break and not after_char:
+                pdfium_c.FPDFText_GetCharOrigin(textpage, k, x, y)
+                if line_y != y.value:
+                    line_y = y.value
+                    if out:
+                        out.append("\r\n")
+                        prev = None
+            if c.isspace() or c in _BREAKS:
+                prev = None
+            else:
+                if (prev is not None and bottom < prev[2] and prev[1] < top
+                        and left - prev[0] > WORD_GAP * (top - bottom)):
+                    out.append(" ")
+                prev = (right, bottom, top)
+            after_char, after_break = True, False
+            out.append(c)
+        elif c == " ":
+            if after_char:
+                out.append(" ")
+                after_char = after_break = False
+            prev = None
+        else:
+            after_char, after_break, prev = False, True, None
+    return "".join(out)
+
+
 def _page_texts(path: Path, max_chars: int) -> tuple[list[tuple[int, str]], list[Exception]]:
     """(1-based page number, text) per page, by PDFium (pypdfium2), up to about max_chars.
 
@@ -132,7 +202,7 @@ def _page_texts(path: Path, max_chars: int) -> tuple[list[tuple[int, str]], list
             for i in range(n):
                 try:
                     page = doc[i]
-                    text = page.get_textpage().get_text_bounded()
+                    text = _spaced_text(page.get_textpage(), page.get_bbox())
                 except pdfium.PdfiumError as e:
                     errors.append(e)
                     continue
