@@ -140,3 +140,68 @@ def test_a_spec_file_with_bullets_gives_a_unit_per_item(tmp_path: Path):
                                 "CFLAGS holds the C compiler's options, set by the build driver",
                                 "LDFLAGS holds the linker's options", "CPPFLAGS holds the preprocessor's",
                                 "Read the flags", "Build the package"]
+
+
+TIGHT_MS = """.ss 6
+.RP no
+.TL
+The Teapot Handbook
+.AU
+Ada Steeper
+.AB no
+.AE
+.SH
+Brewing
+.PP
+The teapot reads the startup files and keeps any existing history entries before it heats the water.
+If necessary, the kettle is filled to contain no more than one litre, and no new entries are written while it boils.
+.SH
+Serving
+.PP
+Pour the tea through a strainer into warm cups, and serve it with milk or lemon as the guest prefers.
+"""
+
+
+def test_a_groff_pdf_with_tight_word_spaces_reads_as_pdftotext_spaces_it(tmp_path: Path):
+    """groff's PostScript through ps2pdf draws narrow word spaces (`.ss 6`) as gaps PDFium's text
+    runs together ("anyexisting", "no newentries"): the characters' boxes put them back. The cover
+    page (title, author, date) and the section titles are context, never answers."""
+    _need("groff", "ps2pdf")
+    ps = subprocess.run(["groff", "-ms", "-Tps"], input=TIGHT_MS, capture_output=True, text=True, check=True).stdout
+    path = tmp_path / "handbook.pdf"
+    subprocess.run(["ps2pdf", "-", str(path)], input=ps.encode(), capture_output=True, check=True)
+    import pypdfium2 as pdfium
+
+    doc = pdfium.PdfDocument(path)
+    raw = doc[1].get_textpage().get_text_bounded()
+    doc.close()
+    assert "anyexisting" in raw  # what PDFium alone gives
+    assert _sentences(path) == [
+        "The teapot reads the startup files and keeps any existing history entries before it heats the water.",
+        "If necessary, the kettle is filled to contain no more than one litre, and no new entries are written "
+        "while it boils.",
+        "Pour the tea through a strainer into warm cups, and serve it with milk or lemon as the guest prefers."]
+    blocks = extract(path)
+    assert blocks[0].text.startswith("The Teapot Handbook Ada Steeper ")  # the cover page heads page 2
+
+
+MDOC_PAGE = """.Dd March 7, 2026
+.Dt TEAPOT 1
+.Os
+.Sh NAME
+.Nm teapot
+.Nd brew tea
+.Sh DESCRIPTION
+Green leaves steep for two minutes, black leaves for four.
+"""
+
+
+def test_an_mdoc_page_in_groff_html_has_no_head_foot_or_title_sentence(tmp_path: Path):
+    """groff's HTML of an mdoc page keeps the page's head (`TEAPOT(1) General Commands Manual
+    TEAPOT(1)`) and foot as paragraphs, and sets section titles as paragraphs all in bold."""
+    _need("groff")
+    done = subprocess.run(["groff", "-mdoc", "-Thtml"], input=MDOC_PAGE, capture_output=True, text=True, check=True)
+    assert "<b>DESCRIPTION</b>" in done.stdout and "TEAPOT(1)" in done.stdout
+    path = tmp_path / "teapot.html"
+    path.write_text(done.stdout)
+    assert _sentences(path) == ["teapot — brew tea", "Green leaves steep for two minutes, black leaves for four."]

@@ -37,8 +37,9 @@ def _join_lines(lines: list[str]) -> str:
 
 def _pdf_paragraphs(text: str) -> list[tuple[str, bool]]:
     """Paragraphs of one page, and whether each is a numbered title ("4.3. Good password"): at
-    blank lines, else where a short line ends a sentence/heading; a list item ("• ...") and a
-    numbered title always start their own."""
+    blank lines, else where a short line ends a sentence/heading, or before a short line that ends
+    none between a sentence's end and a capital (a title); a list item ("• ...") and a numbered
+    title always start their own."""
     text = text.replace("\r\n", "\n").replace("\r", "\n")
     if re.search(r"\n[ \t]*\n", text):
         return _short_titles([p for c in re.split(r"\n[ \t]*\n", text) for p in _units(c.split("\n"))])
@@ -52,7 +53,10 @@ def _pdf_paragraphs(text: str) -> list[tuple[str, bool]]:
         paras[-1].append(line)
         nxt = lines[i + 1] if i + 1 < len(lines) else ""
         short = len(line) < 0.75 * typical
-        if nxt and short and (_SENTENCE_END.search(line) or nxt[0].isupper() or BULLET.match(nxt)):
+        after = lines[i + 2] if i + 2 < len(lines) else ""
+        title_next = (_SENTENCE_END.search(line) and len(nxt) < 0.75 * typical and not _SENTENCE_END.search(nxt)
+                      and after[:1].isupper())  # "...boils." / "Serving" / "Pour the tea...": a title between
+        if nxt and ((short and (_SENTENCE_END.search(line) or nxt[0].isupper() or BULLET.match(nxt))) or title_next):
             paras.append([])
     return _short_titles([p for lines in paras for p in _units(lines)])
 
