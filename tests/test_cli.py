@@ -62,12 +62,15 @@ def test_index_then_ask_json(docs: Path):
     assert result.exit_code == 0
     answers = json.loads(result.output)
     assert [a["rank"] for a in answers] == [1, 2, 3]
-    assert set(answers[0]) == {"rank", "score", "path", "page", "line", "sentence", "context", "likely", "collapsed",
-                               "phrase", "elsewhere"}
+    assert set(answers[0]) == {"rank", "score", "path", "page", "line", "sentence", "context", "heading", "likely",
+                               "collapsed", "phrase", "elsewhere"}
     assert answers[0]["sentence"] == "Green tea should steep for three minutes."
     assert answers[0]["path"] == str(docs / "tea.md")
     assert answers[0]["line"] == 3 and answers[0]["page"] is None
     assert answers[0]["context"] == "Tea Green tea should steep for three minutes. Then drink it."  # heading leads
+    assert answers[0]["heading"] == "Tea"  # ... and is its own field
+    assert [a["heading"] for a in answers[1:] if a["path"].endswith(".txt")] == [None] * sum(
+        a["path"].endswith(".txt") for a in answers[1:])  # a text paragraph without a title has none
     assert answers[0]["score"] >= answers[1]["score"] >= answers[2]["score"]
 
 
@@ -95,7 +98,7 @@ def test_ask_filters_and_explain(docs: Path):
         result = run("ask", "green tea steep", "--explain", "-k", "1", "--mode", mode)
         lines = result.output.splitlines()
         assert lines[0].startswith(f"1. {docs / 'tea.md'}:3  score ")
-        assert lines[1] == "   Tea Green tea should steep for three minutes. Then drink it."  # piped: plain text
+        assert lines[1] == "   Tea — Green tea should steep for three minutes. Then drink it."  # piped: plain text
         assert lines[2] == "   phrase: Green tea"  # piped: the phrase on a line of its own
         # the explanation is the score itself, split by question token (SPARC Eq. 2) and, in the
         # hybrid, by BM25 field (fusion.py)

@@ -87,6 +87,8 @@ class _Style:
 _NO_COLOUR_CODES = ("1", "2", "4")  # bold, dim, underline
 _SENTENCE, _RANK, _DIM = "1;33", "1", "2"  # the answering sentence: bold yellow
 _PHRASE = "1;4;33"  # the top sentence's answer phrase: underlined in it
+_HEADING = "1"  # the passage's heading: bold, set apart from its text
+HEADING_SEPARATOR = " — "
 ELSEWHERE_SHOWN = 3  # places listed under an answer whose text repeats elsewhere; the rest are counted
 PHRASE_LABEL = "phrase: "  # where the phrase cannot be underlined (plain text), a line of its own says it
 _INDENT = 3  # an answer's text hangs under its rank: "1. " is 3 columns
@@ -131,15 +133,23 @@ def _sentence(a: Answer, phrase: bool) -> list[Span]:
 
 
 def _in_context(a: Answer, phrase: bool = False) -> list[Span]:
-    """The context with the sentence styled (``_sentence``), trimmed to CONTEXT_CHARS on each side."""
+    """The context with the sentence styled (``_sentence``), trimmed to CONTEXT_CHARS on each side;
+    its heading (a section title, the start of the context) apart: "Sandbox — The sandbox ..."."""
     ctx, start = a.context, a.offset
     end = start + len(a.sentence)
     if not ctx or ctx[start:end] != a.sentence:
         return _sentence(a, phrase)
-    lo, hi = max(0, start - CONTEXT_CHARS), min(len(ctx), end + CONTEXT_CHARS)
-    before = ("…" if lo > 0 else "") + ctx[lo:start]
+    head: list[Span] = []
+    first = 0  # where the text after the heading starts
+    if a.heading and ctx.startswith(a.heading) and start >= len(a.heading):
+        head = [(a.heading, _HEADING), (HEADING_SEPARATOR, None)]
+        first = len(a.heading)
+        while first < start and ctx[first].isspace():
+            first += 1
+    lo, hi = max(first, start - CONTEXT_CHARS), min(len(ctx), end + CONTEXT_CHARS)
+    before = ("…" if lo > first else "") + ctx[lo:start]
     after = ctx[end:hi] + ("…" if hi < len(ctx) else "")
-    return [(before, None), *_sentence(a, phrase), (after, None)]
+    return [*head, (before, None), *_sentence(a, phrase), (after, None)]
 
 
 def _cells(text: str) -> int:
