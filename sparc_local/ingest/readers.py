@@ -402,7 +402,8 @@ def html_blocks(text: str, keep_title: bool = True, main_only: bool = True) -> l
     parser.feed(text)
     parser.close()
     parser.flush()
-    first, last = running_lines([(1, [b.text for b in parser.out])])[0]  # groff's head and foot of a man page
+    # groff's head and foot of a man page (the source's line breaks are no layout: spaces collapsed)
+    first, last = running_lines([(1, [norm_text(b.text) for b in parser.out])])[0]
     out = parser.out[first:last]
     parser.title_index -= first if parser.title_index >= first else len(parser.out)
     if 0 <= parser.title_index < len(out):  # drop <title> when the page says it again (its <h1>)
