@@ -1,8 +1,11 @@
 """Plain text, Markdown and reStructuredText: a text file's lines to raw paragraphs (RawBlock).
 
-Headings (Markdown #, rst underlines, numbered titles such as "4.3. Good password") become the
-heading of the block they open, list items are blocks of their own, code fences and rst markup
-are dropped. The PDF reader shares the list-item and numbered-title patterns.
+Headings (Markdown #, rst underlines, a plain text's underlined title or the line that leads a list
+in, numbered titles such as "4.3. Good password") become the heading of the block they open, list
+items (`*`, `-`, `+`, `1.`) and a plain text's `Key: value` record fields are blocks of their own
+(a stanza's first field heads the others), a page's running head and foot are dropped
+(furniture.py), code fences and rst markup are dropped. The PDF reader shares the list-item and
+title patterns.
 """
 
 from __future__ import annotations
@@ -49,7 +52,8 @@ def _man_section(line: str, lines: list[str], lineno: int) -> bool:
 
 
 def text_blocks(text: str, markup: str | None) -> list[RawBlock]:
-    """Paragraphs split at blank lines; markup 'md'/'rst' strips headings, bullets, rules."""
+    """Paragraphs split at blank lines; markup 'md'/'rst' strips headings, bullets, rules; plain text
+    (None) makes units of list items and record fields under their heading (issue 45)."""
     lines = text.split("\r") if "\n" not in text and "\r" in text else text.split("\n")
     out: list[RawBlock] = []
     para: list[tuple[int, str]] = []
