@@ -36,7 +36,7 @@ def _join_lines(lines: list[str]) -> str:
 
 
 def _pdf_paragraphs(text: str) -> list[tuple[str, bool]]:
-    """Paragraphs of one page, and whether each is a numbered title ("4.3. Good password"): at
+    """Paragraphs of one page, and whether each is a title (``_units``, ``_short_titles``): at
     blank lines, else where a short line ends a sentence/heading, or before a short line that ends
     none between a sentence's end and a capital (a title); a list item ("• ...") and a numbered
     title always start their own."""
