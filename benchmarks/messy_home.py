@@ -3,8 +3,10 @@
     python benchmarks/messy_home.py generate [--seed 48] [--log-mb 30] [--folders 5000]
     python benchmarks/messy_home.py run [--watch-seconds 60] [--catchup-sentences 20000]
     python benchmarks/messy_home.py run --tree OTHER     # the same with another checkout's code
+    python benchmarks/messy_home.py run --watch-only     # the watcher's part, on the index the last run left
 
-`generate` writes, under ~/.cache/sparc-local-bench/messy-home (seeded: the same tree every time):
+`generate` writes, under ~/.cache/sparc-local-bench/messy-home (seeded: the same tree every time;
+`run` deletes a file and adds a catch-up folder, so generate again before the next run):
 
 - documents: prose the user wrote (passages of squad-dev and newsqa-dev as .txt and .md), 12
   README/NEWS/TODO-like files without an extension, a Korean note in ISO-2022-KR, odd names;
@@ -277,7 +279,8 @@ def run_index(meta: dict, tree: Path) -> dict:
 def run_watch(meta: dict, tree: Path, idle_seconds: float, catchup_sentences: int) -> dict:
     """The watcher on the indexed home: CPU over ``idle_seconds`` once settled, then a catch-up of
     newsqa articles copied in, a known file deleted meanwhile, and how long it stays answerable."""
-    watcher = _cli(["watch", str(HOME)], tree, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    # normal priority: at nice 19 on a busy machine the scheduler, not the watcher, decides (watch_delete.py)
+    watcher = _cli(["watch", str(HOME), "--normal-priority"], tree, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         time.sleep(20)  # its start: the catch-up walk finds nothing new
         cpu0, t0 = _cpu_seconds(watcher.pid), time.monotonic()
@@ -321,6 +324,7 @@ def main() -> None:
     ap.add_argument("--watch-seconds", type=float, default=60)
     ap.add_argument("--catchup-sentences", type=int, default=20_000)
     ap.add_argument("--no-watch", action="store_true", help="index and ask only")
+    ap.add_argument("--watch-only", action="store_true", help="the watcher's part, on the index a run left")
     args = ap.parse_args()
     meta_path = SCRATCH / "messy-home.json"
     if args.action == "generate":
@@ -330,6 +334,9 @@ def main() -> None:
         print(f"{HOME}: {meta['files']} files, {meta['folders']} folders, {du / 1e6:.0f} MB")
         return
     meta = json.loads(meta_path.read_text())
+    if args.watch_only:
+        _print_watch(run_watch(meta, args.tree.resolve(), args.watch_seconds, args.catchup_sentences), args)
+        return
     r = run_index(meta, args.tree.resolve())
     print(f"index: exit {r['exit']}, {r['seconds']:.0f} s, peak RSS {r['peak_rss_mb']:.0f} MB; "
           f"first right answer after {r['first_answer_s'] if r['first_answer_s'] is None else round(r['first_answer_s'], 1)} s")
@@ -340,9 +347,12 @@ def main() -> None:
     if r["exit"] != 0:
         print(r["stderr_tail"])
     if not args.no_watch:
-        w = run_watch(meta, args.tree.resolve(), args.watch_seconds, args.catchup_sentences)
-        print(f"watch: idle CPU {w['idle_cpu_pct']:.2f}% over {args.watch_seconds:.0f} s; a file deleted during a "
-              f"catch-up of {w['catchup_sentences']} sentences was gone from `ask` after {w['delete_to_gone_s']} s")
+        _print_watch(run_watch(meta, args.tree.resolve(), args.watch_seconds, args.catchup_sentences), args)
+
+
+def _print_watch(w: dict, args: argparse.Namespace) -> None:
+    print(f"watch: idle CPU {w['idle_cpu_pct']:.2f}% over {args.watch_seconds:.0f} s; a file deleted during a "
+          f"catch-up of {w['catchup_sentences']} sentences was gone from `ask` after {w['delete_to_gone_s']} s")
 
 
 if __name__ == "__main__":
