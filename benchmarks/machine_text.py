@@ -22,10 +22,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from sparc_local.ingest import plaintext  # noqa: E402
-from sparc_local.ingest.extract import reader_for  # noqa: E402
-from sparc_local.ingest.machine import SAMPLE_CHARS, verdict  # noqa: E402
-from sparc_local.ingest.readers import ExtractError, read_text  # noqa: E402
+from sparc_local.ingest import plaintext  # noqa: E402  (after the sys.path insert)
+from sparc_local.ingest.extract import reader_for  # noqa: E402  (after the sys.path insert)
+from sparc_local.ingest.machine import SAMPLE_CHARS, verdict  # noqa: E402  (after the sys.path insert)
+from sparc_local.ingest.readers import ExtractError, read_text  # noqa: E402  (after the sys.path insert)
 
 LOG_DIRS = [Path("/var/log")]
 PROSE_DIRS = [Path("/usr/share/doc")]

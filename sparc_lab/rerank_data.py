@@ -122,7 +122,7 @@ class FirstStage:
                     self._by_sentence[doc].setdefault(norm(t), i)
         return self._by_text[doc], self._by_sentence[doc]
 
-    def top(self, question: str, glob: str, k: int = DEPTH, mode: str = "bm25") -> list[tuple[str, int, int, float]]:
+    def top(self, question: str, glob: str | None, k: int = DEPTH, mode: str = "bm25") -> list[tuple[str, int, int, float]]:
         """(doc, passage number, best sentence's position in it, score) of the top k passages."""
         from sparc_local.errors import NoQueryTokens
 
@@ -165,7 +165,8 @@ def tech_questions(tech: Path, corpus: Corpus, mechanical: int, max_sentences: i
     with the documents of its answers written under tech/UNIT/; documents are added while the
     sentences stay under max_sentences (a question whose documents do not fit is skipped)."""
     units = json.loads((tech / SPLIT_FILE).read_text())[split]
-    natural, found = [], []
+    natural: list = []
+    found: list = []
     rows_of: dict[str, dict[str, list[dict]]] = {}
     for unit in units:
         folder = tech / PACKAGES_DIR / unit

@@ -112,7 +112,9 @@ def main() -> None:
     model = CrossEncoder(cfg, w).eval()
     tok = load_tokenizer(run / "tokenizer.json", meta["max_length"])
     t0 = time.time()
-    base, reranked, fused = [], [], {alpha: [] for alpha in ALPHAS}
+    base: list = []
+    reranked: list = []
+    fused: dict[float, list] = {alpha: [] for alpha in ALPHAS}
     in_top = 0
     for q in questions:
         cands = q["cands"]

@@ -249,7 +249,8 @@ class Trainer:
                 if p not in taken:
                     taken.add(p)
                     negs.append([p, 0])
-            out.append((g["q"], [self.data.text(*pos, max_chars)] + [self.data.text(p, b, max_chars) for p, b in negs]))
+            out.append((g["q"], [self.data.text(pos[0], pos[1], max_chars)]
+                        + [self.data.text(p, b, max_chars) for p, b in negs]))
         return out
 
     def train(self) -> None:

@@ -58,7 +58,7 @@ def sniff(path: Path) -> str | None:
 
 def is_skipped(reason: str | None) -> bool:
     """Whether a file's recorded reason is ``sniff``'s, not a failure to read it."""
-    return bool(reason) and reason.startswith(SKIPPED)
+    return reason is not None and reason.startswith(SKIPPED)
 
 
 def _is_word(token: str) -> bool:
