@@ -1,16 +1,12 @@
 """`sparc-local watch`: keep the index in step with the files as they change.
 
-A watchdog observer (``observer.py``) reports paths under the roots. Events are only
-*collected* (``backlog.py``): a path set, filtered with the same rules as `index`
-(``scope.py``). When no event came for ``quiet_period`` seconds (or ``max_delay`` passed under
-a continuous burst), the batch is applied by looking at the filesystem now (``batch.py``).
-
-One worker thread owns the Index (an Index is single-threaded); the observer thread only touches
-the backlog, under its lock. A file that cannot be read is recorded as such and read again on
-its next event, not retried in a loop (``backlog.py``); a busy database retries the whole batch;
-any other failure is logged, recorded as last_error, and the watcher goes on. The caller holds the writer lock (see ``lock.py``) while a Watcher runs.
-Never prints: it logs to the ``sparc_local.watch.watcher`` logger and reports through
-``WatchConfig.on_status``.
+The observer (``observer.py``) reports paths under the roots; they are only *collected*
+(``backlog.py``), filtered with `index`'s rules (``scope.py``), and applied as a batch once no
+event came for ``quiet_period`` seconds (or ``max_delay`` passed under a burst) (``batch.py``).
+One worker thread owns the Index; the observer thread only touches the backlog, under its lock.
+An unreadable file waits for its next event; a busy database retries the batch; any other failure
+is logged as last_error and the watcher goes on. The caller holds the writer lock (``lock.py``).
+Never prints: it logs (``sparc_local.watch.watcher``) and reports through ``on_status``.
 """
 
 from __future__ import annotations
