@@ -330,15 +330,17 @@ def adapt(
 def demo() -> None:
     """Index the bundled sample files (in a separate demo index) and ask a sample question."""
     from sparc_local import paths
-    from sparc_local.sample import QUESTIONS_FILE, sample_dir, sample_questions
+    from sparc_local.cli.render import DEMO_NEXT
+    from sparc_local.sample import sample_dir, sample_questions
 
-    with paths.using(paths.demo_dir()):
+    with paths.using(paths.demo_dir()) as home:
         typer.echo(f"Indexing the sample files in {sample_dir()} ...")
-        _index([str(sample_dir())], IndexOptions(exclude=[QUESTIONS_FILE]), _model(), threads=0, low_priority=True,
-               quiet=False, wait=DEFAULT_WAIT)
+        _index([str(sample_dir())], IndexOptions(), _model(), threads=0, low_priority=True, quiet=False,
+               wait=DEFAULT_WAIT)
         question = sample_questions()[0]
         typer.echo(f'\n$ sparc-local ask "{question}" -k 3\n')
         run_ask(question, top_k=3)
+    typer.echo("\n" + DEMO_NEXT.format(home=home))
 
 
 @app.command()

@@ -42,6 +42,11 @@ def open_index(must_exist: bool = True):
 
     db = paths.db_path()
     if must_exist and not db.exists():
+        demo = paths.demo_dir()
+        if (demo / db.name).exists():
+            raise UserError("there is no index of your files yet",
+                            f"`sparc-local demo` keeps its own index (in {demo}), apart from yours. "
+                            "Run `sparc-local index FOLDER` on a folder of your files, then ask again.")
         raise UserError("there is no index yet", "Run `sparc-local index FOLDER` first.")
     return backend.open_index(db)
 

@@ -26,6 +26,11 @@ if TYPE_CHECKING:
 
 CONTEXT_CHARS = 200  # context shown on each side of the answering sentence
 NO_LIKELY_ANSWER = "No likely answer; the closest:"
+# what `demo` ends with: its index is not the user's, and what to run next
+DEMO_NEXT = ("The demo keeps its own index (in {home}); `sparc-local ask` searches yours.\n"
+             "Next: index a folder of your own files, then ask it:\n"
+             "  sparc-local index ~/Documents\n"
+             '  sparc-local ask "your question"')
 
 
 def _stdout() -> Console:
@@ -82,6 +87,8 @@ class _Style:
 _NO_COLOUR_CODES = ("1", "2", "4")  # bold, dim, underline
 _SENTENCE, _RANK, _DIM = "1;33", "1", "2"  # the answering sentence: bold yellow
 _PHRASE = "1;4;33"  # the top sentence's answer phrase: underlined in it
+_HEADING = "1"  # the passage's heading: bold, set apart from its text
+HEADING_SEPARATOR = " — "
 ELSEWHERE_SHOWN = 3  # places listed under an answer whose text repeats elsewhere; the rest are counted
 PHRASE_LABEL = "phrase: "  # where the phrase cannot be underlined (plain text), a line of its own says it
 _INDENT = 3  # an answer's text hangs under its rank: "1. " is 3 columns
@@ -126,15 +133,23 @@ def _sentence(a: Answer, phrase: bool) -> list[Span]:
 
 
 def _in_context(a: Answer, phrase: bool = False) -> list[Span]:
-    """The context with the sentence styled (``_sentence``), trimmed to CONTEXT_CHARS on each side."""
+    """The context with the sentence styled (``_sentence``), trimmed to CONTEXT_CHARS on each side;
+    its heading (a section title, the start of the context) apart: "Sandbox — The sandbox ..."."""
     ctx, start = a.context, a.offset
     end = start + len(a.sentence)
     if not ctx or ctx[start:end] != a.sentence:
         return _sentence(a, phrase)
-    lo, hi = max(0, start - CONTEXT_CHARS), min(len(ctx), end + CONTEXT_CHARS)
-    before = ("…" if lo > 0 else "") + ctx[lo:start]
+    head: list[Span] = []
+    first = 0  # where the text after the heading starts
+    if a.heading and ctx.startswith(a.heading) and start >= len(a.heading):
+        head = [(a.heading, _HEADING), (HEADING_SEPARATOR, None)]
+        first = len(a.heading)
+        while first < start and ctx[first].isspace():
+            first += 1
+    lo, hi = max(first, start - CONTEXT_CHARS), min(len(ctx), end + CONTEXT_CHARS)
+    before = ("…" if lo > first else "") + ctx[lo:start]
     after = ctx[end:hi] + ("…" if hi < len(ctx) else "")
-    return [(before, None), *_sentence(a, phrase), (after, None)]
+    return [*head, (before, None), *_sentence(a, phrase), (after, None)]
 
 
 def _cells(text: str) -> int:
@@ -234,20 +249,23 @@ def format_answers(answers: list[Answer], explain: bool = False, style: _Style |
     words and hangs under its rank; elsewhere each part is one plain line, for grep and the like.
     One answer per passage, with how many of its other sentences ranked as high; a first line
     says when even the best answer is unlikely (hybrid mode, ``Answer.likely``).  The top
-    answer's phrase is underlined in its sentence; without styles (plain text, TERM=dumb) a line
+    answer's phrase is underlined in its sentence, unless that answer is unlikely (a phrase would
+    claim an answer where there is none); without styles (plain text, TERM=dumb) a line
     under the context says it, so the context line stays the file's own text."""
     style = style or _Style(False)
     if not answers:
         return "No answer found.\n"
-    lines = [NO_LIKELY_ANSWER] if answers[0].likely is False else []
+    unlikely = answers[0].likely is False
+    lines = [NO_LIKELY_ANSWER] if unlikely else []
     for i, a in enumerate(answers):
         lines.append(f"{style(f'{a.rank}.', _RANK)} {_where(a)}  {style(f'score {a.score:.2f}', _DIM)}")
-        spans = _in_context(a, phrase=i == 0)
+        phrase = i == 0 and not unlikely and a.phrase is not None  # no answer is likely: no phrase is one
+        spans = _in_context(a, phrase=phrase)
         if width is None:  # the context as it is: one line, its own whitespace kept
             lines.append(" " * _INDENT + "".join(style(t, c) for t, c in spans))
         else:
             lines += _wrap(_words(spans), width, style)
-        if i == 0 and a.phrase is not None and not style.on:
+        if phrase and a.phrase is not None and not style.on:
             lines.append(" " * _INDENT + PHRASE_LABEL + a.phrase.text)
         if a.collapsed:
             lines.append(" " * _INDENT + style(f"+{len(a.collapsed)} more from this passage", _DIM))

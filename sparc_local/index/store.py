@@ -402,6 +402,18 @@ class Index(Database):
                 rows[r[0]] = StoredSentence(*r)
         return [rows[i] for i in ids if i in rows]
 
+    def heading_ends(self, ids: Sequence[int]) -> dict[int, int]:
+        """{sentence id: where its paragraph's heading ends in its context}: the offset of the
+        paragraph's first sentence, before which the context holds only its heading
+        (``sentences.heading``); 0 when the paragraph has none."""
+        ids = [int(i) for i in ids]
+        out: dict[int, int] = {}
+        for chunk in chunks(ids):
+            out.update(self._conn.execute(
+                "SELECT s.id, (SELECT MIN(o.offset_in_context) FROM sentences o WHERE o.paragraph_id = s.paragraph_id)"
+                f" FROM sentences s WHERE s.id IN ({qmarks(len(chunk))})", chunk))
+        return out
+
     def phrase_positions(self, ids: Sequence[int]) -> dict[int, bytes]:
         """{sentence id: its positions blob (``positions.py``)} of the given sentences that have one."""
         ids = [int(i) for i in ids]

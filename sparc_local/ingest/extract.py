@@ -249,18 +249,31 @@ def _join_headings(raw: Iterable[RawBlock]) -> Iterator[_Joined]:
     """Normalised non-empty blocks, the headings made their section's context (issue 32): a
     heading (a title, or an FAQ's question line) is joined to the block it heads, and carried in
     front of the following blocks of its section (until the next heading, on the same page);
-    its end is in heads, and sentences.segment makes no sentence of it. A heading with no block
-    of its own (followed by another heading, or last on its page) stands alone, a sentence. A
-    question heads only a block that is no heading or question (a list of questions is a table
-    of contents). (text, page, line, line_starts, heads)."""
+    its end is in heads, and sentences.segment makes no sentence of it. Headings in a row head
+    the next block together, across a page break too (a title page heads the first page of
+    text): a title is context, never an answer (issue 45). A question heads only a block that is
+    no heading or question (a list of questions is a table of contents): followed by another, it
+    stands alone, a sentence, headed by the titles before it. Titles that head nothing at the end
+    of a document are dropped, unless the document holds nothing else.
+    (text, page, line, line_starts, heads)."""
     pending: list[tuple[_Part, bool]] = []  # headings waiting for their block; is it a question
     section = ""  # the heading text of the current section
     section_page: int | None = None
+    any_block = False
 
-    def alone() -> Iterator[_Joined]:
-        for (text, page, line, starts), _ in pending:
-            yield text, page, line, starts, (len(text),)
-        pending.clear()
+    def questions() -> Iterator[_Joined]:
+        """The pending questions, each a sentence headed by the titles before it; the titles
+        after the last question stay pending."""
+        nonlocal pending
+        titles: list[str] = []
+        last = max((i for i, (_, question) in enumerate(pending) if question), default=-1)
+        for (text, page, line, starts), question in pending[:last + 1]:
+            if question:
+                yield _prefixed(" ".join(titles), (text, page, line, starts, (len(text),)))
+                titles = []
+            else:
+                titles.append(text)
+        pending = pending[last + 1:]
 
     for item in raw:
         text, page, line, line_starts = norm_text(item[0]), item[1], item[2], tuple(item[3])
@@ -269,21 +282,27 @@ def _join_headings(raw: Iterable[RawBlock]) -> Iterator[_Joined]:
         heading = len(item) > 4 and bool(item[4])
         context = norm_text(item[5]) if len(item) > 5 else ""
         question = not heading and not context and is_question(text)
-        if pending and pending[0][0][1] != page:
-            yield from alone()
         if section_page != page:
             section = ""
         if heading or question:
             if pending and pending[-1][1]:
                 section = ""
-                yield from alone()
+                for block in questions():
+                    any_block = True
+                    yield block
             pending.append(((text, page, line, line_starts), question))
             continue
         if pending:
             section, section_page = " ".join(p[0] for p, _ in pending), page
             pending.clear()
+        any_block = True
         yield _prefixed(" ".join(filter(None, (section, context))), (text, page, line, line_starts, ()))
-    yield from alone()
+    for block in questions():
+        any_block = True
+        yield block
+    if not any_block:  # a document of titles only: they are all it says
+        for (text, page, line, starts), _ in pending:
+            yield text, page, line, starts, (len(text),)
 
 
 _SENTENCE_END = re.compile(r"[.!?][\"'”’)\]]*\s+")

@@ -60,6 +60,7 @@ class Answer:
     file_id: int | None = field(repr=False, default=None)
     elsewhere: list[Answer] = field(default_factory=list)  # the same text in other passages (``collapse``)
     phrase: Phrase | None = None  # the words of the sentence that carry the match (query/phrase.py)
+    heading: str | None = None  # the passage's heading, the start of its context (a section title); None: none
 
     @property
     def passage(self) -> tuple[int | None, str]:
@@ -74,7 +75,7 @@ class Answer:
         return d
 
 
-_JSON_FIELDS = ("rank", "score", "path", "page", "line", "sentence", "context", "likely")
+_JSON_FIELDS = ("rank", "score", "path", "page", "line", "sentence", "context", "heading", "likely")
 _COLLAPSED_FIELDS = ("score", "page", "line", "sentence")
 _ELSEWHERE_FIELDS = ("score", "path", "page", "line")
 
@@ -192,6 +193,10 @@ class Asker:
             cover = self.searcher.coverage(tokens, [a.sentence_id for a in answers])
             for a, c in zip(answers, cover.tolist()):
                 a.likely = a.score >= LIKELY_SCORE and c >= MIN_COVERAGE and shares_word(question, a.context)
+        if answers:
+            ends = self.index.heading_ends([a.sentence_id for a in answers])
+            for a in answers:
+                a.heading = a.context[:ends.get(a.sentence_id, 0)].strip() or None
         shown = answers if explain else answers[:phrases]
         if shown:
             ids = [a.sentence_id for a in shown]
