@@ -30,8 +30,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from sparc_local.ingest.extract import TEXT_NAMES  # noqa: E402  (after the sys.path insert)
-from sparc_local.ingest.furniture import text_furniture  # noqa: E402
-from sparc_local.ingest.readers import read_text  # noqa: E402
+from sparc_local.ingest.furniture import text_furniture  # noqa: E402  (after the sys.path insert)
+from sparc_local.ingest.readers import read_text  # noqa: E402  (after the sys.path insert)
 
 OUT = Path.home() / ".cache/sparc-local-bench/furniture"
 KEPT_OUT = re.compile(r"/(bash|dpkg|rsync|python|sqlite|git-subtree|grep|gzip|sed|debian-reference|shared-mime|"

@@ -268,8 +268,8 @@ def _join_headings(raw: Iterable[RawBlock]) -> Iterator[_Joined]:
         titles: list[str] = []
         last = max((i for i, (_, question) in enumerate(pending) if question), default=-1)
         for (text, page, line, starts), question in pending[:last + 1]:
-            if question:
-                yield _prefixed(" ".join(titles), (text, page, line, starts, (len(text),)))
+            if question:  # a sentence: after its titles (their end in heads), else the whole block
+                yield _prefixed(" ".join(titles), (text, page, line, starts, () if titles else (len(text),)))
                 titles = []
             else:
                 titles.append(text)
