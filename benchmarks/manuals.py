@@ -72,7 +72,8 @@ def _render(name: str, source: Path, out: Path) -> Page:
     roff = subprocess.run(["zcat", "-f", str(source)], capture_output=True, check=True).stdout
     html, pdf = out / f"{name}.html", out / f"{name}.pdf"
     if not html.exists():
-        html.write_bytes(subprocess.run(["groff", "-t", "-man", "-Thtml"], input=roff, capture_output=True).stdout)
+        html.write_bytes(subprocess.run(["groff", "-t", "-man", "-Thtml"], input=roff, capture_output=True,
+                                        cwd=html.parent).stdout)
     if not pdf.exists():
         ps = subprocess.run(["groff", "-t", "-man", "-Tps"], input=roff, capture_output=True).stdout
         subprocess.run(["ps2pdf", "-", str(pdf)], input=ps, capture_output=True, check=True)

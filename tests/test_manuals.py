@@ -78,7 +78,8 @@ def test_a_man_page_rendered_by_man_has_no_head_or_foot(man_source: Path, tmp_pa
 def test_a_man_page_rendered_by_groff_to_html_has_no_title_sentence(man_source: Path, tmp_path: Path):
     """groff's HTML: its <title> and the headings are context, its table of contents is dropped."""
     _need("groff")
-    done = subprocess.run(["groff", "-man", "-Thtml", str(man_source)], capture_output=True, text=True, check=True)
+    done = subprocess.run(["groff", "-man", "-Thtml", str(man_source)], capture_output=True, text=True, check=True,
+                          cwd=tmp_path)  # grohtml writes its images into the current folder
     assert "<title>TEAPOT</title>" in done.stdout
     path = tmp_path / "teapot.html"
     path.write_text(done.stdout)
@@ -200,7 +201,8 @@ def test_an_mdoc_page_in_groff_html_has_no_head_foot_or_title_sentence(tmp_path:
     """groff's HTML of an mdoc page keeps the page's head (`TEAPOT(1) General Commands Manual
     TEAPOT(1)`) and foot as paragraphs, and sets section titles as paragraphs all in bold."""
     _need("groff")
-    done = subprocess.run(["groff", "-mdoc", "-Thtml"], input=MDOC_PAGE, capture_output=True, text=True, check=True)
+    done = subprocess.run(["groff", "-mdoc", "-Thtml"], input=MDOC_PAGE, capture_output=True, text=True, check=True,
+                          cwd=tmp_path)
     assert "<b>DESCRIPTION</b>" in done.stdout and "TEAPOT(1)" in done.stdout
     path = tmp_path / "teapot.html"
     path.write_text(done.stdout)
