@@ -90,9 +90,9 @@ def warm_ask(asker, reranker, questions: list[str], rounds: int) -> None:
 
 def candidates(asker, questions: list[str], n: int) -> list[list[str]]:
     """Each question's top n passages of the first stage, as the reranker reads them."""
-    from sparc_local.rerank.inputs import rerank_text
+    from sparc_local.query.ask import rerank_input
 
-    return [[rerank_text(a.context, a.offset, len(a.sentence)) for a in asker.ask(q, k=n, phrases=0)]
+    return [[rerank_input(a, None) for a in asker.ask(q, k=n, phrases=0)]
             for q in questions]
 
 

@@ -3,6 +3,7 @@
     python benchmarks/structure.py                      # this tree
     python benchmarks/structure.py --tree ../main       # another checkout's ingest (before)
     python benchmarks/structure.py --smoke              # tiny PDFs, HTML and Markdown (smoke.py)
+    python benchmarks/structure.py --manuals            # also issue 45's classes on man pages and text files
 
 Files: the PDFs of benchmarks/pdf_text.py (~/.cache/sparc-local-bench/pdfs/set), valgrind's
 HTML manual (/usr/share/doc/valgrind/html, `apt-get install valgrind`) and libcurl's Markdown notes
@@ -16,6 +17,17 @@ Counts, per defect class:
   setext) heading's words and go on, compared on lowercased words so markup does not hide one;
 - table cells as sentences: sentences equal to one cell of an HTML table row of 2+ cells;
 - list items merged: sentences holding two or more items of one HTML list (or two "•").
+
+With --manuals (issue 45; manuals.py builds the files), on man pages of packages not kept out of
+tuning, each rendered three ways (`man` to text, groff to HTML, groff to PostScript and ps2pdf to
+PDF, with its narrow word gaps), and on plain text files of /usr/share/doc with lists and records:
+
+- header/footer lines indexed: sentences holding the page's running head word (`TAR(1)`);
+- title-only sentences: sentences that are a title and nothing else (a man page's section, an
+  HTML heading or <title>, a Markdown or underlined text heading, a PDF bookmark);
+- glued/split words per 1,000 on the groff PDFs, as above;
+- list items and records merged: sentences holding two or more items of one plain-text list
+  (`*`, `-`, `+`, `1.`) or two or more fields of one `Key: value` stanza.
 """
 
 from __future__ import annotations
@@ -103,6 +115,7 @@ def main() -> None:
     ap.add_argument("--html", type=Path, default=HTML_DIR, help=f"a folder of HTML pages (default {HTML_DIR})")
     ap.add_argument("--markdown", type=Path, default=MARKDOWN_DIR,
                     help=f"a folder of Markdown files (default {MARKDOWN_DIR})")
+    ap.add_argument("--manuals", action="store_true", help="also issue 45's classes (manuals.py builds the files)")
     ap.add_argument("--smoke", action="store_true",
                     help="seconds: two tiny hand-written PDFs, a tiny HTML page and Markdown file, the tiny test "
                          "model's vocabulary (smoke.py)")
@@ -140,6 +153,24 @@ def main() -> None:
     print(f"  glued/split PDF words per 1,000: {1000 * n_bad / max(n_words, 1):.1f} ({n_bad} of {n_words})")
     for k in sorted(counts):
         print(f"  {k}: {counts[k]}")
+    if args.manuals or args.smoke:
+        import manuals
+
+        files = manuals.build(smoke=args.smoke)
+        if files is None:
+            print("man, groff or ps2pdf is not installed: issue 45's classes skipped")
+            return
+        got = sentences(args.tree.resolve(), files.all())
+        print(f"issue 45: {len(files.pages)} man pages (text, HTML, PDF), {len(files.texts)} plain text files, "
+              f"{sum(len(v) for v in got.values())} sentences")
+        n_words = n_bad = 0
+        for f in files.pdfs():
+            text = "\n".join(got[str(f)])
+            n_words += len(words(text))
+            n_bad += len(defects(text, set(words(pdftotext(f))), vocab))
+        print(f"  glued/split words per 1,000 on groff PDFs: {1000 * n_bad / max(n_words, 1):.1f} ({n_bad} of {n_words})")
+        for k, v in manuals.counts(files, got).items():
+            print(f"  {k}: {v}")
 
 
 if __name__ == "__main__":

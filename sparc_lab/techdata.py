@@ -269,11 +269,11 @@ def split_of(unit: str) -> str:
 def drop_shared_answers(units: list[Unit]) -> int:
     """Queries whose answer text occurs in more than one unit (licences, shared boilerplate) are
     dropped everywhere: they would put the same pair in two splits."""
-    def key(unit: Unit, q: dict) -> str:
-        texts = {r["id"]: r["text"] for r in unit.corpus}
-        return hashlib.sha256("\n".join(texts[i] for i in q["answers"]).encode()).hexdigest()
+    def unit_keys(unit: Unit) -> list[str]:
+        texts = {r["id"]: r["text"] for r in unit.corpus}  # once per unit, not once per query
+        return [hashlib.sha256("\n".join(texts[i] for i in q["answers"]).encode()).hexdigest() for q in unit.queries]
 
-    keys = {u.name: [key(u, q) for q in u.queries] for u in units}
+    keys = {u.name: unit_keys(u) for u in units}
     owners: dict[str, set] = defaultdict(set)
     for u in units:
         for k in keys[u.name]:

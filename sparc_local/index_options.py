@@ -11,7 +11,9 @@ import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-MAX_SENTENCES = 100_000  # per file: a 1 GB log must not take the index over (`index --max-sentences`)
+# per file (`index --max-sentences`): with the paragraph bound, what bounds the memory a file costs
+# (benchmarks/memory.py); above the longest books (a thousand-page manual holds some 30,000)
+MAX_SENTENCES = 50_000
 BATCH_SENTENCES = 512  # sentences per write transaction (one segment)
 
 
@@ -22,7 +24,8 @@ class IndexOptions:
 
     exclude: Iterable[str] = ()  # `--exclude` globs
     include_hidden: bool = False  # `--hidden`
-    ignore_files: bool = True  # honour .gitignore / .ignore (`--no-ignore` turns it off)
+    ignore_files: bool = True  # honour .gitignore / .ignore and skip tools' folders (`--no-ignore` turns it off)
+    logs: bool = False  # also index text that looks machine-written: logs, data dumps (`--logs`)
     max_sentences: int = MAX_SENTENCES  # sentences indexed per file, at most
     batch_sentences: int = BATCH_SENTENCES  # sentences per committed batch
     remember_roots: bool = True  # the roots are paths the user named: remembered, un-forgotten

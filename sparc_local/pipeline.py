@@ -30,6 +30,7 @@ from sparc_local.errors import SparcError
 from sparc_local.index.db import LAST_UPDATE, MODEL_PATH, is_full
 from sparc_local.index.store import FileRecord, FileStatus, FileUpdate, Index, SentenceRow
 from sparc_local.index_options import IndexOptions
+from sparc_local.ingest import machine
 from sparc_local.ingest.extract import MAX_CHARS, VANISHED, ExtractError, extract, iter_files, path_key
 from sparc_local.ingest.sentences import MAX_SENTENCE_CHARS, Paragraph, paragraphs, segment
 from sparc_local.model.encoder import LazyEncoder
@@ -65,13 +66,16 @@ class IndexReport:
     indexed: int = 0
     unchanged: int = 0
     removed: int = 0
-    sentences: int = 0
+    sentences: int = 0  # sentences of the files this run read
     seconds: float = 0.0
     threads: int = 0
-    errors: list[tuple[str, str]] = field(default_factory=list)  # (path, reason): this run could not read them
+    errors: list[tuple[str, str]] = field(default_factory=list)  # (path, reason): recorded as unreadable by this run
     # files recorded as unreadable, unchanged since they failed: not read again (`status` lists them)
     still_unreadable: int = 0
     stopped: bool = False  # should_stop ended the run early: the rest is left to the next run
+    encoded: int = 0  # sentences this run encoded: its own, and those an earlier run read and left
+    skipped: list[tuple[str, str]] = field(default_factory=list)  # (path, reason): the walk's, never recorded
+    machine_written: int = 0  # files left out as machine-written text (this run's and unchanged ones)
 
     @property
     def unreadable(self) -> int:
@@ -126,9 +130,14 @@ def file_hash(path: Path) -> str:
     return h.hexdigest()
 
 
-def _read(path: Path, size: int, mtime: float, digest: str, max_sentences: int, lexical: _LexicalOnce) -> _Read:
-    """Extract and segment one file; a failure becomes the file's recorded error, not an exception."""
+def _read(path: Path, size: int, mtime: float, digest: str, opts: IndexOptions, lexical: _LexicalOnce) -> _Read:
+    """Extract and segment one file; a failure becomes the file's recorded error, not an exception,
+    and so does machine-written text (a log, a data dump), unless ``opts.logs``."""
     key = path_key(path)
+    max_sentences = opts.max_sentences
+    skip = None if opts.logs else machine.sniff(path)
+    if skip:
+        return _Read(FileUpdate(key, size, mtime, digest, error=skip), [])
     try:
         # a sentence is at most MAX_SENTENCE_CHARS long: a small cap needs only a little text read
         blocks = extract(path, max_chars=min(MAX_CHARS, max(1, max_sentences) * MAX_SENTENCE_CHARS))
@@ -200,10 +209,20 @@ class _Run:
             self._on_progress(self.progress)
 
     def error(self, path: str, reason: str) -> None:
+        """A problem of the walk (a symlink loop, a FIFO, a file gone): said, never recorded."""
         path = path_key(path)
-        self.report.errors.append((path, reason))
+        self.report.skipped.append((path, reason))
         if self._on_error:
             self._on_error(path, reason)
+
+    def recorded(self, key: str, reason: str) -> None:
+        """A file recorded in the index with no text: unreadable, or machine-written."""
+        if machine.is_skipped(reason):
+            self.report.machine_written += 1
+        else:
+            self.report.errors.append((key, reason))
+        if self._on_error:
+            self._on_error(key, reason)
 
     def vanished(self, key: str) -> None:
         self.error(key, VANISHED)
@@ -216,6 +235,7 @@ class _Run:
 
     def encoded(self, path: str, n: int) -> None:
         self.progress.sentences_done += n
+        self.report.encoded += n
         self.progress.current = path
         self.tell()
 
@@ -261,11 +281,15 @@ def _scan(run: _Run, index: Index, walk_roots: list[Path], ignored: list[str], f
             continue
         rec = index.file(key)
         if not force and rec is not None and rec.size == st.st_size and rec.mtime == st.st_mtime:
-            if rec.status == FileStatus.ERROR:
-                run.report.still_unreadable += 1
-            else:
+            if rec.status == FileStatus.OK:
                 run.report.unchanged += 1
-            continue
+                continue
+            if not machine.is_skipped(rec.error):
+                run.report.still_unreadable += 1
+                continue
+            if not opts.logs:
+                run.report.machine_written += 1
+                continue
         todo.append((os.fspath(path), st.st_size, st.st_mtime, rec))
         progress.files_total += 1
         progress.bytes_total += st.st_size
@@ -273,7 +297,7 @@ def _scan(run: _Run, index: Index, walk_roots: list[Path], ignored: list[str], f
 
 
 def _read_all(run: _Run, index: Index, todo: list[tuple[str, int, float, FileRecord | None]], writer: BatchWriter,
-              force: bool, max_sentences: int, on_capped: Callable[[str, int], None] | None,
+              force: bool, opts: IndexOptions, on_capped: Callable[[str, int], None] | None,
               lexical: _LexicalOnce) -> None:
     """Pass 2: hash each file, skip it if its content is unchanged, else read it into the writer."""
     progress = run.progress
@@ -292,7 +316,7 @@ def _read_all(run: _Run, index: Index, todo: list[tuple[str, int, float, FileRec
             continue
         except OSError as err:
             reason = "permission denied" if isinstance(err, PermissionError) else f"cannot read: {err.strerror or err}"
-            run.error(key, reason)
+            run.recorded(key, reason)
             progress.bytes_read += size  # read as far as it goes: no sentences
             writer.add(FileUpdate(key, size, mtime, "", error=reason))
             continue
@@ -301,15 +325,15 @@ def _read_all(run: _Run, index: Index, todo: list[tuple[str, int, float, FileRec
             run.report.unchanged += 1
             run.drop(size)
             continue
-        item = _read(path, size, mtime, digest, max_sentences, lexical)
+        item = _read(path, size, mtime, digest, opts, lexical)
         if item.update.error == VANISHED:
             run.vanished(key)
             run.drop(size)
             continue
         if item.update.error:
-            run.error(key, item.update.error)
+            run.recorded(key, item.update.error)
         if item.capped and on_capped:
-            on_capped(key, max_sentences)
+            on_capped(key, opts.max_sentences)
         progress.bytes_read += size
         progress.sentences_read += len(item.update.sentences)
         writer.add(item.update, item.paragraphs)
@@ -339,7 +363,10 @@ def _encode_pending(run: _Run, index: Index, writer: BatchWriter, lexical: _Lexi
     for rec in pending:
         if run.stop():
             return
-        writer.add(*stored_update(rec, index.sentences(index.file_sentence_ids(rec.id)), lexical))
+        ids = index.file_sentence_ids(rec.id)
+        if not ids:  # removed since the pass began (a delete, a forget): never written back
+            continue
+        writer.add(*stored_update(rec, index.sentences(ids), lexical))
     writer.flush()
 
 
@@ -366,7 +393,7 @@ def _run_index(run: _Run, index: Index, roots: list[str], model: ModelInfo, enco
     reader = BatchWriter(index, None, batch_sentences=opts.batch_sentences, on_written=run.written)
     lexical = _LexicalOnce(model)
     if not run.report.stopped:
-        _read_all(run, index, todo, reader, force, opts.max_sentences, on_capped, lexical)
+        _read_all(run, index, todo, reader, force, opts, on_capped, lexical)
     if not run.report.stopped:
         reader.flush()
         _encode_pending(run, index, BatchWriter(index, encoder, batch_sentences=opts.batch_sentences,

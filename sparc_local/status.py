@@ -32,6 +32,7 @@ class Status:
     watch: WatchState  # watch.files.read_status()
     active_model: str | None  # None: the active model cannot be loaded
     store: StoreStatus | None = None  # None: no Milvus store named (the local engine alone)
+    machine_written: list[dict] = dataclasses.field(default_factory=list)  # {path, reason}: left out (`index --logs`)
 
     def to_json(self) -> dict:
         return dataclasses.asdict(self)
@@ -42,6 +43,7 @@ def gather() -> Status:
     from sparc_local import backend, paths
     from sparc_local.errors import ModelError
     from sparc_local.index.store import Index
+    from sparc_local.ingest.machine import is_skipped
     from sparc_local.model.info import active_model
     from sparc_local.watch.files import read_status
 
@@ -53,12 +55,15 @@ def gather() -> Status:
     else:
         st = dict(files=0, sentences=0, encoded=0, postings=0, db_bytes=0, model=None, last_update=None, errors=[])
         roots = []
+    errors = [e for e in st["errors"] if not is_skipped(e["reason"])]
+    machine = [e for e in st["errors"] if is_skipped(e["reason"])]
     try:
         model = active_model().id
     except ModelError:
         model = None
     return Status(files=st["files"], sentences=st["sentences"], encoded=st["encoded"], postings=st["postings"],
                   db_bytes=st["db_bytes"],
-                  model=st["model"], last_update=st["last_update"], errors=st["errors"], roots=roots,
+                  model=st["model"], last_update=st["last_update"], errors=errors, roots=roots,
                   database=str(db), watch=read_status(), active_model=model,
-                  store=backend.store_status(db, st["encoded"]) if backend.store_named() else None)
+                  store=backend.store_status(db, st["encoded"]) if backend.store_named() else None,
+                  machine_written=machine)

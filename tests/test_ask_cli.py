@@ -32,6 +32,13 @@ QUESTION = "the tea tower train river museum"
 REPO = Path(__file__).resolve().parent.parent
 
 
+def _shown(a: dict) -> str:
+    """An answer's context as `ask` shows it: its heading set apart from its text."""
+    if not a["heading"]:
+        return a["context"]
+    return a["heading"] + " — " + a["context"][len(a["heading"]):].lstrip()
+
+
 def _when(text: str) -> float:
     return datetime.fromisoformat(text).timestamp()
 
@@ -162,7 +169,7 @@ def test_piped_output_is_plain_text(dated_docs: Path):
     assert answers[0]["sentence"] == "Green tea should steep for three minutes."
     assert answers[0]["phrase"] == {"text": "Green tea", "start": 0, "end": 9}  # every answer has one in JSON
     assert result.output == "".join(f"{a['rank']}. {a['path']}:{a['line']}  score {a['score']:.2f}\n"
-                                    f"   {a['context']}\n"
+                                    f"   {_shown(a)}\n"
                                     + (f"   phrase: {a['phrase']['text']}\n" if a["phrase"] and a["rank"] == 1 else "")
                                     + (f"   +{len(a['collapsed'])} more from this passage\n"
                                        if a["collapsed"] else "") for a in answers)
@@ -247,9 +254,9 @@ def test_ask_in_a_terminal_of_40_columns(dated_docs: Path):
     assert proc.wait() == 0
     assert out.decode().replace("\r\n", "\n") == (
         f"\x1b[1m1.\x1b[0m {dated_docs / 'tea.md'}:3  \x1b[2mscore {score:.2f}\x1b[0m\n"
-        # the heading leads its paragraph; the phrase is underlined in the sentence
-        "   Tea \x1b[1;4;33mGreen tea\x1b[0m \x1b[1;33mshould steep for three\x1b[0m\n"
-        "   \x1b[1;33mminutes.\x1b[0m Then drink it.\n")
+        # the heading leads its paragraph, set apart; the phrase is underlined in the sentence
+        "   \x1b[1mTea\x1b[0m — \x1b[1;4;33mGreen tea\x1b[0m \x1b[1;33mshould steep for\x1b[0m\n"
+        "   \x1b[1;33mthree minutes.\x1b[0m Then drink it.\n")
 
 
 # ------------------------------------------------------------------------------------ passages, no answer
@@ -271,7 +278,7 @@ def test_sentences_of_one_passage_collapse_into_one_result(dated_docs: Path, mon
     result = runner.invoke(app, ["ask", "green tea steep", "-k", "2"])
     assert (result.exit_code, result.output) == (0, (
         f"1. {dated_docs / 'tea.md'}:3  score {first['score']:.2f}\n"
-        "   Tea Green tea should steep for three minutes. Then drink it.\n"
+        "   Tea — Green tea should steep for three minutes. Then drink it.\n"
         "   phrase: Green tea\n"
         "   +1 more from this passage\n"
         f"2. {second['path']}:{second['line']}  score {second['score']:.2f}\n"
@@ -346,7 +353,7 @@ def test_a_nonsense_question_has_no_likely_answer(dated_docs: Path):
     assert [a["likely"] for a in answers] == [False, False]
     result = runner.invoke(app, ["ask", "zzzzqqq", "-k", "2"])
     assert (result.exit_code, result.output) == (0, NO_LIKELY_ANSWER + "\n" + "".join(
-        f"{a['rank']}. {a['path']}:{a['line']}  score {a['score']:.2f}\n   {a['context']}\n"
+        f"{a['rank']}. {a['path']}:{a['line']}  score {a['score']:.2f}\n   {_shown(a)}\n"
         + (f"   +{len(a['collapsed'])} more from this passage\n" if a["collapsed"] else "") for a in answers))
     assert result.output.startswith("No likely answer; the closest:\n1. ")
     for mode in ("sparc", "bm25"):
@@ -545,3 +552,24 @@ def test_plain_ask_imports_no_cli_library(dated_docs: Path):
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[-1] == "[]"
+
+
+def test_no_phrase_is_underlined_when_no_answer_is_likely():
+    """`ask zzzzqqq`: "No likely answer", and no word of the closest sentence underlined (on a
+    terminal) or named as the phrase (plain text), as if it answered; a likely answer keeps both."""
+    from sparc_local.query.phrase import Phrase
+
+    def top(likely: bool) -> Answer:
+        return Answer(1, 0.3, "/d/water.txt", None, 4, "Sparkling water is served cold.",
+                      "Sparkling water is served cold.", likely=likely, phrase=Phrase("Sparkling", 0, 9))
+
+    assert format_answers([top(False)], style=_Style(True), width=80) == (
+        f"{NO_LIKELY_ANSWER}\n\x1b[1m1.\x1b[0m /d/water.txt:4  \x1b[2mscore 0.30\x1b[0m\n"
+        "   \x1b[1;33mSparkling water is served cold.\x1b[0m\n")
+    assert format_answers([top(False)]) == (
+        f"{NO_LIKELY_ANSWER}\n1. /d/water.txt:4  score 0.30\n   Sparkling water is served cold.\n")
+    assert format_answers([top(True)], style=_Style(True), width=80) == (
+        "\x1b[1m1.\x1b[0m /d/water.txt:4  \x1b[2mscore 0.30\x1b[0m\n"
+        "   \x1b[1;4;33mSparkling\x1b[0m \x1b[1;33mwater is served cold.\x1b[0m\n")
+    assert format_answers([top(True)]) == (
+        "1. /d/water.txt:4  score 0.30\n   Sparkling water is served cold.\n   phrase: Sparkling\n")

@@ -62,12 +62,15 @@ def test_index_then_ask_json(docs: Path):
     assert result.exit_code == 0
     answers = json.loads(result.output)
     assert [a["rank"] for a in answers] == [1, 2, 3]
-    assert set(answers[0]) == {"rank", "score", "path", "page", "line", "sentence", "context", "likely", "collapsed",
-                               "phrase", "elsewhere"}
+    assert set(answers[0]) == {"rank", "score", "path", "page", "line", "sentence", "context", "heading", "likely",
+                               "collapsed", "phrase", "elsewhere"}
     assert answers[0]["sentence"] == "Green tea should steep for three minutes."
     assert answers[0]["path"] == str(docs / "tea.md")
     assert answers[0]["line"] == 3 and answers[0]["page"] is None
     assert answers[0]["context"] == "Tea Green tea should steep for three minutes. Then drink it."  # heading leads
+    assert answers[0]["heading"] == "Tea"  # ... and is its own field
+    assert [a["heading"] for a in answers[1:] if a["path"].endswith(".txt")] == [None] * sum(
+        a["path"].endswith(".txt") for a in answers[1:])  # a text paragraph without a title has none
     assert answers[0]["score"] >= answers[1]["score"] >= answers[2]["score"]
 
 
@@ -95,7 +98,7 @@ def test_ask_filters_and_explain(docs: Path):
         result = run("ask", "green tea steep", "--explain", "-k", "1", "--mode", mode)
         lines = result.output.splitlines()
         assert lines[0].startswith(f"1. {docs / 'tea.md'}:3  score ")
-        assert lines[1] == "   Tea Green tea should steep for three minutes. Then drink it."  # piped: plain text
+        assert lines[1] == "   Tea — Green tea should steep for three minutes. Then drink it."  # piped: plain text
         assert lines[2] == "   phrase: Green tea"  # piped: the phrase on a line of its own
         # the explanation is the score itself, split by question token (SPARC Eq. 2) and, in the
         # hybrid, by BM25 field (fusion.py)
@@ -239,7 +242,7 @@ def test_status_without_an_index(sparc_home: Path, active_tiny: Path):
                              "Errors:       0\n")
     st = json.loads(run("status", "--json").output)
     assert list(st) == ["files", "sentences", "encoded", "postings", "db_bytes", "model", "last_update", "errors", "roots",
-                        "database", "watch", "active_model", "store"]
+                        "database", "watch", "active_model", "store", "machine_written"]
     assert (st["files"], st["model"], st["last_update"], st["errors"], st["roots"], st["store"]) == (
         0, None, None, [], [], None)
     assert (st["database"], st["active_model"], st["watch"]["running"]) == (str(sparc_home / "index.db"), model,
@@ -289,6 +292,8 @@ def test_demo_keeps_its_index_apart(sparc_home: Path, active_tiny: Path):
     demo_home = sparc_home / "demo"
     demo_home.mkdir()
     (demo_home / "active-model").write_text(str(active_tiny))  # the tiny model, not the shipped one
+    from sparc_local.model.runtime import TELEMETRY_SWITCH
+
     env = dict(os.environ)
     result = run("demo")
     assert result.exit_code == 0, result.output
@@ -296,10 +301,36 @@ def test_demo_keeps_its_index_apart(sparc_home: Path, active_tiny: Path):
     assert re.fullmatch(rf"Indexing the sample files in {re.escape(str(sample_dir()))} \.\.\.\n"
                         r"Indexed 4 files \(\d+ sentences\), 0 unchanged, 0 removed, 0 unreadable in \d+\.\ds\.", head)
     assert ask.startswith(f'$ sparc-local ask "{sample_questions()[0]}" -k 3\n\n1. {sample_dir()}')
-    assert dict(os.environ) == env
+    assert result.output.endswith(
+        f"\n\nThe demo keeps its own index (in {demo_home}); `sparc-local ask` searches yours.\n"
+        "Next: index a folder of your own files, then ask it:\n"
+        "  sparc-local index ~/Documents\n"
+        '  sparc-local ask "your question"\n')
+    # the encoder's import switches onnxruntime's telemetry off (model/runtime.py): nothing else changes
+    assert {k: v for k, v in os.environ.items() if k != TELEMETRY_SWITCH} == {
+        k: v for k, v in env.items() if k != TELEMETRY_SWITCH}
     assert not (sparc_home / "index.db").exists() and (demo_home / "index.db").exists()
     again = run("demo")
     assert "Indexed 0 files (0 sentences), 4 unchanged, 0 removed, 0 unreadable" in again.output
+    after = run("ask", "green tea")  # what a newcomer types next
+    assert (after.exit_code, after.output) == (
+        1, "Error: there is no index of your files yet\n"
+           f"`sparc-local demo` keeps its own index (in {demo_home}), apart from yours. "
+           "Run `sparc-local index FOLDER` on a folder of your files, then ask again.\n")
+
+
+def test_the_sample_folder_holds_documents_only():
+    """Indexed on its own (`sparc-local index` of the installed sample folder), the sample folder
+    gives its documents' sentences: no list of the demo's questions to outrank their answers."""
+    from sparc_local.ingest.extract import extract, iter_files
+    from sparc_local.ingest.sentences import segment
+    from sparc_local.sample import sample_dir, sample_questions
+
+    files = list(iter_files([sample_dir()]))
+    assert sorted(p.name for p in files) == ["kettle_manual.txt", "sourdough.rst", "tea_notes.md",
+                                             "weekend_in_lisbon.html"]
+    sentences = [s.text for p in files for s in segment(extract(p))]
+    assert not any(q in s for q in sample_questions() for s in sentences)
 
 
 def test_shared_options_are_declared_once():

@@ -111,3 +111,20 @@ def test_benchmarks_readme_names_every_script():
     index = (REPO / "benchmarks" / "README.md").read_text()
     scripts = sorted(p.name for p in (REPO / "benchmarks").glob("*.py"))
     assert scripts and [s for s in scripts if f"`{s}`" not in index] == []
+
+
+def readme_quickstart(text: str) -> list[str]:
+    """The `&&`-joined steps of the ```sh block under "## Quickstart"."""
+    block = text.split("## Quickstart", 1)[1].split("```sh\n", 1)[1].split("```", 1)[0]
+    return [step.strip() for step in block.strip().split("&&")]
+
+
+def test_the_quickstart_installs_into_a_virtual_environment_it_makes():
+    """Debian's and Ubuntu's system Python refuse `pip install .` outside a virtual environment
+    (PEP 668, `externally-managed-environment`): the quickstart a newcomer copies makes one and
+    activates it before pip runs, then runs the demo; pipx is named as the other way."""
+    text = README.read_text()
+    assert readme_quickstart(text) == ["python3 -m venv .venv", ". .venv/bin/activate", "pip install .",
+                                       "sparc-local demo"]
+    quickstart = text.split("## Quickstart", 1)[1].split("To run the tests:", 1)[0]
+    assert "externally-managed-environment" in quickstart and "pipx install ." in quickstart

@@ -222,12 +222,14 @@ def test_html_drops_script_style_and_splits_blocks(tmp_path: Path) -> None:
         ("Green tea steeps for two minutes.", 6), ("Black tea & milk.", 6), ("Café notes on several lines", 8)]
 
 
-def test_html_title_kept_unless_repeated(tmp_path: Path) -> None:
+def test_html_title_is_context_unless_repeated(tmp_path: Path) -> None:
+    """<title> heads the page (context, never an answer), unless a heading of the page says it."""
     html = "<title>Packing list</title><h1>Trip</h1><p>Bring shoes.</p>"
-    assert texts(extract(write(tmp_path / "p.html", html))) == [
-        "Packing list",
-        "Trip Bring shoes.",
-    ]
+    blocks = extract(write(tmp_path / "p.html", html))
+    assert texts(blocks) == ["Packing list Trip Bring shoes."]
+    assert [s.text for s in segment(blocks)] == ["Bring shoes."]
+    html = "<title>Sandbox — Jinja Documentation (3.1.x)</title><h1>Sandbox</h1><p>It runs templates.</p>"
+    assert texts(extract(write(tmp_path / "sandbox.html", html))) == ["Sandbox It runs templates."]
 
 
 def test_html_meta_charset(tmp_path: Path) -> None:
@@ -480,9 +482,11 @@ def test_bundled_sample_corpus() -> None:
     from sparc_local.ingest.sentences import segment
 
     sample = Path(__file__).resolve().parents[1] / "sparc_local" / "sample"
-    questions = (sample / "QUESTIONS.txt").read_text(encoding="utf-8").splitlines()
+    from sparc_local.sample import sample_questions
+
+    questions = sample_questions()
     assert questions[0] == "How long should green tea steep?" and len(questions) == 3
-    files = list(iter_files([sample], exclude=["QUESTIONS.txt"]))
+    files = list(iter_files([sample]))
     assert {p.suffix for p in files} >= {".md", ".txt", ".html"}
     sentences = [s.text for p in files for s in segment(extract(p))]
     assert len(sentences) > 30
@@ -540,6 +544,5 @@ def test_heading_and_following_paragraph_are_one_paragraph(tmp_path: Path) -> No
 def test_numbered_html_heading_is_one_sentence_and_heads_its_section(tmp_path: Path) -> None:
     html = "<h2>2. Preparing your program</h2>\n<p>Compile with -g. Use -O0.</p><h3>Last</h3>"
     blocks = extract(write(tmp_path / "guide.html", html))
-    assert [(s.text, s.block) for s in segment(blocks)] == [
-        ("Compile with -g.", 0), ("Use -O0.", 0), ("Last", 1)]
-    assert [b.heads for b in blocks] == [(25,), (4,)]  # a heading at the end stands alone
+    assert [(s.text, s.block) for s in segment(blocks)] == [("Compile with -g.", 0), ("Use -O0.", 0)]
+    assert [b.heads for b in blocks] == [(25,)]  # a heading at the end heads nothing: a title, never an answer

@@ -1,9 +1,11 @@
 """What sparc-local leaves on the machine: files only in its data dir, and no network connection.
 
-Every command runs as its own process, as a user would run it, in a fresh HOME whose XDG dirs and
-temp dir are fresh too, without CI variables: onnxruntime's telemetry stays silent when it sees
-one (model/runtime.py), so under CI a check with them would prove nothing. The data dir is the
-platform's default (no SPARC_LOCAL_HOME), the one the README names.
+Every command runs as its own process, as a user would run it, in a fresh HOME and temp dir,
+without CI variables: onnxruntime's telemetry stays silent when it sees one (model/runtime.py), so
+under CI a check with them would prove nothing. The data dir is the platform's default (no
+SPARC_LOCAL_HOME), the one the README names. The user's XDG_CACHE_HOME points outside HOME, as
+some set it (onnxruntime's telemetry writes there, not in ~/.cache), and is watched too; the
+tester's own XDG variables are never inherited.
 """
 
 from __future__ import annotations
@@ -96,8 +98,8 @@ print(json.dumps(codes))
 @pytest.fixture(scope="module")
 def footprint(tmp_path_factory: pytest.TempPathFactory) -> Footprint:
     root = tmp_path_factory.mktemp("footprint")
-    home, tmp, docs = root / "home", root / "tmp", root / "docs"
-    for d in (home, tmp, docs / "private"):
+    home, tmp, docs, cache = root / "home", root / "tmp", root / "docs", root / "cache"
+    for d in (home, tmp, docs / "private", cache):
         d.mkdir(parents=True)
     model = make_tiny_adapt_model(root / "model")  # outside every folder the test watches
     (docs / "notes.txt").write_text("The river bridge was built in one year.\n")
@@ -107,9 +109,10 @@ def footprint(tmp_path_factory: pytest.TempPathFactory) -> Footprint:
     reqa = _reqa(root / "reqa")
     env = {k: v for k, v in os.environ.items()
            if k not in CI_VARIABLES and k not in (ENV_HOME, TELEMETRY_SWITCH) and not k.startswith("XDG_")}
-    env.update(HOME=str(home), TMPDIR=str(tmp), PYTHONPATH=str(REPO), PYTHONDONTWRITEBYTECODE="1")
+    env.update(HOME=str(home), TMPDIR=str(tmp), XDG_CACHE_HOME=str(cache), PYTHONPATH=str(REPO),
+               PYTHONDONTWRITEBYTECODE="1")
     data_dir = home / ".local" / "share" / "sparc-local"
-    watched = {"home": home, "tmp": tmp, "docs": docs}
+    watched = {"home": home, "tmp": tmp, "docs": docs, "cache": cache}
     before = {name: _files(path) for name, path in watched.items()}
     trace = root / "strace"
     # one driver for the whole scenario, so one strace -f follows every process, the watcher too
@@ -133,23 +136,43 @@ def test_nothing_is_written_outside_the_data_dir(footprint: Footprint):
     assert {f for f in new_in_home if not f.startswith(inside)} == set()
     assert "index.db" in {f.removeprefix(inside) for f in new_in_home}
     assert fp.after["tmp"] == fp.before["tmp"] == set()
+    assert fp.after["cache"] == fp.before["cache"] == set()  # $XDG_CACHE_HOME, outside HOME
     assert fp.after["docs"] - fp.before["docs"] == {"ferry.txt"}  # the edit the test made, nothing else
 
 
-def test_telemetry_would_have_written_without_the_switch(footprint: Footprint, tmp_path: Path):
+# where onnxruntime keeps its device id: under $XDG_CACHE_HOME when set, else under ~/.cache
+DEVICE_ID = "Microsoft/DeveloperTools/.onnxruntime/deviceid"
+
+
+@pytest.mark.parametrize("xdg_cache", [False, True], ids=["home-cache", "xdg-cache-outside-home"])
+def test_telemetry_would_have_written_without_the_switch(tmp_path: Path, xdg_cache: bool):
     """The control: the same environment without sparc-local's switch does get onnxruntime's device id,
-    on the releases that have the telemetry (so the test above proves the switch, not luck)."""
+    on the releases that have the telemetry (so the test above proves the switch, not luck), in
+    ~/.cache or in an XDG_CACHE_HOME outside HOME; through ``model.runtime`` nowhere. Whatever XDG
+    variables the tester has are not inherited."""
     from sparc_local.model.runtime import onnxruntime
 
     version = tuple(int(x) for x in re.findall(r"\d+", onnxruntime().__version__)[:2])
-    env = {k: v for k, v in os.environ.items() if k not in CI_VARIABLES and k != TELEMETRY_SWITCH}
-    env.update(HOME=str(tmp_path))
+    home, cache = tmp_path / "home", tmp_path / "cache"
+    home.mkdir()
+    cache.mkdir()
+    env = {k: v for k, v in os.environ.items()
+           if k not in CI_VARIABLES and k != TELEMETRY_SWITCH and not k.startswith("XDG_")}
+    env.update(HOME=str(home), **({"XDG_CACHE_HOME": str(cache)} if xdg_cache else {}))
     subprocess.run([sys.executable, "-c", "import onnxruntime"], env=env, check=True, timeout=120)
-    written = _files(tmp_path)
+    written = {"home": _files(home), "cache": _files(cache)}
     if version < (1, 29):  # benchmarks/ort_telemetry.py: the first release with it
-        assert written == set()
+        assert written == {"home": set(), "cache": set()}
+    elif xdg_cache:
+        assert DEVICE_ID in written["cache"] and written["home"] == set()
     else:
-        assert ".cache/Microsoft/DeveloperTools/.onnxruntime/deviceid" in written
+        assert f".cache/{DEVICE_ID}" in written["home"] and written["cache"] == set()
+    for folder in (home, cache):
+        shutil.rmtree(folder)
+        folder.mkdir()
+    code = "from sparc_local.model.runtime import onnxruntime; onnxruntime()"
+    subprocess.run([sys.executable, "-c", code], env=dict(env, PYTHONPATH=str(REPO)), check=True, timeout=120)
+    assert (_files(home), _files(cache)) == (set(), set())
 
 
 @pytest.mark.skipif(STRACE is None, reason="strace is not installed (apt-get install strace)")

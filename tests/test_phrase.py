@@ -128,7 +128,7 @@ def test_ask_shows_the_phrase(indexed_docs: Path, sparc_home: Path):
     result = runner.invoke(app, ["ask", "green tea steep", "-k", "1", "--mode", "sparc"])
     assert (result.exit_code, result.output) == (0, (
         f"1. {indexed_docs / 'tea.md'}:3  score {top['score']:.2f}\n"
-        "   Tea Green tea should steep for three minutes. Then drink it.\n"
+        "   Tea — Green tea should steep for three minutes. Then drink it.\n"
         "   phrase: Green tea\n"))
     # BM25 matches are literal: "--mode bm25" reads no positions and still finds the words
     assert _ask("king tower", "-k", "1", "--mode", "bm25")[0]["phrase"] == {"text": "king", "start": 4, "end": 8}

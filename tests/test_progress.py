@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from sparc_local.cli.progress import describe
+from sparc_local.cli.progress import IndexLines, Rate, describe
 from sparc_local.index.store import Index
 from sparc_local.index_options import IndexOptions
 from sparc_local.model.info import ModelInfo
@@ -84,18 +84,49 @@ def test_describe_exact_lines():
     # reading: text and BM25 postings stored, so the files are answerable before they are encoded
     p = Progress(phase="indexing", scanned=80, files_total=73, files_done=12, bytes_total=7300, bytes_read=1500,
                  sentences_read=4000, current="/home/ana/notes/report.txt")
-    assert describe(p, 120.0, width=200) == ("12/73 files, 4000/~19467 sentences read, 33/s, 7:44 left, "
+    assert describe(p, 4000 / 120, width=200) == ("12/73 files, 4000/~19467 sentences read, 33/s, 7:44 left, "
                                              "/home/ana/notes/report.txt")
     # the path is cut from the left, at a folder, to fit the terminal (80 columns by default)
-    assert describe(p, 120.0) == "12/73 files, 4000/~19467 sentences read, 33/s, 7:44 left, …/notes/report.txt"
-    assert describe(p, 120.0, width=75) == "12/73 files, 4000/~19467 sentences read, 33/s, 7:44 left, …/report.txt"
-    assert describe(p, 120.0, width=62) == "12/73 files, 4000/~19467 sentences read, 33/s, 7:44 left"
+    assert describe(p, 4000 / 120) == "12/73 files, 4000/~19467 sentences read, 33/s, 7:44 left, …/notes/report.txt"
+    assert describe(p, 4000 / 120, width=75) == "12/73 files, 4000/~19467 sentences read, 33/s, 7:44 left, …/report.txt"
+    assert describe(p, 4000 / 120, width=62) == "12/73 files, 4000/~19467 sentences read, 33/s, 7:44 left"
     slow = dataclasses.replace(p, sentences_read=100, bytes_read=40, current=None)
-    assert describe(slow, 60.0) == "12/73 files, 100/~18250 sentences read, 2/s, 3:01:30 left"
-    # encoding: the rate and the time left are the encoder's, from when it began
+    assert describe(slow, 100 / 60) == "12/73 files, 100/~18250 sentences read, 2/s, 3:01:30 left"
+    # encoding: the rate and the time left are the encoder's
     enc = dataclasses.replace(p, phase="encoding", files_done=73, bytes_read=7300, sentences_read=19467,
                               sentences_pending=19467, sentences_done=3000)
-    assert describe(enc, 120.0, width=200) == ("encoding: 73/73 files read, encoded 3000 of 19467 sentences, 25/s, "
+    assert describe(enc, 3000 / 120, width=200) == ("encoding: 73/73 files read, encoded 3000 of 19467 sentences, 25/s, "
                                                "10:59 left, /home/ana/notes/report.txt")
     done = dataclasses.replace(enc, sentences_done=19467, phase="finishing", current=None)
-    assert describe(done, 3893.4) == "finishing: 73/73 files, 19467/19467 sentences read"
+    assert describe(done, 5.0) == "finishing: 73/73 files, 19467/19467 sentences read"
+    # a file name with a newline stays on its line
+    odd = dataclasses.replace(p, current="/home/ana/a\nb.txt")
+    assert describe(odd, 4000 / 120, width=200).endswith(", /home/ana/a\\nb.txt")
+
+
+def test_rate_is_smoothed_over_a_minute():
+    rate = Rate(tau=60.0)
+    assert rate.update(0.0, 0) == 0.0
+    assert rate.update(10.0, 1000) == 100.0  # the first measure is taken as it is
+    slower = rate.update(20.0, 1100)  # 10/s for ten seconds: the estimate moves, without jumping to 10
+    assert 80.0 < slower < 90.0
+    assert rate.update(20.5, 1200) == slower  # under a second: not measured
+
+
+def test_index_lines_when_not_a_terminal():
+    from io import StringIO
+
+    from rich.console import Console
+
+    out = StringIO()
+    lines = IndexLines(Console(file=out, width=80), enabled=True)
+    now = [0.0]
+    lines.clock = lambda: now[0]
+    p = Progress(phase="indexing", files_total=10, bytes_total=1000, bytes_read=0, sentences_read=0)
+    for i in range(0, 11):
+        now[0] = i * 5.0
+        lines.update(dataclasses.replace(p, files_done=i, bytes_read=i * 100, sentences_read=i * 50))
+    shown = out.getvalue().splitlines()
+    # nothing in the first 10 seconds, then a line at each tenth
+    assert shown[0] == "2/10 files, 100/~500 sentences read, 10/s, 0:40 left"
+    assert len(shown) == 9 and shown[-1] == "10/10 files, 500/500 sentences read, 10/s, 0:00 left"

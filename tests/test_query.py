@@ -16,6 +16,7 @@ from tokenizers import Tokenizer
 
 from sparc_local.model.info import shipped_model_dir
 from sparc_local.query.tokens import _OTHER, QueryTokenizer
+from sparc_local.sample import sample_questions
 from tests.tiny import WORDS, write_tokenizer
 
 
@@ -53,8 +54,7 @@ def test_ascii_questions_get_the_library_ids(tokenizer_file: Path):
     library = Tokenizer.from_file(str(tokenizer_file))
     ours = QueryTokenizer(tokenizer_file)
     assert ours._bert is not None  # the fast splitter reads this tokenizer
-    texts = _texts(0, 4000) + (shipped_model_dir().parent.parent / "sparc_local" / "sample" / "QUESTIONS.txt"
-                               ).read_text().splitlines()
+    texts = _texts(0, 4000) + sample_questions()
     ascii_texts = [t for t in texts if t.isascii()]
     assert len(ascii_texts) > 3000
     for text in texts:

@@ -20,7 +20,9 @@ from sparc_local.model.export import QUANT_DYNAMIC, QUANT_FP32, QUANT_WEIGHTS
 from sparc_local.model.graph import quantize_rows
 from sparc_local.model.info import RERANKER_VAR
 from sparc_local.rerank import export as rerank_export
-from sparc_local.rerank.inputs import WINDOW_CHARS, rerank_text
+from sparc_local.ingest.sentences import split_sentences
+from sparc_local.query.ask import Answer, rerank_input
+from sparc_local.rerank.inputs import rerank_text
 from sparc_local.rerank.model import CONFIG_FILE, Reranker, RerankInfo, reranker_remedy
 from tests.rerank_tiny import HEAD_W, make_tiny_reranker, reference_logits, tiny_reranker_weights, write_checkpoint
 from tests.tiny import write_tokenizer
@@ -68,7 +70,12 @@ def answers(*args: str) -> list[dict]:
 
 def logits(folder: Path, shown: list[dict]) -> list[float]:
     """The reranker's own scores of answers' passages, as `ask` builds their text."""
-    texts = [rerank_text(a["context"], a["context"].index(a["sentence"]), len(a["sentence"])) for a in shown]
+    texts = []
+    for a in shown:
+        heading = a["heading"] or ""
+        body = a["context"][len(heading):].strip()
+        sentences = [body[i:j] for i, j in split_sentences(body)]
+        texts.append(rerank_text(sentences, sentences.index(a["sentence"]), heading))
     return Reranker.load(folder).score(QUESTION, texts).tolist()
 
 
@@ -249,19 +256,24 @@ def test_rerank_keeps_what_scores_above_the_lowest_first_stage_score_shown():
 # ------------------------------------------------------------------------------------ the model and its text
 
 
-def test_rerank_text_is_a_window_around_the_sentence_cut_at_spaces():
-    assert rerank_text("Tea. Green tea steeps.", 5, 17) == "Tea. Green tea steeps."
-    assert rerank_text("Green tea steeps.", 0, 17, heading="Tea") == "Tea — Green tea steeps."
-    words = [f"w{i:04d}" for i in range(1000)]
-    context = " ".join(words)
-    sentence = "w0500 w0501 w0502"
-    offset = context.index(sentence)
-    text = rerank_text(context, offset, len(sentence))
-    assert sentence in text and len(text) <= WINDOW_CHARS
-    assert context.startswith(text) is False and f" {text} " in f" {context} "  # whole words only
-    middle = text.index(sentence) + len(sentence) / 2
-    assert abs(middle - len(text) / 2) < 10  # centred
-    assert rerank_text(context, 0, 5).startswith("w0000") and rerank_text(context, len(context) - 5, 5).endswith("w0999")
+def test_the_reranker_reads_the_heading_and_the_passages_sentences(docs: Path):
+    """As in training: the passage's sentences around the best one, its heading in front; without
+    the passage's sentences (Milvus), its context around the sentence stands for them."""
+    from sparc_local.index.store import Index
+    from sparc_local.paths import db_path
+
+    index = Index(db_path())
+    try:
+        tea = next(s for s in index.sentences(range(1, 100)) if s.text.startswith("Then drink"))
+        passage = index.passage_sentences([tea.id])[tea.id]
+        heading = tea.context[:index.heading_ends([tea.id])[tea.id]].strip()
+    finally:
+        index.close()
+    assert (passage, heading) == ((["Green tea should steep for three minutes.", "Then drink it."], 1), "Tea")
+    answer = Answer(rank=1, score=1.0, path="tea.md", page=None, line=3, sentence=tea.text, context=tea.context,
+                    offset=tea.offset_in_context, heading=heading)
+    assert rerank_input(answer, passage) == "Tea — Green tea should steep for three minutes. Then drink it."
+    assert rerank_input(answer, None) == rerank_input(answer, passage)
 
 
 def test_a_batch_scores_each_pair_as_alone(tiny_reranker_dir: Path):

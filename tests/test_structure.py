@@ -46,8 +46,10 @@ def test_faq_question_is_its_answers_context(tmp_path: Path) -> None:
 
 def test_questions_with_no_answer_of_their_own_stay_sentences(tmp_path: Path) -> None:
     text = "# Contents\n\n1) How do I start?\n\n2) How do I stop?\n\n# Answers\n\nHow do I start? Press it. It hums.\n"
-    sents = segment(extract(write(tmp_path / "faq.md", text)))
-    assert [s.text for s in sents] == ["Contents", "How do I start?", "How do I stop?", "Press it.", "It hums."]
+    blocks = extract(write(tmp_path / "faq.md", text))
+    sents = segment(blocks)
+    assert [s.text for s in sents] == ["How do I start?", "How do I stop?", "Press it.", "It hums."]
+    assert blocks[0].text == "Contents How do I start?"  # the title heads the question after it (issue 45)
 
 
 def test_heading_is_context_of_its_whole_section(tmp_path: Path) -> None:

@@ -18,7 +18,7 @@ import typer
 from typer.core import TyperArgument, TyperCommand, TyperGroup
 
 from sparc_local import __version__
-from sparc_local.cli.common import DATE_FORMS, DEFAULT_TOP_K, report, run_ask
+from sparc_local.cli.common import DATE_FORMS, DEFAULT_TOP_K, out_of_memory, report, report_crash, run_ask
 from sparc_local.cli.common import open_index as _open_index
 from sparc_local.cli.options import (
     DEFAULT_WAIT,
@@ -26,6 +26,7 @@ from sparc_local.cli.options import (
     AsJson,
     Exclude,
     Hidden,
+    Logs,
     NoIgnore,
     NormalPriority,
     Quiet,
@@ -53,6 +54,14 @@ class _App(TyperGroup):
         except SparcError as err:
             report(err)
             raise typer.Exit(1) from None
+        except MemoryError:
+            report(out_of_memory())
+            raise typer.Exit(1) from None
+        except Exception as err:
+            # Typer's and Click's own (usage errors, Exit, Abort) end the command as they always do
+            if not isinstance(err, BrokenPipeError) and type(err).__module__.split(".")[0] not in ("typer", "click"):
+                report_crash(err)
+            raise
 
 
 class _Command(TyperCommand):
@@ -117,6 +126,7 @@ def index(
     exclude: Exclude = [],
     hidden: Hidden = False,
     no_ignore: NoIgnore = False,
+    logs: Logs = False,
     threads: Threads = 0,
     normal_priority: NormalPriority = False,
     quiet: Quiet = False,
@@ -134,7 +144,7 @@ def index(
             return idx.roots()
 
     roots = roots_.resolve(paths_ or [], remembered, "index")
-    _index(roots, IndexOptions(exclude=exclude, include_hidden=hidden, ignore_files=not no_ignore,
+    _index(roots, IndexOptions(exclude=exclude, include_hidden=hidden, ignore_files=not no_ignore, logs=logs,
                                max_sentences=max_sentences),
            info, threads=threads, low_priority=not normal_priority, quiet=quiet, wait=wait)
 
@@ -144,7 +154,8 @@ def _index(roots: list[str], options: IndexOptions, info: ModelInfo, *, threads:
     """`index` of absolute ``roots`` with run_index's ``options``: progress, skipped and cut files
     on stderr, the summary on stdout. While the watcher runs, it does the same work (and says the same)."""
     from sparc_local import power
-    from sparc_local.cli.progress import IndexProgress
+    from sparc_local.cli.progress import index_progress
+    from sparc_local.cli.render import shown_path
     from sparc_local.pipeline import run_index
     from sparc_local.watch import handoff
 
@@ -155,13 +166,12 @@ def _index(roots: list[str], options: IndexOptions, info: ModelInfo, *, threads:
     encoder = EncoderFactory(info, threads or None)
 
     def skipped(p: str, reason: str) -> None:
-        console.print(f"skipped {p}: {reason}", markup=False)
+        console.print(f"skipped {shown_path(p)}: {reason}", markup=False)
 
     def capped(p: str, n: int) -> None:
-        console.print(f"cut {p}: indexed its first {n} sentences (see --max-sentences)", markup=False)
+        console.print(f"cut {shown_path(p)}: indexed its first {n} sentences (see --max-sentences)", markup=False)
 
-    with power.low_priority(low_priority), \
-            IndexProgress(console, enabled=not quiet and console.is_terminal) as progress:
+    with power.low_priority(low_priority), index_progress(console, quiet) as progress:
         def local():
             with _open_index(must_exist=False) as idx:
                 return run_index(idx, roots, info, encoder, options, on_error=skipped, on_capped=capped,
@@ -170,8 +180,9 @@ def _index(roots: list[str], options: IndexOptions, info: ModelInfo, *, threads:
         report = handoff.index(roots, options, local, wait=wait, on_progress=progress.update,
                                on_event=lambda kind, args: (skipped if kind == "error" else capped)(*args))
     if not quiet:
-        typer.echo(f"Indexed {report.indexed} files ({report.sentences} sentences), {report.unchanged} unchanged, "
-                   f"{report.removed} removed, {report.unreadable} unreadable in {report.seconds:.1f}s.")
+        from sparc_local.cli.render import index_summary
+
+        typer.echo(index_summary(report))
 
 
 @app.command()
@@ -325,15 +336,17 @@ def adapt(
 def demo() -> None:
     """Index the bundled sample files (in a separate demo index) and ask a sample question."""
     from sparc_local import paths
-    from sparc_local.sample import QUESTIONS_FILE, sample_dir, sample_questions
+    from sparc_local.cli.render import DEMO_NEXT
+    from sparc_local.sample import sample_dir, sample_questions
 
-    with paths.using(paths.demo_dir()):
+    with paths.using(paths.demo_dir()) as home:
         typer.echo(f"Indexing the sample files in {sample_dir()} ...")
-        _index([str(sample_dir())], IndexOptions(exclude=[QUESTIONS_FILE]), _model(), threads=0, low_priority=True,
-               quiet=False, wait=DEFAULT_WAIT)
+        _index([str(sample_dir())], IndexOptions(), _model(), threads=0, low_priority=True, quiet=False,
+               wait=DEFAULT_WAIT)
         question = sample_questions()[0]
         typer.echo(f'\n$ sparc-local ask "{question}" -k 3\n')
         run_ask(question, top_k=3)
+    typer.echo("\n" + DEMO_NEXT.format(home=home))
 
 
 @app.command()
@@ -348,6 +361,7 @@ def watch(
     exclude: Exclude = [],
     hidden: Hidden = False,
     no_ignore: NoIgnore = False,
+    logs: Logs = False,
     threads: Threads = WatchProcess.threads,
     normal_priority: NormalPriority = False,
     on_battery: bool = typer.Option(False, "--on-battery",
@@ -373,7 +387,7 @@ def watch(
     with _open_index(must_exist=False) as idx:  # even with PATHS: a damaged index is told here, not in a log
         roots = roots_.resolve(paths_ or [], idx.roots, "watch", missing_ok=True)
     config = WatchConfig(quiet_period=quiet_period, max_delay=max_delay, exclude=exclude, include_hidden=hidden,
-                         ignore_files=not no_ignore, polling=poll)
+                         ignore_files=not no_ignore, logs=logs, polling=poll)
     process = WatchProcess(threads=threads, wait=wait, low_priority=not normal_priority,
                            pause_on_battery=not on_battery)
     if settings is not None:

@@ -22,6 +22,20 @@ def report(err: SparcError) -> None:
         print(err.remedy, file=sys.stderr)
 
 
+def out_of_memory() -> SparcError:
+    """What a MemoryError tells the user: every committed batch is kept, and what to try."""
+    return SparcError("out of memory; everything indexed before this point is kept",
+                      "Close other programs and run the command again, or leave the largest files out "
+                      "(`--exclude GLOB`, `--max-sentences N`).")
+
+
+def report_crash(err: Exception) -> None:
+    """The line a bug's traceback follows: what happened, and that the index is safe."""
+    print(f"Error: unexpected {type(err).__name__}: {err}", file=sys.stderr)
+    print("Everything indexed before this point is kept. This is a bug: please report it with the "
+          "traceback below.", file=sys.stderr)
+
+
 def open_index(must_exist: bool = True):
     """The index (a store.Index, to use in a `with`; with a Milvus store named, writing to it
     too: ``backend``); UserError when it must exist and does not."""
@@ -29,6 +43,11 @@ def open_index(must_exist: bool = True):
 
     db = paths.db_path()
     if must_exist and not db.exists():
+        demo = paths.demo_dir()
+        if (demo / db.name).exists():
+            raise UserError("there is no index of your files yet",
+                            f"`sparc-local demo` keeps its own index (in {demo}), apart from yours. "
+                            "Run `sparc-local index FOLDER` on a folder of your files, then ask again.")
         raise UserError("there is no index yet", "Run `sparc-local index FOLDER` first.")
     return backend.open_index(db)
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import sys
 
-from sparc_local.cli.common import parse_date, report, run_ask
+from sparc_local.cli.common import out_of_memory, parse_date, report, run_ask
 from sparc_local.errors import SparcError
 from sparc_local.query.modes import MODES
 
@@ -86,6 +86,9 @@ def _run_plain_ask(kwargs: dict) -> int:
         run_ask(**kwargs)
     except SparcError as err:
         report(err)
+        return 1
+    except MemoryError:
+        report(out_of_memory())
         return 1
     except KeyboardInterrupt:
         print("\nAborted!", file=sys.stderr)

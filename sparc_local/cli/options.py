@@ -26,7 +26,10 @@ AsJson = Annotated[bool, typer.Option("--json", help="Print JSON instead of text
 Exclude = Annotated[list[str], typer.Option("--exclude", "-e", metavar="GLOB",
                                             help="Skip matching files (repeatable).")]
 Hidden = Annotated[bool, typer.Option("--hidden", help="Include hidden files and folders.")]
-NoIgnore = Annotated[bool, typer.Option("--no-ignore", help="Index what .gitignore and .ignore files list, too.")]
+NoIgnore = Annotated[bool, typer.Option(
+    "--no-ignore",
+    help="Index what .gitignore and .ignore files list, and tools' folders (node_modules, virtualenvs, build output).")]
+Logs = Annotated[bool, typer.Option("--logs", help="Index text files that look machine-written (logs, data dumps) too.")]
 NormalPriority = Annotated[bool, typer.Option(
     "--normal-priority",
     help="Run at normal CPU and I/O priority (default: low, so the programs you use stay responsive).")]

@@ -19,12 +19,18 @@ if TYPE_CHECKING:
 
     from sparc_local.adapt.domain import Distance
     from sparc_local.milvus.store import StoreStatus
+    from sparc_local.pipeline import IndexReport
     from sparc_local.query.ask import Answer
     from sparc_local.query.pathfilter import NoMatch
     from sparc_local.status import Status
 
 CONTEXT_CHARS = 200  # context shown on each side of the answering sentence
 NO_LIKELY_ANSWER = "No likely answer; the closest:"
+# what `demo` ends with: its index is not the user's, and what to run next
+DEMO_NEXT = ("The demo keeps its own index (in {home}); `sparc-local ask` searches yours.\n"
+             "Next: index a folder of your own files, then ask it:\n"
+             "  sparc-local index ~/Documents\n"
+             '  sparc-local ask "your question"')
 
 
 def _stdout() -> Console:
@@ -81,6 +87,8 @@ class _Style:
 _NO_COLOUR_CODES = ("1", "2", "4")  # bold, dim, underline
 _SENTENCE, _RANK, _DIM = "1;33", "1", "2"  # the answering sentence: bold yellow
 _PHRASE = "1;4;33"  # the top sentence's answer phrase: underlined in it
+_HEADING = "1"  # the passage's heading: bold, set apart from its text
+HEADING_SEPARATOR = " — "
 ELSEWHERE_SHOWN = 3  # places listed under an answer whose text repeats elsewhere; the rest are counted
 PHRASE_LABEL = "phrase: "  # where the phrase cannot be underlined (plain text), a line of its own says it
 _INDENT = 3  # an answer's text hangs under its rank: "1. " is 3 columns
@@ -93,13 +101,26 @@ Span = tuple[str, "str | None"]  # text and its SGR code (None: unstyled)
 LOCATION_KINDS = {".pptx": "slide", ".epub": "chapter", ".mbox": "message", ".eml": "message"}
 
 
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_CONTROL_NAMES = {"\n": "\\n", "\t": "\\t", "\r": "\\r"}
+
+
+def shown_path(path: str) -> str:
+    """A path as one line of output: control characters (a newline in a file name) escaped as
+    `ls -b` does (\\n, \\t, \\xNN)."""
+    if not _CONTROL.search(path):
+        return path
+    return _CONTROL.sub(lambda m: _CONTROL_NAMES.get(m[0], f"\\x{ord(m[0]):02x}"), path)
+
+
 def _where(a: Answer) -> str:
+    path = shown_path(a.path)
     if a.page is not None:
         kind = LOCATION_KINDS.get(Path(a.path).suffix.lower(), "page")
-        return f"{a.path} ({kind} {a.page})"
+        return f"{path} ({kind} {a.page})"
     if a.line is not None:
-        return f"{a.path}:{a.line}"
-    return a.path
+        return f"{path}:{a.line}"
+    return path
 
 
 def _sentence(a: Answer, phrase: bool) -> list[Span]:
@@ -112,15 +133,23 @@ def _sentence(a: Answer, phrase: bool) -> list[Span]:
 
 
 def _in_context(a: Answer, phrase: bool = False) -> list[Span]:
-    """The context with the sentence styled (``_sentence``), trimmed to CONTEXT_CHARS on each side."""
+    """The context with the sentence styled (``_sentence``), trimmed to CONTEXT_CHARS on each side;
+    its heading (a section title, the start of the context) apart: "Sandbox — The sandbox ..."."""
     ctx, start = a.context, a.offset
     end = start + len(a.sentence)
     if not ctx or ctx[start:end] != a.sentence:
         return _sentence(a, phrase)
-    lo, hi = max(0, start - CONTEXT_CHARS), min(len(ctx), end + CONTEXT_CHARS)
-    before = ("…" if lo > 0 else "") + ctx[lo:start]
+    head: list[Span] = []
+    first = 0  # where the text after the heading starts
+    if a.heading and ctx.startswith(a.heading) and start >= len(a.heading):
+        head = [(a.heading, _HEADING), (HEADING_SEPARATOR, None)]
+        first = len(a.heading)
+        while first < start and ctx[first].isspace():
+            first += 1
+    lo, hi = max(first, start - CONTEXT_CHARS), min(len(ctx), end + CONTEXT_CHARS)
+    before = ("…" if lo > first else "") + ctx[lo:start]
     after = ctx[end:hi] + ("…" if hi < len(ctx) else "")
-    return [(before, None), *_sentence(a, phrase), (after, None)]
+    return [*head, (before, None), *_sentence(a, phrase), (after, None)]
 
 
 def _cells(text: str) -> int:
@@ -226,20 +255,23 @@ def format_answers(answers: list[Answer], explain: bool = False, style: _Style |
     words and hangs under its rank; elsewhere each part is one plain line, for grep and the like.
     One answer per passage, with how many of its other sentences ranked as high; a first line
     says when even the best answer is unlikely (hybrid mode, ``Answer.likely``).  The top
-    answer's phrase is underlined in its sentence; without styles (plain text, TERM=dumb) a line
+    answer's phrase is underlined in its sentence, unless that answer is unlikely (a phrase would
+    claim an answer where there is none); without styles (plain text, TERM=dumb) a line
     under the context says it, so the context line stays the file's own text."""
     style = style or _Style(False)
     if not answers:
         return "No answer found.\n"
-    lines = [NO_LIKELY_ANSWER] if answers[0].likely is False else []
+    unlikely = answers[0].likely is False
+    lines = [NO_LIKELY_ANSWER] if unlikely else []
     for i, a in enumerate(answers):
         lines.append(f"{style(f'{a.rank}.', _RANK)} {_where(a)}  {style(f'score {a.score:.2f}', _DIM)}")
-        spans = _in_context(a, phrase=i == 0)
+        phrase = i == 0 and not unlikely and a.phrase is not None  # no answer is likely: no phrase is one
+        spans = _in_context(a, phrase=phrase)
         if width is None:  # the context as it is: one line, its own whitespace kept
             lines.append(" " * _INDENT + "".join(style(t, c) for t, c in spans))
         else:
             lines += _wrap(_words(spans), width, style)
-        if i == 0 and a.phrase is not None and not style.on:
+        if phrase and a.phrase is not None and not style.on:
             lines.append(" " * _INDENT + PHRASE_LABEL + a.phrase.text)
         if a.collapsed:
             lines.append(" " * _INDENT + style(f"+{len(a.collapsed)} more from this passage", _DIM))
@@ -319,9 +351,24 @@ def print_status(st: Status) -> None:
     if w.last_error:
         line += f"; last error: {w.last_error}"
     out.print(f"Watcher:      {escape(line)}")
+    if w.running and w.degraded:
+        out.print(f"              degraded: {escape(w.degraded)}")
     out.print(f"Errors:       {len(st.errors)}")
     for e in st.errors:
-        out.print(f"  {escape(e['path'])}: {escape(e['reason'])}")
+        out.print(f"  {escape(shown_path(e['path']))}: {escape(e['reason'])}")
+    if st.machine_written:
+        out.print(f"Left out:     {len(st.machine_written)} machine-written (logs, data; `index --logs` indexes them)")
+        for e in st.machine_written:
+            out.print(f"  {escape(shown_path(e['path']))}")
+
+
+def index_summary(r: IndexReport) -> str:
+    """`index`'s last line: what this run read and encoded, and what the index holds no text of
+    (the unreadable count is `status`'s)."""
+    encoded = f"; encoded {r.encoded}" if r.encoded != r.sentences else ""
+    machine = f", {r.machine_written} machine-written left out (--logs)" if r.machine_written else ""
+    return (f"Indexed {r.indexed} files ({r.sentences} sentences{encoded}), {r.unchanged} unchanged, "
+            f"{r.removed} removed, {r.unreadable} unreadable{machine} in {r.seconds:.1f}s.")
 
 
 def print_eval(r: dict, k: int) -> None:

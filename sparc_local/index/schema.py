@@ -184,5 +184,16 @@ END;
 """,
     ),
     (6, rewrite_blobs),  # every format holds its largest weight: the hybrid's field maxima are exact
+    (
+        7,
+        # paragraphs are bounded (ingest/extract.py MAX_PARAGRAPH_CHARS, 2,000 when this ran): a file
+        # stored with a longer one (a log without blank lines) is read again by the next `index`,
+        # cut into bounded paragraphs, before anything encodes it (its size and hash no longer match)
+        """
+UPDATE files SET size = -1, hash = '' WHERE id IN (
+    SELECT DISTINCT s.file_id FROM sentences s JOIN paragraphs p ON p.id = s.paragraph_id
+    WHERE s.file_id IS NOT NULL AND length(p.text) > 2000);
+""",
+    ),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]

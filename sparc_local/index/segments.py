@@ -41,23 +41,32 @@ def _write_postings(c: sqlite3.Connection, segment_id: int, tok_parts: list[np.n
     """Encode and insert a batch's postings as one blob per token -> (postings, blob bytes)."""
     if not tok_parts:
         return 0, 0
+    # the parts are let go as soon as they are joined: a batch's postings are held once, not twice
     toks = np.concatenate(tok_parts)
+    tok_parts.clear()
     sids = np.concatenate(sid_parts)
+    sid_parts.clear()
     w = np.concatenate(w_parts)
+    w_parts.clear()
     if len(w) and not np.all(np.isfinite(w)):
         raise ValueError("non-finite sparse weight")
     q = codec.quantize(w, scale)
+    del w
     keep = q > 0
     if not keep.all():
-        toks, sids, q = toks[keep], sids[keep], q[keep]
         # recount per-sentence postings
-        dropped_ids, dropped_n = np.unique(np.concatenate(sid_parts)[~keep], return_counts=True)
+        dropped_ids, dropped_n = np.unique(sids[~keep], return_counts=True)
+        toks, sids, q = toks[keep], sids[keep], q[keep]
         c.executemany(
             "UPDATE sentences SET n_postings = n_postings - ? WHERE id = ?",
             zip(dropped_n.tolist(), dropped_ids.tolist()),
         )
+    del keep
     order = np.argsort(toks, kind="stable")  # sids already ascending in input order
-    toks, sids, q = toks[order], sids[order], q[order]
+    toks = toks[order]
+    sids = sids[order]
+    q = q[order]
+    del order
     if len(toks) > 1:
         dup = (toks[1:] == toks[:-1]) & (sids[1:] == sids[:-1])
         if dup.any():

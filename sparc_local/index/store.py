@@ -402,6 +402,33 @@ class Index(Database):
                 rows[r[0]] = StoredSentence(*r)
         return [rows[i] for i in ids if i in rows]
 
+    def heading_ends(self, ids: Sequence[int]) -> dict[int, int]:
+        """{sentence id: where its paragraph's heading ends in its context}: the offset of the
+        paragraph's first sentence, before which the context holds only its heading
+        (``sentences.heading``); 0 when the paragraph has none."""
+        ids = [int(i) for i in ids]
+        out: dict[int, int] = {}
+        for chunk in chunks(ids):
+            out.update(self._conn.execute(
+                "SELECT s.id, (SELECT MIN(o.offset_in_context) FROM sentences o WHERE o.paragraph_id = s.paragraph_id)"
+                f" FROM sentences s WHERE s.id IN ({qmarks(len(chunk))})", chunk))
+        return out
+
+    def passage_sentences(self, ids: Sequence[int]) -> dict[int, tuple[list[str], int]]:
+        """{sentence id: (its paragraph's sentences in order, its own place among them)}: the
+        passage the reranker reads (``rerank.inputs.rerank_text``)."""
+        ids = [int(i) for i in ids]
+        out: dict[int, tuple[list[str], int]] = {}
+        for chunk in chunks(ids):
+            for sid, oid, text in self._conn.execute(
+                    "SELECT s.id, o.id, o.text FROM sentences s JOIN sentences o ON o.paragraph_id = s.paragraph_id"
+                    f" WHERE s.id IN ({qmarks(len(chunk))}) ORDER BY s.id, o.offset_in_context", chunk):
+                texts, best = out.setdefault(sid, ([], -1))
+                if oid == sid:
+                    out[sid] = (texts, len(texts))
+                texts.append(text)
+        return out
+
     def phrase_positions(self, ids: Sequence[int]) -> dict[int, bytes]:
         """{sentence id: its positions blob (``positions.py``)} of the given sentences that have one."""
         ids = [int(i) for i in ids]

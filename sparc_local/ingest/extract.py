@@ -10,6 +10,7 @@ import errno
 import os
 import re
 import stat
+from bisect import bisect_right
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import partial
@@ -38,8 +39,16 @@ READERS: dict[str, Callable[[Path, int, int], Read]] = {
     ".mbox": mail.mbox_blocks,
 }
 SUPPORTED = frozenset(READERS)
+# Text files known by name, without an extension: a project's README, NEWS, INSTALL... (any case)
+TEXT_NAMES = frozenset("""readme news changelog changes history install todo authors thanks faq notes bugs
+    hacking contributing""".split())
 MAX_UNPACKED = 200_000_000  # bytes a DOCX, ODT, PPTX or EPUB may unpack to; real documents are far below this
 MAX_CHARS = 20_000_000  # characters read from one file: bounds memory whatever its size
+# A paragraph (the context its sentences are encoded and BM25-scored with) holds at most this many
+# characters: what a sentence costs the index and the encoder is then bounded, whatever the file
+# (a log without blank lines was one paragraph of 20 M characters). Above the 99.9th percentile of
+# real documentation's paragraphs (benchmarks/paragraph_size.py); a longer one is cut at lines.
+MAX_PARAGRAPH_CHARS = 2000
 VANISHED = "file vanished while reading"
 
 OnError = Callable[[Path, str], None]
@@ -85,6 +94,19 @@ class Block:
 def document_text(blocks: Iterable[Block]) -> str:
     """The text that Block.start and Sentence.start/end index into."""
     return "\n\n".join(b.text for b in blocks)
+
+
+def reader_for(name: str) -> Callable[[Path, int, int], Read] | None:
+    """The reader of a file name: by its extension, or a text file known by name (TEXT_NAMES)."""
+    stem, suffix = os.path.splitext(name)
+    if suffix:
+        return READERS.get(suffix.lower())
+    return plaintext.plain_text if stem.lower() in TEXT_NAMES else None
+
+
+def supported(path: str | os.PathLike) -> bool:
+    """Whether `index` reads this file (``reader_for``): the one test for the walk and the watcher."""
+    return reader_for(os.path.basename(os.fspath(path))) is not None
 
 
 # ---------------------------------------------------------------------------------- walking
@@ -136,7 +158,7 @@ def _walk(roots: list[Path], rules: Rules, on_error: OnError, base: Path | None)
     for root in roots:
         if not root.is_dir():
             ident = identity(root)
-            if root.suffix.lower() not in SUPPORTED:
+            if not supported(root):
                 on_error(root, f"unsupported file type '{root.suffix}'")
             elif ident not in seen and not rules.excluded(root.name, root.name):
                 seen.add(ident)
@@ -171,7 +193,7 @@ def _walk(roots: list[Path], rules: Rules, on_error: OnError, base: Path | None)
                             on_error(path, "symlink loop")
                         continue
                     is_dir = is_file = False
-                if (is_file and path.suffix.lower() not in SUPPORTED) or rules.skips(top, where, entry.name, is_dir):
+                if (is_file and not supported(entry.name)) or rules.skips(top, where, entry.name, is_dir):
                     continue
                 if is_dir:
                     ident = identity(entry)
@@ -185,7 +207,7 @@ def _walk(roots: list[Path], rules: Rules, on_error: OnError, base: Path | None)
                         yield path
                 elif entry.is_symlink():
                     on_error(path, "broken symlink")
-                elif path.suffix.lower() in SUPPORTED:
+                elif supported(entry.name):
                     on_error(path, "not a regular file")  # a FIFO or device: reading could block
             stack.extend(reversed(subdirs))
 
@@ -227,18 +249,31 @@ def _join_headings(raw: Iterable[RawBlock]) -> Iterator[_Joined]:
     """Normalised non-empty blocks, the headings made their section's context (issue 32): a
     heading (a title, or an FAQ's question line) is joined to the block it heads, and carried in
     front of the following blocks of its section (until the next heading, on the same page);
-    its end is in heads, and sentences.segment makes no sentence of it. A heading with no block
-    of its own (followed by another heading, or last on its page) stands alone, a sentence. A
-    question heads only a block that is no heading or question (a list of questions is a table
-    of contents). (text, page, line, line_starts, heads)."""
+    its end is in heads, and sentences.segment makes no sentence of it. Headings in a row head
+    the next block together, across a page break too (a title page heads the first page of
+    text): a title is context, never an answer (issue 45). A question heads only a block that is
+    no heading or question (a list of questions is a table of contents): followed by another, it
+    stands alone, a sentence, headed by the titles before it. Titles that head nothing at the end
+    of a document are dropped, unless the document holds nothing else.
+    (text, page, line, line_starts, heads)."""
     pending: list[tuple[_Part, bool]] = []  # headings waiting for their block; is it a question
     section = ""  # the heading text of the current section
     section_page: int | None = None
+    any_block = False
 
-    def alone() -> Iterator[_Joined]:
-        for (text, page, line, starts), _ in pending:
-            yield text, page, line, starts, (len(text),)
-        pending.clear()
+    def questions() -> Iterator[_Joined]:
+        """The pending questions, each a sentence headed by the titles before it; the titles
+        after the last question stay pending."""
+        nonlocal pending
+        titles: list[str] = []
+        last = max((i for i, (_, question) in enumerate(pending) if question), default=-1)
+        for (text, page, line, starts), question in pending[:last + 1]:
+            if question:  # a sentence: after its titles (their end in heads), else the whole block
+                yield _prefixed(" ".join(titles), (text, page, line, starts, () if titles else (len(text),)))
+                titles = []
+            else:
+                titles.append(text)
+        pending = pending[last + 1:]
 
     for item in raw:
         text, page, line, line_starts = norm_text(item[0]), item[1], item[2], tuple(item[3])
@@ -247,21 +282,72 @@ def _join_headings(raw: Iterable[RawBlock]) -> Iterator[_Joined]:
         heading = len(item) > 4 and bool(item[4])
         context = norm_text(item[5]) if len(item) > 5 else ""
         question = not heading and not context and is_question(text)
-        if pending and pending[0][0][1] != page:
-            yield from alone()
         if section_page != page:
             section = ""
         if heading or question:
             if pending and pending[-1][1]:
                 section = ""
-                yield from alone()
+                for block in questions():
+                    any_block = True
+                    yield block
             pending.append(((text, page, line, line_starts), question))
             continue
         if pending:
             section, section_page = " ".join(p[0] for p, _ in pending), page
             pending.clear()
+        any_block = True
         yield _prefixed(" ".join(filter(None, (section, context))), (text, page, line, line_starts, ()))
-    yield from alone()
+    for block in questions():
+        any_block = True
+        yield block
+    if not any_block:  # a document of titles only: they are all it says
+        for (text, page, line, starts), _ in pending:
+            yield text, page, line, starts, (len(text),)
+
+
+_SENTENCE_END = re.compile(r"[.!?][\"'”’)\]]*\s+")
+_HEAD_KEPT = 200  # a heading this long or shorter is carried in front of each piece of a cut paragraph
+
+
+def _cut_at(text: str, start: int, limit: int, line_starts: tuple[int, ...]) -> int:
+    """Where the piece that starts at ``start`` ends: the last line start that keeps it within
+    ``limit`` (and not under a quarter of it), else the last sentence end, else the last space."""
+    lo, hi = start + limit // 4, start + limit
+    i = bisect_right(line_starts, hi) - 1
+    if i >= 0 and line_starts[i] > lo:
+        return line_starts[i]
+    ends = [m.end() for m in _SENTENCE_END.finditer(text, lo, hi)]
+    if ends:
+        return ends[-1]
+    space = text.rfind(" ", lo, hi)
+    return space + 1 if space > lo else hi
+
+
+def _bounded(block: _Joined, limit: int = MAX_PARAGRAPH_CHARS) -> Iterator[_Joined]:
+    """A block of at most ``limit`` characters, or its pieces: lines kept whole where they can be
+    (a log, a list without blank lines), each piece headed by the block's heading when it is short
+    (a longer one heads the first piece alone)."""
+    text, page, line, starts, heads = block
+    if len(text) <= limit:
+        yield block
+        return
+    head = text[:heads[-1]] if heads and heads[-1] < len(text) else ""
+    if len(head) > limit // 2:
+        head, heads = "", ()  # not a heading: text to cut like the rest
+    carried = head if len(head) <= _HEAD_KEPT else ""
+    pos = len(head) + 1 if head else 0
+    lead, lead_heads = text[:pos], heads if head else ()
+    while pos < len(text):
+        room = limit - len(lead)
+        end = len(text) if len(text) - pos <= room else _cut_at(text, pos, room, starts)
+        piece = text[pos:end].rstrip()
+        if piece:
+            own_starts = tuple(s - pos + len(lead) for s in starts if pos < s < pos + len(piece))
+            yield lead + piece, page, None if line is None else line + bisect_right(starts, pos), own_starts, lead_heads
+        lead, lead_heads = (carried + " ", (len(carried),)) if carried else ("", ())
+        pos = end
+        while pos < len(text) and text[pos] == " ":
+            pos += 1
 
 
 def _finish(raw: Iterable[RawBlock], max_chars: int, cut: bool = False) -> list[Block]:
@@ -270,7 +356,7 @@ def _finish(raw: Iterable[RawBlock], max_chars: int, cut: bool = False) -> list[
     way)."""
     blocks: list[Block] = []
     pos = 0
-    for text, page, line, line_starts, heads in _join_headings(raw):
+    for text, page, line, line_starts, heads in (p for b in _join_headings(raw) for p in _bounded(b)):
         room = max_chars - pos
         if room <= 0:
             cut = True
@@ -294,7 +380,7 @@ def extract(
 ) -> list[Block]:
     """Paragraphs of a supported file (see Block); raises ExtractError with a one-line reason."""
     path = Path(path)
-    reader = READERS.get(path.suffix.lower())
+    reader = reader_for(path.name)
     if reader is None:
         raise ExtractError(f"unsupported file type '{path.suffix}'")
     try:

@@ -15,6 +15,12 @@ Two differences from ripgrep, both for a folder of documents rather than a sourc
   document folders are repositories, and a `.gitignore` there was written to keep files out;
 * ignore files *above* an indexed folder do not count: a home folder kept in git with `*` in
   `~/.gitignore` would otherwise hide every document of `sparc-local index ~/Documents`.
+
+Folders that tools write and people do not are skipped too, with or without an ignore file
+(``junk_folder``): installed packages (`node_modules`, `site-packages`, a virtualenv, a copy of
+Python's standard library), caches and build output. A developer's home is full of them, and
+their READMEs and changelogs would answer "how do I install it" for every package but the
+user's. `--no-ignore` (``ignore_files=False``) indexes them as it does ignored files.
 """
 
 from __future__ import annotations
@@ -25,6 +31,16 @@ import stat
 from collections.abc import Iterable
 
 IGNORE_FILES = (".ignore", ".gitignore")  # in a folder, the first one that matches a path decides
+# Folders written by package managers, interpreters and documentation builders, whatever is above them
+JUNK_NAMES = frozenset("""node_modules bower_components jspm_packages __pycache__ site-packages dist-packages
+    lib-dynload _build""".split())
+JUNK_SUFFIXES = (".dist-info", ".egg-info")
+# A folder holding one of these is a virtualenv (pyvenv.cfg) or a copy of Python's standard library
+JUNK_MARKERS = ("pyvenv.cfg", "__future__.py")
+# Build output, when its parent is a project that a build tool writes it for
+BUILD_NAMES = frozenset({"build", "dist", "target", "out"})
+PROJECT_MARKERS = ("setup.py", "pyproject.toml", "package.json", "Makefile", "CMakeLists.txt", "Cargo.toml",
+                   "pom.xml", "build.gradle", "conf.py", "meson.build", "configure.ac")
 MAX_IGNORE_BYTES = 1 << 20  # read of one ignore file: real ones are a few hundred bytes
 
 
@@ -55,6 +71,17 @@ def _read_lines(path: str) -> list[str] | None:
     return data.decode("utf-8", "replace").splitlines()
 
 
+def junk_folder(parent: str, name: str) -> bool:
+    """Whether the folder ``name`` of ``parent`` holds what a tool wrote, not a person (see the
+    module docstring): by its name, by a marker file in it, or as build output of a project."""
+    if name in JUNK_NAMES or name.endswith(JUNK_SUFFIXES):
+        return True
+    path = os.path.join(parent, name)
+    if any(os.path.isfile(os.path.join(path, marker)) for marker in JUNK_MARKERS):
+        return True
+    return name in BUILD_NAMES and any(os.path.isfile(os.path.join(parent, m)) for m in PROJECT_MARKERS)
+
+
 class Rules:
     """What a walk of a root skips. Safe to share between the watcher's threads: the only state
     is a cache of parsed ignore files (per folder), which ``forget_folder`` drops when one changes."""
@@ -76,7 +103,9 @@ class Rules:
         path = os.path.join(folder, name)
         if self.excluded(name, _rel(root, path)):
             return True
-        return self.ignore_files and self._ignored_by_files(root, folder, path, is_dir)
+        if not self.ignore_files:
+            return False
+        return (is_dir and path != root and junk_folder(folder, name)) or self._ignored_by_files(root, folder, path, is_dir)
 
     def ignored(self, root: str, path: str, is_dir: bool = False) -> bool:
         """Whether a walk of ``root`` never yields ``path``: ``skips`` of any name on the way.

@@ -3,12 +3,13 @@ joined into paragraphs. Every failure is an ExtractError with a one-line reason.
 
 from __future__ import annotations
 
+import ctypes
 import re
 import threading
-from collections import Counter
 from pathlib import Path
 
-from sparc_local.ingest.plaintext import BULLET, ITEM, NUMBERED_TITLE
+from sparc_local.ingest.furniture import running_lines
+from sparc_local.ingest.plaintext import BULLET, ITEM, MAN_SECTION, NUMBERED_TITLE
 from sparc_local.ingest.readers import ExtractError, RawBlock, Read, norm_text, one_line
 
 # Typographic ligatures as their letters: a PDF's text layer gives a ligature glyph's own code
@@ -35,12 +36,13 @@ def _join_lines(lines: list[str]) -> str:
 
 
 def _pdf_paragraphs(text: str) -> list[tuple[str, bool]]:
-    """Paragraphs of one page, and whether each is a numbered title ("4.3. Good password"): at
-    blank lines, else where a short line ends a sentence/heading; a list item ("• ...") and a
-    numbered title always start their own."""
+    """Paragraphs of one page, and whether each is a title (``_units``, ``_short_titles``): at
+    blank lines, else where a short line ends a sentence/heading, or before a short line that ends
+    none between a sentence's end and a capital (a title); a list item ("• ...") and a numbered
+    title always start their own."""
     text = text.replace("\r\n", "\n").replace("\r", "\n")
     if re.search(r"\n[ \t]*\n", text):
-        return [p for c in re.split(r"\n[ \t]*\n", text) for p in _units(c.split("\n"))]
+        return _short_titles([p for c in re.split(r"\n[ \t]*\n", text) for p in _units(c.split("\n"))])
     lines = [ln.strip() for ln in text.split("\n") if ln.strip()]
     if not lines:
         return []
@@ -51,17 +53,48 @@ def _pdf_paragraphs(text: str) -> list[tuple[str, bool]]:
         paras[-1].append(line)
         nxt = lines[i + 1] if i + 1 < len(lines) else ""
         short = len(line) < 0.75 * typical
-        if nxt and short and (_SENTENCE_END.search(line) or nxt[0].isupper() or BULLET.match(nxt)):
+        after = lines[i + 2] if i + 2 < len(lines) else ""
+        title_next = (_SENTENCE_END.search(line) and len(nxt) < 0.75 * typical and not _SENTENCE_END.search(nxt)
+                      and after[:1].isupper())  # "...boils." / "Serving" / "Pour the tea...": a title between
+        if nxt and ((short and (_SENTENCE_END.search(line) or nxt[0].isupper() or BULLET.match(nxt))) or title_next):
             paras.append([])
-    return [p for lines in paras for p in _units(lines)]
+    return _short_titles([p for lines in paras for p in _units(lines)])
+
+
+SHORT_TITLE_WORDS = 8  # a paragraph of at most this many words, no sentence, before prose: a heading
+_HAS_SENTENCE = re.compile(r"[.!?][\"'”’)\]]*(?:\s|$)")
+
+
+def _short_titles(units: list[tuple[str, bool]]) -> list[tuple[str, bool]]:
+    """Units with the short ones that head prose marked as titles ("Serving" above "Pour the
+    tea..."): a capitalised paragraph of a few words that ends no sentence, followed by one that
+    holds a sentence. Context of that prose, never an answer (issue 45)."""
+    out = list(units)
+    for i, ((text, title), (after, after_title)) in enumerate(zip(units, units[1:])):
+        if (not title and not after_title and text[:1].isupper() and len(text.split()) <= SHORT_TITLE_WORDS
+                and not _HAS_SENTENCE.search(text) and _HAS_SENTENCE.search(after)):
+            out[i] = (text, True)
+    return out
+
+
+TITLE_PAGE_LINES = 8  # a page of at most this many lines, none of which ends a sentence, is a title page
+_ENDS_SENTENCE = re.compile(r"[.!?][\"'”’)\]]*$")
+
+
+def _title_page(text: str) -> bool:
+    """A title page (the title, subtitle, version, authors): a few lines and no sentence. Its lines
+    are titles, the context of what follows, never an answer."""
+    lines = [ln.strip() for ln in text.split("\n") if ln.strip()]
+    return 0 < len(lines) <= TITLE_PAGE_LINES and not any(_ENDS_SENTENCE.search(ln) for ln in lines)
 
 
 def _units(lines: list[str]) -> list[tuple[str, bool]]:
-    """Lines of one paragraph cut before each list item and around each numbered title."""
+    """Lines of one paragraph cut before each list item and around each title: numbered ("4.3.
+    Good password"), or a man page's section ("SYNOPSIS")."""
     out: list[tuple[str, bool]] = []
     run: list[str] = []
     for line in lines:
-        title = NUMBERED_TITLE.match(line) is not None
+        title = NUMBERED_TITLE.match(line) is not None or MAN_SECTION.match(line.strip()) is not None
         if run and (title or ITEM.match(line)):
             out.append((_join_lines(run), False))
             run = []
@@ -74,50 +107,14 @@ def _units(lines: list[str]) -> list[tuple[str, bool]]:
     return out
 
 
-RUNNING_EDGE = 2  # lines at the top and at the bottom of a page where running heads and page numbers sit
-RUNNING_PAGES = 3  # pages a running head must recur on to be recognised as one
-_DIGITS = re.compile(r"\d+")
-_EDGE_NUMBER = re.compile(r"^(\d{1,5})\b|\b(\d{1,5})$")
-
-
-def _edge_number(line: str) -> int | None:
-    m = _EDGE_NUMBER.search(line)
-    return int(m.group(1) or m.group(2)) if m else None
-
-
 def _drop_running_lines(pages: list[tuple[int, str]]) -> list[tuple[int, str]]:
-    """Pages without their running heads, footers and page numbers. A line among the first or last
-    RUNNING_EDGE lines of a page goes when it recurs there on RUNNING_PAGES pages or more, its
-    numbers aside ("Shared MIME-info Database"), or when it starts or ends with the printed page
-    number, i.e. the page's number plus an offset that RUNNING_PAGES pages share ("Chapter 3:
-    Utilities 7" on the 9th page of a book whose page 1 is its 3rd)."""
-    split = [[ln.strip() for ln in text.replace("\r", "\n").split("\n") if ln.strip()] for _, text in pages]
-
-    def edge(lines: list[str]) -> list[tuple[str, str]]:
-        return [("top", ln) for ln in lines[:RUNNING_EDGE]] + [("bottom", ln) for ln in lines[-RUNNING_EDGE:]]
-
-    recurring: Counter[tuple[str, str]] = Counter()
-    offsets: Counter[int] = Counter()
-    for (number, _), lines in zip(pages, split):
-        recurring.update({(where, _DIGITS.sub("#", ln)) for where, ln in edge(lines)})
-        offsets.update({n - number for _, ln in edge(lines) if (n := _edge_number(ln)) is not None})
-    running = {key for key, count in recurring.items() if count >= RUNNING_PAGES}
-    page_offsets = {off for off, count in offsets.items() if count >= RUNNING_PAGES}
-
-    def furniture(where: str, line: str, number: int) -> bool:
-        n = _edge_number(line)
-        return (where, _DIGITS.sub("#", line)) in running or (n is not None and n - number in page_offsets)
-
+    """Pages without their running heads, footers and page numbers (``furniture.running_lines``)."""
+    raws = [text.replace("\r\n", "\n").replace("\r", "\n").split("\n") for _, text in pages]
+    fulls = [[i for i, ln in enumerate(raw) if ln.strip()] for raw in raws]  # raw index of each non-blank line
+    kept = running_lines([(number, [raw[i].strip() for i in full]) for (number, _), raw, full in zip(pages, raws, fulls)])
     out = []
-    for (number, text), lines in zip(pages, split):
-        first, last = 0, len(lines)
-        while first < min(RUNNING_EDGE, last) and furniture("top", lines[first], number):
-            first += 1
-        while last > max(first, len(lines) - RUNNING_EDGE) and furniture("bottom", lines[last - 1], number):
-            last -= 1
-        raw = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
-        full = [i for i, ln in enumerate(raw) if ln.strip()]  # raw index of each line in `lines`
-        gone = {full[i] for i in range(first)} | {full[i] for i in range(last, len(lines))}
+    for (number, _), raw, full, (first, last) in zip(pages, raws, fulls, kept):
+        gone = set(full[:first]) | set(full[last:])
         out.append((number, "\n".join(ln for i, ln in enumerate(raw) if i not in gone)))
     return out
 
@@ -127,6 +124,59 @@ _PDFIUM_LOCK = threading.Lock()  # PDFium is not thread-safe (the watcher and `i
 # U+FFFE): the line break comes back, for the paragraph rules, and _join_lines undoes the hyphen
 _SOFT_HYPHENS = str.maketrans({"\x02": "-\n", "\ufffe": "-\n"})
 _PDFIUM_ERROR = re.compile(r"PDFium: ([^)]+)")
+
+
+# Two characters of a line farther apart than this share of the line's height (a glyph's loose box:
+# its font's ascent to descent) are two words: groff draws narrow word spaces as gaps that PDFium
+# does not take for spaces ("anyexisting"), pdftotext does (benchmarks/pdf_text.py).
+WORD_GAP = 0.1
+_BREAKS = frozenset("\x02\ufffe")
+
+
+def _spaced_text(textpage, bounds: tuple[float, float, float, float]) -> str:  # noqa: ANN001  (a PdfTextPage)
+    """A page's text as PDFium's bounded text gives it (the characters on the page, ``bounds``:
+    left, bottom, right, top; a line break where a line's characters resume after a break), with
+    a space wherever two characters of one line stand a word gap apart (WORD_GAP) with none
+    between them."""
+    import pypdfium2.raw as pdfium_c
+
+    x0, y0, x1, y1 = bounds
+    text = textpage.get_text_range()
+    out: list[str] = []
+    rect = pdfium_c.FS_RECTF()
+    x, y = ctypes.c_double(), ctypes.c_double()
+    line_y: float | None = None  # where the current line's first character sits
+    after_char = after_break = False  # the last character was kept; one was left out since
+    prev: tuple[float, float, float] | None = None  # the previous kept character's right, bottom, top
+    for k, c in enumerate(text):
+        found = pdfium_c.FPDFText_GetLooseCharBox(textpage, k, rect)
+        left, right, bottom, top = rect.left, rect.right, rect.bottom, rect.top
+        if found and left < x1 and right > x0 and bottom < y1 and top > y0 and left < right and bottom < top \
+                and c not in "\r\n":
+            if after_break and not after_char:
+                pdfium_c.FPDFText_GetCharOrigin(textpage, k, x, y)
+                if line_y != y.value:
+                    line_y = y.value
+                    if out:
+                        out.append("\r\n")
+                        prev = None
+            if c.isspace() or c in _BREAKS:
+                prev = None
+            else:
+                if (prev is not None and bottom < prev[2] and prev[1] < top
+                        and left - prev[0] > WORD_GAP * (top - bottom)):
+                    out.append(" ")
+                prev = (right, bottom, top)
+            after_char, after_break = True, False
+            out.append(c)
+        elif c == " ":
+            if after_char:
+                out.append(" ")
+                after_char = after_break = False
+            prev = None
+        else:
+            after_char, after_break, prev = False, True, None
+    return "".join(out)
 
 
 def _page_texts(path: Path, max_chars: int) -> tuple[list[tuple[int, str]], list[Exception]]:
@@ -156,7 +206,7 @@ def _page_texts(path: Path, max_chars: int) -> tuple[list[tuple[int, str]], list
             for i in range(n):
                 try:
                     page = doc[i]
-                    text = page.get_textpage().get_text_bounded()
+                    text = _spaced_text(page.get_textpage(), page.get_bbox())
                 except pdfium.PdfiumError as e:
                     errors.append(e)
                     continue
@@ -176,7 +226,8 @@ def pdf_blocks(path: Path, max_chars: int, max_unpacked: int) -> Read:
     texts, errors = _page_texts(path, max_chars)
     out: list[RawBlock] = []
     for number, text in _drop_running_lines(texts):
-        out.extend(RawBlock(p, number, None, (), title) for p, title in _pdf_paragraphs(text))
+        cover = _title_page(text)
+        out.extend(RawBlock(p, number, None, (), title or cover) for p, title in _pdf_paragraphs(text))
     if not any(norm_text(b[0]) for b in out):
         if errors:
             raise ExtractError(f"not a valid PDF ({one_line(errors[0])})")

@@ -1,8 +1,11 @@
 """Plain text, Markdown and reStructuredText: a text file's lines to raw paragraphs (RawBlock).
 
-Headings (Markdown #, rst underlines, numbered titles such as "4.3. Good password") become the
-heading of the block they open, list items are blocks of their own, code fences and rst markup
-are dropped. The PDF reader shares the list-item and numbered-title patterns.
+Headings (Markdown #, rst underlines, a plain text's underlined title or the line that leads a list
+in, numbered titles such as "4.3. Good password") become the heading of the block they open, list
+items (`*`, `-`, `+`, `1.`) and a plain text's `Key: value` record fields are blocks of their own
+(a stanza's first field heads the others), a page's running head and foot are dropped
+(furniture.py), code fences and rst markup are dropped. The PDF reader shares the list-item and
+title patterns.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from sparc_local.ingest.furniture import text_furniture
 from sparc_local.ingest.readers import RawBlock, Read, norm_text, read_text
 
 _MD_FENCE = re.compile(r"^\s{0,3}(```|~~~)")
@@ -48,7 +52,8 @@ def _man_section(line: str, lines: list[str], lineno: int) -> bool:
 
 
 def text_blocks(text: str, markup: str | None) -> list[RawBlock]:
-    """Paragraphs split at blank lines; markup 'md'/'rst' strips headings, bullets, rules."""
+    """Paragraphs split at blank lines; markup 'md'/'rst' strips headings, bullets, rules; plain text
+    (None) makes units of list items and record fields under their heading (issue 45)."""
     lines = text.split("\r") if "\n" not in text and "\r" in text else text.split("\n")
     out: list[RawBlock] = []
     para: list[tuple[int, str]] = []
@@ -64,8 +69,12 @@ def text_blocks(text: str, markup: str | None) -> list[RawBlock]:
             para.clear()
 
     in_fence = False
+    furniture = text_furniture(lines)
+    fields = {} if markup else _record_fields(lines)
+    last_text: int | None = None  # the line of the last paragraph when it was one line (a list's lead-in?)
+    items: set[int] = set()  # the lines where a plain text's list items start
     for lineno, raw in enumerate(lines, 1):
-        line = raw
+        line = "" if lineno - 1 in furniture else raw
         if markup == "md" and _MD_FENCE.match(line):
             flush()
             in_fence = not in_fence
@@ -104,12 +113,62 @@ def text_blocks(text: str, markup: str | None) -> list[RawBlock]:
                 para.append((lineno, norm_text(line)))
                 flush(heading=True)
                 continue
+        elif not markup and _RULE.match(line):  # "Release Notes" over "=====": a title
+            flush(heading=len(para) == 1 and para[0][0] == lineno - 1)
+            continue
+        elif not markup and lineno - 1 in fields:  # "Status: done": a record's field, the first heads the rest
+            flush()
+            para.append((lineno, norm_text(line)))
+            if fields[lineno - 1]:
+                flush(heading=True)
+            continue
+        elif not markup and BULLET.match(line):  # "* item", "- item", "2. item": a unit of its own
+            if len(para) == 1 and para[0][0] == lineno - 1 and para[0][0] not in items and _lead_in(para[0][1]):
+                flush(heading=True)  # "Options:" right above the list heads its items
+            elif (not para and out and out[-1].line == last_text and last_text not in items
+                  and not out[-1].heading and _lead_in(out[-1].text)):
+                out[-1] = out[-1]._replace(heading=True)
+            flush()
+            items.add(lineno)
+            line = BULLET.sub("", line, count=1)
         clean = norm_text(line)
         if clean:
             para.append((lineno, clean))
         else:
+            if para and len(para) == 1:
+                last_text = para[0][0]
+            elif para:
+                last_text = None
             flush()
     flush()
+    return out
+
+
+LEAD_IN_CHARS = 80  # a longer line above a list is prose, not the list's heading
+_LEAD_IN_END = re.compile(r"[.!?;,][\"'”’)\]]*$")
+
+
+def _lead_in(text: str) -> bool:
+    """A one-line paragraph that can head the list below it: short, and no sentence ("Options:",
+    "UI, Workflows & Features"; not "The changes are these.")."""
+    return len(text) <= LEAD_IN_CHARS and not _LEAD_IN_END.search(text)
+
+
+# "Status: done", "Bug reports: https://...": a field of a record (an RFC 822-like stanza)
+_FIELD = re.compile(r"^[A-Z][\w-]*(?: [\w-]+){0,2}:(?:\s+\S|\s*$)")
+
+
+def _record_fields(lines: list[str]) -> dict[int, bool]:
+    """The lines that start a record's field, each with whether it is its stanza's first: a
+    paragraph whose first line is a field at the margin and that holds another (a line indented
+    under a field continues it)."""
+    out: dict[int, bool] = {}
+    start = 0
+    for end in [*(i for i, ln in enumerate(lines) if not ln.strip()), len(lines)]:
+        found = [i for i in range(start, end) if _FIELD.match(lines[i])]
+        if len(found) > 1 and found[0] == start:
+            out.update((i, i == start) for i in found)
+        start = end + 1
     return out
 
 

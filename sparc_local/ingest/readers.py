@@ -14,6 +14,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import NamedTuple
 
+from sparc_local.ingest.furniture import running_lines
+
 
 class ExtractError(Exception):
     """A file could not be read; str(err) is a one-line reason fit to show the user."""
@@ -72,6 +74,25 @@ def _bomless_utf16(sample: bytes) -> str | None:
     return None
 
 
+_ISO2022_ESCAPE = re.compile(rb"\x1b[$(][@A-Z(]|\x1b\$\)C")  # a 7-bit ISO-2022 designation (JP, KR)
+# ISO-2022-KR designates with ESC $ ) C and shifts with SO/SI, control bytes a binary test counts
+_ISO2022_CODECS = ((b"\x1b$)C", "iso2022_kr"), (b"", "iso2022_jp_2"), (b"", "iso2022_jp_ext"))
+
+
+def _iso2022(sample: bytes, truncated: bool) -> str | None:
+    """The ISO-2022 codec that decodes a 7-bit text with escape sequences, else None."""
+    if not _ISO2022_ESCAPE.search(sample) or any(b > 127 for b in sample):
+        return None
+    for marker, codec in _ISO2022_CODECS:
+        if marker in sample:
+            try:
+                codecs.getincrementaldecoder(codec)().decode(sample, final=not truncated)
+            except UnicodeDecodeError:
+                continue
+            return codec
+    return None
+
+
 def _is_binary(sample: bytes) -> bool:
     if not sample:
         return False
@@ -116,6 +137,9 @@ def _detect(head: bytes, truncated: bool, declared: str | None = None) -> str:
         text = head[: len(head) - len(head) % 2].decode(utf16, errors="replace")[:4096]
         if sum(c.isprintable() or c.isspace() for c in text) >= 0.95 * len(text):
             return utf16
+    iso2022 = _iso2022(sample, truncated or len(head) > len(sample))
+    if iso2022:
+        return iso2022
     if _is_binary(sample):
         raise ExtractError("binary file, not text")
     try:
@@ -197,7 +221,8 @@ def html_file(path: Path, max_chars: int, max_unpacked: int) -> Read:
     return html_blocks(text), cut
 
 
-_HEADING_TAGS = frozenset("h1 h2 h3 h4 h5 h6 dt".split())  # a title, or a term before its definition
+# a title (the page's <title> too: context, never an answer), or a term before its definition
+_HEADING_TAGS = frozenset("title h1 h2 h3 h4 h5 h6 dt".split())
 # Page furniture, not content: what sits outside the text on every page of a generated site.
 _FURNITURE_TAGS = frozenset({"nav", "aside"})
 _PAGE_FRAME_TAGS = frozenset({"header", "footer"})  # furniture outside <main>/<article>, a title inside
@@ -238,6 +263,19 @@ def _alnum(text: str) -> int:
     return sum(1 for c in text if c.isalnum())
 
 
+_BOLD_TAGS = frozenset({"b", "strong"})
+BOLD_TITLE_WORDS = 8  # a block all in bold of at most this many words, and no sentence, is a title
+_SENTENCE_END = re.compile(r"[.!?][\"'”’)\]]*$")
+
+
+def _bold_title(text: str, bold_chars: int) -> bool:
+    """A block set all in bold that says no sentence (groff's HTML section titles, `<p><b>NAME</b></p>`;
+    an option's term): a title, as h1-h6 are."""
+    letters = _alnum(text)
+    return (0 < letters <= bold_chars and len(text.split()) <= BOLD_TITLE_WORDS
+            and not _SENTENCE_END.search(text.strip()))
+
+
 def html_blocks(text: str, keep_title: bool = True, main_only: bool = True) -> list[RawBlock]:
     """Paragraphs of an HTML page. keep_title=False drops <title>: an e-book chapter's or an
     e-mail's title is the book's or a template's, not its text.
@@ -245,7 +283,8 @@ def html_blocks(text: str, keep_title: bool = True, main_only: bool = True) -> l
     main_only keeps the page's main content (issue 17): navigation, sidebars, headers and footers
     of the page frame, tables of contents, Sphinx's headerlinks (the pilcrow) and link-dense
     blocks are dropped. A page left with no block at all, not even a title, is read whole.
-    Headings (h1-h6, dt) are marked so they join the block they head.
+    Headings (h1-h6, dt, and <title> unless a heading of the page says it: "Sandbox" in
+    "Sandbox — Jinja Documentation") are marked so they join the block they head.
     """
     from html.parser import HTMLParser
 
@@ -266,13 +305,15 @@ def html_blocks(text: str, keep_title: bool = True, main_only: bool = True) -> l
             self.furniture_depth = 0
             self.link = 0
             self.link_chars = 0
+            self.bold = 0
+            self.bold_chars = 0  # letters and digits inside <b>/<strong> in the block being read
             self.headers: list[str] = []  # per open table, its header row's text
             self.header_row, self.in_thead = False, 0  # the row being read is all <th>; in <thead>
 
         def flush(self) -> None:
             if self.buf:
                 text = "".join(self.buf).strip(_CELL + " \t\r\n").replace(_CELL, CELL_SEPARATOR)
-                heading = self.heading > 0
+                heading = self.heading > 0 or _bold_title(text, self.bold_chars)
                 if heading:
                     text = _PILCROW.sub("", text)
                 dense = main_only and not heading and self.link_chars >= LINK_DENSE * _alnum(text)
@@ -282,7 +323,7 @@ def html_blocks(text: str, keep_title: bool = True, main_only: bool = True) -> l
                 elif not dense:
                     self.out.append(RawBlock(text, None, self.line, (), heading, header))
                 self.buf, self.line = [], None
-            self.link_chars = 0
+            self.link_chars = self.bold_chars = 0
             self.header_row = False
 
         def table_tag(self, tag: str, start: bool) -> None:
@@ -316,6 +357,7 @@ def html_blocks(text: str, keep_title: bool = True, main_only: bool = True) -> l
             self.heading += tag in _HEADING_TAGS
             self.main += tag in _MAIN_TAGS
             self.link += tag == "a" and any(name == "href" for name, _ in attrs)
+            self.bold += tag in _BOLD_TAGS
 
         def handle_endtag(self, tag: str) -> None:
             if self.furniture is not None:
@@ -335,6 +377,8 @@ def html_blocks(text: str, keep_title: bool = True, main_only: bool = True) -> l
                 self.main = max(0, self.main - 1)
             if tag == "a":
                 self.link = max(0, self.link - 1)
+            if tag in _BOLD_TAGS:
+                self.bold = max(0, self.bold - 1)
             if tag == "title" and len(self.out) == self.title_start + 1:
                 self.title_index = self.title_start
 
@@ -351,15 +395,24 @@ def html_blocks(text: str, keep_title: bool = True, main_only: bool = True) -> l
             self.buf.append(data)
             if self.link:
                 self.link_chars += _alnum(data)
+            if self.bold:
+                self.bold_chars += _alnum(data)
 
     parser = Parser()
     parser.feed(text)
     parser.close()
     parser.flush()
-    out = parser.out
-    if 0 <= parser.title_index < len(out):  # drop <title> when the page repeats it (as <h1>)
+    # groff's head and foot of a man page (the source's line breaks are no layout: spaces collapsed)
+    first, last = running_lines([(1, [norm_text(b.text) for b in parser.out])])[0]
+    out = parser.out[first:last]
+    parser.title_index -= first if parser.title_index >= first else len(parser.out)
+    if 0 <= parser.title_index < len(out):  # drop <title> when the page says it again (its <h1>)
         title = norm_text(out[parser.title_index][0])
-        if any(norm_text(b[0]) == title for i, b in enumerate(out) if i != parser.title_index):
+        folded = title.casefold()
+        heads = [h.casefold() for i, b in enumerate(out) if b.heading and i != parser.title_index
+                 and (h := norm_text(b[0]))]
+        if any(h in folded for h in heads) or any(
+                norm_text(b[0]) == title for i, b in enumerate(out) if i != parser.title_index):
             del out[parser.title_index]
     if main_only and not any(norm_text(b.text) for b in out):
         return html_blocks(text, keep_title, main_only=False)

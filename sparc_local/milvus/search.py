@@ -193,6 +193,15 @@ class MilvusSearcher:
         """None stored in Milvus: the answer phrase marks BM25's matches only."""
         return {}
 
+    def passage_sentences(self, ids: Sequence[int]) -> dict[int, tuple[list[str], int]]:
+        """None known from Milvus, which keeps no paragraph's sentences together: the reranker reads
+        each answer's context around its sentence (``rerank``'s fallback)."""
+        return {}
+
+    def heading_ends(self, ids: Sequence[int]) -> dict[int, int]:
+        """None known from Milvus, which keeps no paragraph's sentences together: no heading shown."""
+        return {}
+
 
 def _best(ids: np.ndarray, scores: np.ndarray, n: int | None) -> np.ndarray:
     """Positions of the n best positive scores: score descending, ties by id (``maxscore``'s order)."""

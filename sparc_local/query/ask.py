@@ -67,6 +67,7 @@ class Answer:
     first_stage_rank: int | None = None
     first_stage_score: float | None = field(repr=False, default=None)
     logit: float | None = field(repr=False, default=None)
+    heading: str | None = None  # the passage's heading, the start of its context (a section title); None: none
 
     @property
     def passage(self) -> tuple[int | None, str]:
@@ -83,7 +84,7 @@ class Answer:
         return d
 
 
-_JSON_FIELDS = ("rank", "score", "path", "page", "line", "sentence", "context", "likely")
+_JSON_FIELDS = ("rank", "score", "path", "page", "line", "sentence", "context", "heading", "likely")
 _COLLAPSED_FIELDS = ("score", "page", "line", "sentence")
 _ELSEWHERE_FIELDS = ("score", "path", "page", "line")
 
@@ -174,19 +175,33 @@ class PassageScorer(Protocol):
     def score(self, question: str, texts: list[str]) -> np.ndarray: ...
 
 
-def rerank(question: str, answers: list[Answer], reranker: PassageScorer, n: int, k: int) -> list[Answer]:
+def rerank_input(answer: Answer, passage: tuple[list[str], int] | None) -> str:
+    """What the reranker reads of an answer: its heading, then its passage's sentences nearest its
+    best one (``rerank_text``, as in training); without the passage's sentences (Milvus), its
+    context's text before and after the sentence stand for them."""
+    from sparc_local.rerank.inputs import rerank_text
+
+    if passage is None or passage[1] < 0:
+        start = len(answer.heading or "") if answer.context.startswith(answer.heading or "") else 0
+        before, after = answer.context[start:answer.offset], answer.context[answer.offset + len(answer.sentence):]
+        parts = [t for t in (before.strip(), answer.sentence, after.strip()) if t]
+        passage = (parts, parts.index(answer.sentence))
+    return rerank_text(passage[0], passage[1], answer.heading or "")
+
+
+def rerank(question: str, answers: list[Answer], reranker: PassageScorer, n: int, k: int,
+           passages: dict[int, tuple[list[str], int]] | None = None) -> list[Answer]:
     """The top ``k`` of the first stage's ranked passages (``collapse``d) once the reranker has
     ordered the first ``n`` of them by logit + alpha · first-stage score (ties: the first stage's
     order); those after the n-th follow in the first stage's order.  Each keeps in ``collapsed`` and
     ``elsewhere`` what scores at least the lowest first-stage score shown (the first stage's
     scores: the reranker reads a passage, not its other sentences)."""
-    from sparc_local.rerank.inputs import rerank_text
-
     head, tail = answers[:n], answers[n:]
     first = {a.sentence_id: a.score for a in answers}
     for a in answers:
         a.first_stage_rank, a.first_stage_score, a.reranked = a.rank, a.score, False
-    logits = reranker.score(question, [rerank_text(a.context, a.offset, len(a.sentence)) for a in head])
+    passages = passages or {}
+    logits = reranker.score(question, [rerank_input(a, passages.get(a.sentence_id)) for a in head])
     for a, logit in zip(head, logits.tolist()):
         a.logit, a.reranked = round(logit, 4), True
         a.score = round(logit + reranker.alpha * a.score, 4)
@@ -248,8 +263,13 @@ class Asker:
                 break
             want *= 4
         answers = collapse(found, passages)
+        if answers:
+            ends = self.index.heading_ends([a.sentence_id for a in answers])
+            for a in answers:
+                a.heading = a.context[:ends.get(a.sentence_id, 0)].strip() or None
         if reranker and answers:
-            answers = rerank(question, answers, reranker, n, k)
+            answers = rerank(question, answers, reranker, n, k,
+                             self.index.passage_sentences([a.sentence_id for a in answers[:n]]))
         unscored = [a for a in answers if not a.reranked]  # the first stage's rule: all of them without a reranker
         if mode == HYBRID and unscored:
             cover = self.searcher.coverage(tokens, [a.sentence_id for a in unscored])

@@ -1,27 +1,47 @@
-"""The reranker's passage text: one function, shared by training (the lab) and `ask`.
+"""The reranker's candidate text: one function that training (sparc_lab) and `ask` share (issue 44).
 
-PROVISIONAL: the training side owns this format; this version stands in until its own replaces it,
-so the model is always fed at `ask` exactly what it was trained on. Pure str: no imports.
+Pure str, no numpy or tokenizers: the pair's tokenization is the caller's. The model reads
+``[CLS] question [SEP] rerank_text(...) [SEP]`` (token types 0, then 1), cut to MAX_LENGTH tokens
+with only the passage truncated at its end (tokenizers' ``only_second``); ``rerank_text`` puts the
+best sentence early enough that the cut keeps it.
 """
 
-WINDOW_CHARS = 1200  # at most this much of a passage around its best sentence (~256 WordPiece tokens)
-HEADING_JOIN = " — "
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+MAX_LENGTH = 256  # tokens of the whole pair, [CLS] and both [SEP] included
+MAX_CHARS = 1000  # passage text kept around the best sentence, before the token cut
+HEADING_SEP = " — "
 
 
-def rerank_text(context: str, offset: int, length: int, heading: str | None = None) -> str:
-    """The passage ``context`` as the reranker reads it: a window of at most WINDOW_CHARS centred on
-    its best sentence ``context[offset:offset + length]``, cut at spaces, ``heading`` in front."""
-    text = context
-    if len(context) > WINDOW_CHARS:
-        centre = offset + length // 2
-        lo = max(0, min(centre - WINDOW_CHARS // 2, len(context) - WINDOW_CHARS))
-        hi = lo + WINDOW_CHARS
-        if lo > 0:  # start after a space, so no word is cut; the sentence's own start at the latest
-            space = context.find(" ", lo, max(lo, offset))
-            lo = space + 1 if space >= 0 else lo
-        if hi < len(context):  # end before a space; the sentence's own end at the earliest
-            space = context.rfind(" ", min(hi, offset + length), hi)
-            hi = space if space >= 0 else hi
-        text = context[lo:hi]
-    text = text.strip()
-    return f"{heading}{HEADING_JOIN}{text}" if heading else text
+def rerank_text(passage_sentences: Sequence[str], best_index: int, heading: str = "",
+                max_chars: int = MAX_CHARS) -> str:
+    """The passage as the reranker reads it: its heading (if any) then its sentences in document
+    order, only those nearest the best sentence (the first stage's) when the whole passage is
+    longer than ``max_chars``, so that the answer's neighbourhood survives the token cut of a long
+    passage. The best sentence is always kept (it alone may exceed ``max_chars``)."""
+    sentences = [" ".join(s.split()) for s in passage_sentences]
+    n = len(sentences)
+    if n == 0:
+        return heading.strip()
+    best = min(max(best_index, 0), n - 1)
+    used = len(sentences[best])
+    lo, hi = best, best + 1  # the kept window [lo, hi): contiguous, so it stops at the first that does not fit
+    for d in range(1, n):
+        grew = False
+        for j in (best - d, best + d):  # nearest first, the one before on ties
+            if 0 <= j < n:
+                if used + 1 + len(sentences[j]) > max_chars:
+                    return _joined(heading, sentences[lo:hi])
+                used += 1 + len(sentences[j])
+                lo, hi, grew = min(lo, j), max(hi, j + 1), True
+        if not grew:
+            break
+    return _joined(heading, sentences[lo:hi])
+
+
+def _joined(heading: str, sentences: Sequence[str]) -> str:
+    text = " ".join(s for s in sentences if s)
+    heading = " ".join(heading.split())
+    return f"{heading}{HEADING_SEP}{text}" if heading else text

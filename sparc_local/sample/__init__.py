@@ -1,10 +1,16 @@
-"""A small bundled corpus for `sparc-local demo`."""
+"""A small bundled corpus for `sparc-local demo`.
+
+The sample questions live here, not in a file of the folder: a user who indexes the sample folder
+itself gets its documents only, and the question "How often should I descale the kettle?" never
+outranks the kettle manual's answer.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-QUESTIONS_FILE = "QUESTIONS.txt"  # the sample questions, one a line: not a document to index
+QUESTIONS = ("How long should green tea steep?", "How often should I descale the kettle?",
+             "Which tram goes to the castle in Lisbon?")
 
 
 def sample_dir() -> Path:
@@ -12,4 +18,4 @@ def sample_dir() -> Path:
 
 
 def sample_questions() -> list[str]:
-    return [q.strip() for q in (sample_dir() / QUESTIONS_FILE).read_text().splitlines() if q.strip()]
+    return list(QUESTIONS)

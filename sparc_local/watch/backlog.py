@@ -32,6 +32,7 @@ class Backlog:
         self._retry_due: dict[str, float] = {}
         self._attempts: dict[str, int] = {}
         self._in_flight = 0  # paths of the batch being applied that are not applied yet
+        self._fresh: dict[str, bool] = {}  # noted since the last ``fresh()``: where deletions are looked for
 
     def add(self, path: str, is_dir: bool) -> None:
         now = time.monotonic()
@@ -41,10 +42,18 @@ class Backlog:
                 self._first = now
             self._last = now
             self._pending[path] = self._pending.get(path, False) or is_dir
+            self._fresh[path] = self._fresh.get(path, False) or is_dir
             self._attempts.pop(path, None)  # it changed again: fresh retries
             self._retry_due.pop(path, None)
             if first:  # later events only move the deadline the worker will find when it wakes
                 self._cond.notify_all()
+
+    def fresh(self) -> dict[str, bool]:
+        """The paths noted since the last call (they stay pending too): the worker removes those
+        that are gone at once, ahead of the work in progress (``removals.py``)."""
+        with self._cond:
+            out, self._fresh = self._fresh, {}
+            return out
 
     def take(self, now: float) -> dict[str, bool] | None:
         """The paths to apply now: all pending ones once quiet (or too long), plus due retries."""

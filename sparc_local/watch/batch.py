@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sparc_local.index.records import FileStatus
-from sparc_local.ingest.extract import SUPPORTED, ExtractError, iter_files, path_key
+from sparc_local.ingest.extract import ExtractError, iter_files, path_key, supported
 from sparc_local.paths import is_under
 from sparc_local.watch.config import LOG_NAME
 from sparc_local.watch.scope import Scope
@@ -52,11 +52,13 @@ def apply(idx, batch: dict[str, bool], scope: Scope, index_files: Callable[[list
             continue
         if stat.S_ISDIR(mode):
             folders.append(path)
-        elif stat.S_ISREG(mode) and os.path.splitext(path)[1].lower() in SUPPORTED:  # never a FIFO
+        elif stat.S_ISREG(mode) and supported(path):  # never a FIFO
             files.add(path)
             rec = idx.file(path_key(path))
             if rec is not None and rec.status == FileStatus.ERROR:  # read it again even if its stat is the same
                 idx.touch_file(rec.path, rec.size, -1.0)
+    out.removed = remove_gone(idx, gone, batch)  # first: a deleted file leaves before anything is read
+    gone = []
     if folders:
         known = [f.path for f in idx.all_files()]
         for folder in folders:
@@ -67,7 +69,7 @@ def apply(idx, batch: dict[str, bool], scope: Scope, index_files: Callable[[list
             files |= walked
             keys, folder_key = {path_key(f) for f in walked}, path_key(folder)  # what the index stores
             gone += [k for k in known if is_under(k, folder_key) and k not in keys]
-    out.removed = remove_gone(idx, gone, batch)
+    out.removed += remove_gone(idx, gone, batch)
     todo = sorted(files)
     for i in range(0, len(todo), chunk_files):
         if should_stop():
@@ -84,7 +86,7 @@ def apply(idx, batch: dict[str, bool], scope: Scope, index_files: Callable[[list
         else:
             continue
         out.indexed += rep.indexed
-        out.errors.update((p, r) for p, r in rep.errors if p in files)
+        out.errors.update((p, r) for p, r in rep.errors + rep.skipped if p in files)
         if rep.stopped:
             out.stopped = True
             break
@@ -96,15 +98,18 @@ def apply(idx, batch: dict[str, bool], scope: Scope, index_files: Callable[[list
 
 
 def remove_gone(idx, gone: list[str], batch: dict[str, bool]) -> int:
-    """Forget deleted files; a deleted folder loses everything below it."""
+    """Forget deleted files, in one transaction; a deleted folder loses everything below it."""
+    if not gone:
+        return 0
     removed, done_dirs, files = 0, [], []
     is_dir = {path_key(p): d for p, d in batch.items()}
-    for path in sorted({path_key(p) for p in gone}):
-        if any(is_under(path, d) for d in done_dirs):
-            continue
-        if is_dir.get(path, False):
-            removed += idx.remove_under(path)
-            done_dirs.append(path)
-        elif idx.file(path) is not None:
-            files.append(path)
-    return removed + (idx.remove_files(files) if files else 0)
+    with idx.write_transaction():
+        for path in sorted({path_key(p) for p in gone}):
+            if any(is_under(path, d) for d in done_dirs):
+                continue
+            if is_dir.get(path, False):
+                removed += idx.remove_under(path)
+                done_dirs.append(path)
+            elif idx.file(path) is not None:
+                files.append(path)
+        return removed + (idx.remove_files(files) if files else 0)

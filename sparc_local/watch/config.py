@@ -27,11 +27,15 @@ class WatchConfig:
     exclude: Iterable[str] = ()  # `index --exclude` globs
     include_hidden: bool = False
     ignore_files: bool = True  # honour .gitignore / .ignore, as `index` does
+    logs: bool = False  # index machine-written text too, as `index --logs` does
     data_dir: str | os.PathLike | None = None  # never indexed (default: the folder of the index)
     polling: bool = False  # poll instead of OS events (also chosen when the OS watch limit is hit)
-    poll_interval: float = 5.0  # seconds between two polls of the polling observer
+    poll_interval: float = 5.0  # seconds between two polls, at least (more on a big tree: poller.py)
     root_poll: float = 5.0  # seconds between two checks for roots that vanished or came back
     retry_delays: tuple[float, ...] = (5.0, 30.0, 120.0)  # before each new try of a batch that failed whole
+    rescan_delay: float = 2.0  # after an OS event queue overflow: the least wait between two rescans ...
+    rescan_max_delay: float = 300.0  # ... doubled at each rescan up to this (rescan.py)
+    catch_up_max_delay: float = 600.0  # a catch-up that failed, no one file to blame: retried, waits doubling to this
     busy_delay: float = 1.0  # first wait after "database is locked", doubled on each failure
     busy_timeout_ms: int = 5000  # SQLite's own wait for the write lock
     chunk_files: int = 256  # files per run_index call of a batch: stop() waits for one chunk
@@ -46,7 +50,8 @@ class WatchConfig:
 
     def index_options(self, **changes) -> IndexOptions:
         """The run_index options of a full catch-up run over the roots; ``changes`` override them."""
-        base = dict(exclude=self.exclude, include_hidden=self.include_hidden, ignore_files=self.ignore_files)
+        base = dict(exclude=self.exclude, include_hidden=self.include_hidden, ignore_files=self.ignore_files,
+                    logs=self.logs)
         return IndexOptions(**{**base, **changes})
 
 

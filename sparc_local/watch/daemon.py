@@ -201,6 +201,8 @@ def describe(st: WatcherStatus) -> str:
         line += f", paused {st.paused}"
     if st.missing_roots:
         line += f", missing: {', '.join(st.missing_roots)}"
+    if degraded := st.degraded():
+        line += f", degraded: {degraded}"
     if st.last_error:
         line += f" | last error: {st.last_error}"
     return line

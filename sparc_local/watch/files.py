@@ -83,7 +83,7 @@ def read_status() -> WatchState:
     if pid is None or state.get("pid") != pid:  # its last error stays to be seen
         return WatchState(running=pid is not None, pid=pid, last_error=st.last_error)
     return WatchState(running=True, pid=pid, since=st.started_at, queue=st.queue, paused=st.paused,
-                      last_error=st.last_error)
+                      last_error=st.last_error, degraded=st.degraded())
 
 
 def inbox_path() -> Path:

@@ -11,7 +11,7 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-from sparc_local.ingest.extract import SUPPORTED
+from sparc_local.ingest.extract import supported
 from sparc_local.ingest.ignore import IGNORE_FILES, Rules
 from sparc_local.paths import is_under
 
@@ -40,6 +40,17 @@ class Scope:
             return True  # (the data dir is skipped inside a root, not when the root lies inside it)
         return self.rules.ignored(root, path, is_dir)
 
+    def enters(self, folder: str, name: str) -> bool:
+        """Whether a walk of the roots enters the subfolder ``name`` of ``folder`` (the observer
+        watches, or polls, only those)."""
+        path = os.path.join(folder, name)
+        root = self.root_of(path)
+        if root is None or root == path:
+            return root is not None
+        if any(is_under(path, d) and not is_under(root, d) for d in self.data_dirs):
+            return False
+        return not self.rules.skips(root, folder, name, True)
+
     def event(self, path: str, is_dir: bool) -> tuple[str, bool] | None:
         """The path to apply for an event on `path`, and whether it is a folder; None: ignore it.
 
@@ -50,6 +61,6 @@ class Scope:
             folder = os.path.dirname(path)
             self.rules.forget_folder(folder)
             path, is_dir = folder, True
-        if self.ignored(path, is_dir) or (not is_dir and os.path.splitext(path)[1].lower() not in SUPPORTED):
+        if self.ignored(path, is_dir) or (not is_dir and not supported(path)):
             return None
         return path, is_dir

@@ -42,6 +42,27 @@ class WatcherStatus:
     missing_roots: list[str] = field(default_factory=list)
     model_loaded: bool = False
     requests: bool = False  # takes other commands' writes (handoff.py)
+    watched: int = 0  # folders with an OS watch (inotify)
+    polled: int = 0  # folders polled because the OS limit on watches left them unwatched
+    poll_every: float = 0.0  # seconds between two polls now (it grows with what is polled)
+    watch_limit: int | None = None  # the OS limit on watches (fs.inotify.max_user_watches), when known
+    overflows: int = 0  # times the OS event queue overflowed (events were lost)
+    rescans: int = 0  # rescans those overflows caused (at most one at a time, with back-off)
+
+    def degraded(self) -> str | None:
+        """Why the watcher may notice changes late, in one line; None: it does not."""
+        parts = []
+        every = f" every {self.poll_every:.1f}".rstrip("0").rstrip(".") + "s" if self.poll_every else ""
+        if self.observer == "polling":
+            parts.append(f"polling{every} instead of OS events")
+        elif self.polled:
+            limit = f"{self.watch_limit:,}" if self.watch_limit else "?"
+            parts.append(f"{self.polled:,} of {self.watched + self.polled:,} folders polled{every}: the OS limit "
+                         f"of {limit} watches is reached (raise fs.inotify.max_user_watches)")
+        if self.overflows:
+            parts.append(f"the OS event queue overflowed {_times(self.overflows)}: events were lost, "
+                         f"{self.rescans:,} rescan{'s' * (self.rescans != 1)}")
+        return "; ".join(parts) or None
 
     def to_json(self) -> dict:
         return dataclasses.asdict(self)
@@ -57,6 +78,10 @@ class WatcherStatus:
         return cls(**known)
 
 
+def _times(n: int) -> str:
+    return "once" if n == 1 else f"{n:,} times"
+
+
 @dataclass(frozen=True)
 class WatchState:
     """What `status` shows of the watcher (``files.read_status``); never takes the lock."""
@@ -67,3 +92,4 @@ class WatchState:
     queue: int = 0
     paused: str | None = None  # ``WatcherStatus.paused``
     last_error: str | None = None
+    degraded: str | None = None  # ``WatcherStatus.degraded``: polling, or events lost

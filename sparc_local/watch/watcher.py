@@ -1,16 +1,12 @@
 """`sparc-local watch`: keep the index in step with the files as they change.
 
-A watchdog observer (``observer.py``) reports paths under the roots. Events are only
-*collected* (``backlog.py``): a path set, filtered with the same rules as `index`
-(``scope.py``). When no event came for ``quiet_period`` seconds (or ``max_delay`` passed under
-a continuous burst), the batch is applied by looking at the filesystem now (``batch.py``).
-
-One worker thread owns the Index (an Index is single-threaded); the observer thread only touches
-the backlog, under its lock. A file that cannot be read is recorded as such and read again on
-its next event, not retried in a loop (``backlog.py``); a busy database retries the whole batch;
-any other failure is logged, recorded as last_error, and the watcher goes on. The caller holds the writer lock (see ``lock.py``) while a Watcher runs.
-Never prints: it logs to the ``sparc_local.watch.watcher`` logger and reports through
-``WatchConfig.on_status``.
+The observer (``observer.py``) reports paths under the roots; they are only *collected*
+(``backlog.py``), filtered with `index`'s rules (``scope.py``), and applied as a batch once no
+event came for ``quiet_period`` seconds (or ``max_delay`` passed under a burst) (``batch.py``).
+One worker thread owns the Index; the observer thread only touches the backlog, under its lock.
+An unreadable file waits for its next event; a busy database retries the batch; any other failure
+is logged as last_error and the watcher goes on. The caller holds the writer lock (``lock.py``).
+Never prints: it logs (``sparc_local.watch.watcher``) and reports through ``on_status``.
 """
 
 from __future__ import annotations
@@ -25,6 +21,7 @@ import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from sparc_local.errors import SparcError
 from sparc_local.index.db import is_busy
 from sparc_local.index_options import IndexOptions
 from sparc_local.ingest.extract import path_key
@@ -33,9 +30,12 @@ from sparc_local.model.info import ModelInfo
 from sparc_local.paths import is_under
 from sparc_local.power import libc
 from sparc_local.watch import batch as batches
+from sparc_local.watch import culprit
 from sparc_local.watch.backlog import Backlog
 from sparc_local.watch.config import LOG_NAME, WatchConfig
 from sparc_local.watch.observer import Observation, RootCheck
+from sparc_local.watch.removals import Removals, prune
+from sparc_local.watch.rescan import Rescans
 from sparc_local.watch.scope import Scope
 from sparc_local.watch.state import Phase, WatcherStatus
 
@@ -68,8 +68,10 @@ class Watcher:
 
             self._inbox = Inbox(Path(inbox))
         self._backlog = Backlog(config.quiet_period, config.max_delay, config.retry_delays)
+        self._removals = Removals(self._backlog)  # deletions first, even in the middle of a run
+        self._rescans = Rescans(config.rescan_delay, config.rescan_max_delay)  # after events were lost
         self._observation = Observation(self.scope, self.note, self.poke, config,
-                                        self._inbox.folder if self._inbox else None)
+                                        self._inbox.folder if self._inbox else None, on_overflow=self._overflowed)
         self._power_checked = -float("inf")
         self._paused = False
         self._poked = False  # a request may be waiting
@@ -82,6 +84,8 @@ class Watcher:
                                                    include_hidden=True)
         self._busy_until = 0.0
         self._busy_failures = 0
+        self._catch_up_failures = 0  # in a row, with no file to blame: the wait before the next try doubles
+        self._last_progress = None  # the Progress of the run in progress (culprit.py reads where it stopped)
         self._stopping = threading.Event()
         self.ready = threading.Event()  # set once the first catch-up pass has finished
         self._thread: threading.Thread | None = None
@@ -119,9 +123,13 @@ class Watcher:
         """A snapshot: phase, queue, counters, last_error, observer kind, and whether it takes
         requests of other commands (handoff.py)."""
         queue = self._backlog.size()
+        cov = self._observation.coverage()
         with self._lock:
             return dataclasses.replace(self._state, queue=queue, roots=list(self.roots),
-                                       model_loaded=self._encoder is not None, requests=self._inbox is not None)
+                                       model_loaded=self._encoder is not None, requests=self._inbox is not None,
+                                       observer=cov.kind, watched=cov.watched, polled=cov.polled,
+                                       poll_every=cov.poll_every, watch_limit=cov.limit,
+                                       overflows=self._rescans.overflows, rescans=self._rescans.rescans)
 
     def note(self, path: str, is_dir: bool = False) -> None:
         """Record that `path` changed (called by the observer thread)."""
@@ -135,6 +143,11 @@ class Watcher:
     def poke(self) -> None:
         """A request came in (called by the observer thread)."""
         self._poked = True
+        self._backlog.wake()
+
+    def _overflowed(self) -> None:
+        """The OS dropped events (called by the observer thread): a rescan follows (``Rescans``)."""
+        self._rescans.overflowed()
         self._backlog.wake()
 
     # ------------------------------------------------------------------ worker
@@ -186,6 +199,11 @@ class Watcher:
                 self._release_encoder()
                 self._compact(idx)
             paused = self._power_paused(now)
+            if not self._rescan and self._rescans.due(now):  # at most one rescan waits or runs
+                log.warning("events were lost (the OS event queue overflowed): rescanning %s",
+                            ", ".join(self.roots))
+                self._observation.resync()
+                self._rescan |= set(self.roots)
             if self._rescan and now >= self._busy_until and not paused:
                 self._catch_up(idx)
                 self.ready.set()
@@ -202,6 +220,8 @@ class Watcher:
                 if self._poked:
                     return now
                 due = [next_roots, *due]
+                if (rescan := self._rescans.next_due()) is not None:
+                    due.append(rescan)
                 if paused:  # nothing is taken while paused: wake only to ask the power supply again
                     due = [next_roots, self._power_checked + cfg.power_poll]
                 if self._busy_until > now:
@@ -241,10 +261,36 @@ class Watcher:
 
     def _progress(self, progress) -> None:
         """run_index's progress: serve requests (a `forget` must not wait for a long catch-up),
-        ask the power supply (``_should_stop`` acts on the answer)."""
+        remove what was deleted meanwhile (``removals.py``), ask the power supply
+        (``_should_stop`` acts on the answer)."""
+        self._last_progress = progress
         if self._poked and not self._serving:
             self._serve_requests(self._idx)
+        self._remove_gone(self._idx)
         self._power_paused(time.monotonic())
+
+    def _remove_gone(self, idx) -> None:
+        """Remove the paths deleted since the last look, ahead of any other work."""
+        removed = self._removals.apply(idx)
+        if removed:
+            self._count(0, removed, 0)
+            log.info("removed %d deleted files ahead of the work in progress", removed)
+            self._report()
+
+    def _blame(self, idx, err: Exception) -> list[str]:
+        """The files the failed run stopped on, now recorded as unreadable (``culprit.py``); []:
+        none is to blame (the index or the disk failed, not a file)."""
+        if is_busy(err) or isinstance(err, (SparcError, sqlite3.Error)):
+            return []
+        try:
+            blamed = culprit.blame(idx, self._last_progress, self.model, self._encoder_once, self._batch_options)
+        except Exception:
+            log.exception("could not find which file the run failed on")
+            return []
+        if blamed:
+            self._count(0, 0, len(blamed))
+            self._set(last_error=f"{', '.join(blamed)} {culprit.reason(err)}; recorded as unreadable")
+        return blamed
 
     def _should_stop(self) -> bool:
         """run_index stops before its next file: the watcher is stopping, or went on battery."""
@@ -306,29 +352,40 @@ class Watcher:
                          on_error=lambda p, r: log.warning("skipped %s: %s", p, r), should_stop=self._should_stop)
 
     def _catch_up(self, idx) -> None:
-        """Full incremental run_index over the roots that exist (at start, or a root that came back)."""
+        """Full incremental run_index over the roots that exist (at start, after lost events, or a
+        root that came back). What was deleted leaves the index first; a file it fails on is
+        recorded as unreadable and the catch-up goes on at once (``culprit.py``)."""
         roots = sorted(r for r in self._rescan if os.path.exists(r))
         self._set(phase=Phase.CATCH_UP)
         self._report()
+        self._last_progress = None
         try:
+            self._remove_gone(idx)
             if roots:
-                rep = self._run_index(idx, roots, self.config.index_options())
+                self._count(0, prune(idx, roots), 0)  # deleted while nothing watched
+                rep = self._run_index(self._removals.guard(idx), roots, self.config.index_options())
                 self._count(rep.indexed, rep.removed, len(rep.errors))
                 if rep.stopped:  # the roots stay to rescan
                     return
                 log.info("catch-up of %s: %d indexed, %d unchanged, %d removed, %d unreadable in %.1fs",
                          ", ".join(roots), rep.indexed, rep.unchanged, rep.removed, rep.unreadable, rep.seconds)
             self._rescan.clear()  # roots missing now are rescanned when _check_roots sees them back
-            self._busy_failures = 0
+            self._busy_failures = self._catch_up_failures = 0
         except Exception as err:
-            self._failed(err, what="catch-up")
+            if not self._blame(idx, err):  # else: the rest goes on at once, without that file
+                self._failed(err, what="catch-up")
+        finally:
+            self._removals.end_run()
 
     def _apply_batch(self, idx, batch: dict[str, bool]) -> None:
         self._set(phase=Phase.INDEXING)
         self._report()
+        self._last_progress = None
+        guarded = self._removals.guard(idx)
         try:
-            done = batches.apply(idx, batch, self.scope,
-                                 lambda files: self._run_index(idx, files, self._batch_options),
+            self._remove_gone(idx)
+            done = batches.apply(guarded, batch, self.scope,
+                                 lambda files: self._run_index(guarded, files, self._batch_options),
                                  chunk_files=self.config.chunk_files, should_stop=self._should_stop,
                                  on_left=self._backlog.left)
             self._count(done.indexed, done.removed, len(done.errors))
@@ -341,14 +398,20 @@ class Watcher:
                     self._state = dataclasses.replace(self._state, last_batch_at=time.time(),
                                                       batches=self._state.batches + 1)
         except Exception as err:
-            self._failed(err, what="batch", batch=batch)
+            blamed = self._blame(idx, err)
+            if blamed:  # the rest of the batch again, at once; the blamed files wait for their next event
+                keys = set(blamed)
+                self._backlog.requeue({p: d for p, d in batch.items() if path_key(p) not in keys})
+            else:
+                self._failed(err, what="batch", batch=batch)
         finally:
+            self._removals.end_run()
             self._backlog.left(0)
             self._report()
 
     def _failed(self, err: Exception, what: str, batch: dict[str, bool] | None = None) -> None:
         """One failed batch never stops the watcher: record it and try again later."""
-        msg = f"{what} failed: {type(err).__name__}: {err}"
+        msg = f"{what} failed: {type(err).__name__}" + (f": {err}" if str(err) else "")
         self._set(last_error=msg)
         busy = is_busy(err)
         delays = self.config.retry_delays
@@ -363,8 +426,12 @@ class Watcher:
             self._backlog.requeue(batch)
         elif batch:
             self._backlog.failed(batch, msg)
-        elif not busy:
-            self._busy_until = time.monotonic() + delays[0] if delays else 0.0
+        elif not busy:  # a catch-up: tried again, less and less often
+            self._catch_up_failures += 1
+            delay = min((delays[0] if delays else 1.0) * 2 ** (self._catch_up_failures - 1),
+                        self.config.catch_up_max_delay)
+            self._busy_until = time.monotonic() + delay
+            log.warning("catch-up tried again in %.0fs", delay)
 
     def _report(self) -> None:
         if self.config.on_status is not None:
