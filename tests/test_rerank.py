@@ -15,13 +15,13 @@ import pytest
 from typer.testing import CliRunner
 
 from sparc_local.cli.app import app
+from sparc_local.ingest.sentences import split_sentences
 from sparc_local.model import info as model_info
 from sparc_local.model.export import QUANT_DYNAMIC, QUANT_FP32, QUANT_WEIGHTS
 from sparc_local.model.graph import quantize_rows
 from sparc_local.model.info import RERANKER_VAR
-from sparc_local.rerank import export as rerank_export
-from sparc_local.ingest.sentences import split_sentences
 from sparc_local.query.ask import Answer, rerank_input
+from sparc_local.rerank import export as rerank_export
 from sparc_local.rerank.inputs import rerank_text
 from sparc_local.rerank.model import CONFIG_FILE, Reranker, RerankInfo, reranker_remedy
 from tests.rerank_tiny import HEAD_W, make_tiny_reranker, reference_logits, tiny_reranker_weights, write_checkpoint
