@@ -50,5 +50,5 @@ def test_demo_answers_the_sample_question():
     lines = result.output.splitlines()
     first = lines[lines.index('$ sparc-local ask "How long should green tea steep?" -k 3') + 2]
     assert first.startswith("1. ") and "tea_notes.md" in first
-    # plain text; the heading leads its section's context
-    assert lines[lines.index(first) + 1].startswith("   Brewing guide Green tea should steep for two to three minutes")
+    # plain text; the heading leads its section's context, set apart
+    assert lines[lines.index(first) + 1].startswith("   Brewing guide — Green tea should steep for two to three minutes")
