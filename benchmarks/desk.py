@@ -7,6 +7,8 @@
     python benchmarks/desk.py --desk NAME     # another desk: benchmarks/NAME/ (desk-science: issue 16)
     python benchmarks/desk.py --desk NAME --distractors  # plus NAME/distractors.txt: files no question names
     python benchmarks/desk.py --smoke         # a tiny desk on the tiny test model (smoke.py), then --check
+    python benchmarks/desk.py --reuse --fast --recall 50 --ranks FAST   # the first stage alone, its top-50 ceiling
+    python benchmarks/desk.py --reuse --ranks RERANKED --against FAST   # the default (reranked), paired with it
 
 The desk is documentation that Debian packages ship (benchmarks/desk/sources.txt: HTML from
 DocBook, gtk-doc and Node.js's API pages, Markdown and reST from pip, plain text from util-linux,
@@ -214,9 +216,10 @@ def paired_line(before: dict[str, int], after: dict[str, int], seed: int = 0) ->
 
     shared = [q for q in after if q in before]
     p = paired_bootstrap([before[q] for q in shared], [after[q] for q in shared], seed=seed)
+    h = paired_bootstrap([before[q] for q in shared], [after[q] for q in shared], seed=seed, hit_at=1)
     return (f"paired with the earlier ranks ({p.questions} questions): {p.better} better, "
             f"{p.worse} worse; sentence MRR@{TOP_K} {p.mean:+.4f}, 95% interval "
-            f"[{p.low:+.4f}, {p.high:+.4f}]")
+            f"[{p.low:+.4f}, {p.high:+.4f}]; hit@1 {h.mean:+.4f} [{h.low:+.4f}, {h.high:+.4f}]")
 
 
 def read_ranks(path: Path) -> dict[str, int]:
@@ -268,6 +271,10 @@ def main() -> None:
     ap.add_argument("--check", action="store_true",
                     help="only check that every question's answer lies in one sentence of its file (no index)")
     ap.add_argument("--model", type=Path, help="the model folder to index with (default: the shipped model)")
+    ap.add_argument("--fast", action="store_true", help="ask --fast: the first stage alone, without the reranker")
+    ap.add_argument("--recall", type=int, default=0, metavar="N",
+                    help="also ask for the top N and print how often the answer's passage is among them "
+                         "(the first stage's ceiling, with --fast)")
     ap.add_argument("--smoke", action="store_true",
                     help="seconds: a tiny desk (smoke.py) on the tiny test model, --ranks and --against itself, "
                          "then its --check")
@@ -322,9 +329,17 @@ def main() -> None:
     level_ranks: dict[str, list[int]] = {level: [] for level, _ in LEVELS}  # per question; 0: not in the top
     unlikely = Counter()  # (hit at 1, top answer called unlikely)
     sentence_ranks: dict[str, int] = {}
+    recall = 0  # questions whose answer's passage is in the top --recall
     for question, name, answer in questions:
         mode = ["--mode", args.mode] if args.mode else []  # "": the tree's only way (before --mode existed)
-        results = json.loads(cli(tree, home, "ask", "--json", "-k", str(TOP_K), *mode, question).stdout)
+        fast = ["--fast"] if args.fast else []
+        shown = max(TOP_K, args.recall)
+        results = json.loads(cli(tree, home, "ask", "--json", "-k", str(shown), *mode, *fast, question).stdout)
+        if args.recall:
+            recall += any(r["path"] in {str(DESK / n) for n in name.split("|")} and any(
+                norm(answer) in norm(s) for s in [r["sentence"], *(c["sentence"] for c in r.get("collapsed", []))])
+                for r in results[:args.recall])
+            results = results[:TOP_K]
         targets = {str(DESK / n) for n in name.split("|")}
         want = norm(answer)
         ranks: dict[str, int] = {}
@@ -353,6 +368,8 @@ def main() -> None:
         m = summary(got, TOP_K)
         print(f"{level}: hit@1 {m['r@1']:.3f} ({got.count(1)}/{n}), MRR@{TOP_K} {m[f'mrr@{TOP_K}']:.3f} "
               f"(found in top {TOP_K}: {n - got.count(0)}/{n})" + (f"; {note}" if note else ""))
+    if args.recall:
+        print(f"answer's passage in the top {args.recall}: {recall / max(1, n):.3f} ({recall}/{n})")
     if unlikely:
         print(f"top answer called unlikely: {unlikely[True, True]} of {unlikely[True, True] + unlikely[True, False]} "
               f"hits at 1, {unlikely[False, True]} of {unlikely[False, True] + unlikely[False, False]} others")

@@ -1,7 +1,7 @@
 """The reranker on DEV data: the first stage's top N passages reordered, paired with the first stage (issue 44).
 
     python -m sparc_lab.rerank_eval --run ~/.cache/sparc-local-train/rerank-r1 [--weights step-800.npz] \
-        --tech TECH_BUILD [--n 30] [--mode hybrid] [--threads 1]
+        --tech TECH_BUILD [--n 30] [--mode hybrid] [--threads 1] [--onnx EXPORTED_FOLDER] [--alpha A]
 
 The set: the natural (FAQ/HOWTO) questions of the tech build's DEV units over their whole
 documents (sparc_lab/naturalset.py), written as files (one per document, a passage a paragraph)
@@ -97,6 +97,8 @@ def main() -> None:
     ap.add_argument("--mode", default="hybrid", choices=("hybrid", "bm25", "sparc"))
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--limit", type=int, default=0, help="only the first N questions (a quick check)")
+    ap.add_argument("--onnx", help="score with this exported reranker folder (the product's Reranker) instead of torch")
+    ap.add_argument("--alpha", type=float, default=2.0, help="the fusion whose likely threshold is calibrated")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     tech = Path(a.tech).expanduser()
@@ -107,15 +109,29 @@ def main() -> None:
         questions = questions[: a.limit]
     run = Path(a.run).expanduser()
     weights = run / (a.weights or "latest.npz")
-    cfg, w = load_canonical(weights)
     meta = json.loads((run / "rerank.json").read_text())
-    model = CrossEncoder(cfg, w).eval()
-    tok = load_tokenizer(run / "tokenizer.json", meta["max_length"])
+    if a.onnx:
+        from sparc_local.rerank.model import Reranker
+
+        onnx = Reranker.load(Path(a.onnx).expanduser(), threads=a.threads)
+        weights = Path(a.onnx).expanduser()
+
+        def score(question: str, texts: list[str]) -> np.ndarray:
+            return onnx.score(question, texts)
+    else:
+        cfg, w = load_canonical(weights)
+        model = CrossEncoder(cfg, w).eval()
+        tok = load_tokenizer(run / "tokenizer.json", meta["max_length"])
+
+        def score(question: str, texts: list[str]) -> np.ndarray:
+            with torch.no_grad():
+                return forward_chunks(model, encode_pairs(tok, [(question, t) for t in texts]), 16).numpy()
     t0 = time.time()
     base: list = []
     reranked: list = []
     fused: dict[float, list] = {alpha: [] for alpha in ALPHAS}
     in_top = 0
+    tops: list[tuple[float, bool]] = []  # the --alpha fusion's top score, and whether that answer is right
     for q in questions:
         cands = q["cands"]
         hits = [c["hit"] for c in cands]
@@ -127,13 +143,14 @@ def main() -> None:
                 fused[alpha].append(0)
             continue
         texts = [rerank_text([t for _, t in corpus.docs[c["doc"]][c["p"]]], c["best"], "") for c in cands]
-        with torch.no_grad():
-            logits = forward_chunks(model, encode_pairs(tok, [(q["q"], t) for t in texts]), 16).numpy()
+        logits = score(q["q"], texts)
         reranked.append(first_hit(hits, list(np.argsort(-logits, kind="stable"))))
         scores = np.array([c["score"] for c in cands], dtype=np.float64)
         norm = scores / scores.max() if scores.max() > 0 else scores
         for alpha in ALPHAS:
             fused[alpha].append(first_hit(hits, list(np.argsort(-(logits + alpha * norm), kind="stable"))))
+        final = logits + a.alpha * norm
+        tops.append((float(final.max()), bool(hits[int(np.argmax(final))])))
     seconds = time.time() - t0
 
     def line(name: str, ranks: list[int]) -> str:
@@ -151,6 +168,23 @@ def main() -> None:
     print(line("reranked", reranked))
     for alpha in ALPHAS[1:]:
         print(line(f"fused alpha={alpha}", fused[alpha]))
+    print(likely_line(tops, a.alpha))
+
+
+def likely_line(tops: list[tuple[float, bool]], alpha: float) -> str:
+    """The likely threshold on the fused top score that makes the most right calls (a right top answer
+    at or above it, a wrong one below), and what it keeps."""
+    if not tops:
+        return "no questions"
+    scores = sorted({s for s, _ in tops})
+    cuts = [scores[0] - 1.0, *((lo + hi) / 2 for lo, hi in zip(scores, scores[1:])), scores[-1] + 1.0]
+    calls = [sum((s >= t) == right for s, right in tops) for t in cuts]
+    best = cuts[int(np.argmax(calls))]
+    right = [s for s, r in tops if r]
+    wrong = [s for s, r in tops if not r]
+    return (f"likely threshold (alpha={alpha}): {best:.3f}, {max(calls)}/{len(tops)} right calls; right top answers "
+            f"kept {sum(s >= best for s in right)}/{len(right)}, wrong ones flagged {sum(s < best for s in wrong)}/"
+            f"{len(wrong)}")
 
 
 if __name__ == "__main__":

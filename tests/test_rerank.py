@@ -89,8 +89,9 @@ def test_ask_orders_answers_by_the_rerankers_scores(docs: Path, reranker: Path):
     assert second[0]["path"] == str(docs / "museum.txt")  # ... the reranker the museum's
     alpha, likely = (RerankInfo.load(reranker).alpha, RerankInfo.load(reranker).likely)
     by_path = {a["path"]: a for a in first}
-    expected = [round(logit + alpha * by_path[a["path"]]["score"], 4) for a, logit in zip(second, logits(reranker,
-                                                                                                          second))]
+    top = first[0]["score"]  # the first stage's best: its scores count over it (``fused``)
+    expected = [round(logit + alpha * by_path[a["path"]]["score"] / top, 4)
+                for a, logit in zip(second, logits(reranker, second))]
     assert [a["score"] for a in second] == pytest.approx(expected, abs=2e-4)
     assert [a["score"] for a in second] == sorted((a["score"] for a in second), reverse=True)
     assert [a["rank"] for a in second] == [1, 2, 3, 4]
@@ -344,7 +345,7 @@ def test_the_exporter_writes_the_folder_ask_reads(tmp_path: Path, capsys: pytest
 def test_a_checkpoint_without_its_head_is_refused(tmp_path: Path):
     cfg, w = tiny_reranker_weights()
     del w[HEAD_W]
-    with pytest.raises(ValueError, match="has no head.weight"):
+    with pytest.raises(ValueError, match="has no head.w: not a reranker"):
         rerank_export.load_checkpoint(write_checkpoint(tmp_path / "c.npz", cfg, w))
     cfg, w = tiny_reranker_weights()
     with pytest.raises(ValueError, match="more than the model's 64 positions"):

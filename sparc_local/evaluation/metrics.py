@@ -84,11 +84,19 @@ class Paired:
 
 
 def paired_bootstrap(before: Sequence[int], after: Sequence[int], *, resamples: int = BOOTSTRAP,
-                     seed: int = 0) -> Paired:
-    """Paired comparison of two runs' first-hit ranks, question i in both at position i."""
+                     seed: int = 0, hit_at: int | None = None) -> Paired:
+    """Paired comparison of two runs' first-hit ranks, question i in both at position i: of their
+    reciprocal ranks, or with ``hit_at`` of hit@hit_at (a rank from 1 to hit_at)."""
     if len(before) != len(after):
         raise ValueError(f"paired runs differ in length: {len(before)} and {len(after)}")
-    diff = reciprocal(after) - reciprocal(before)
+
+    def value(ranks: Sequence[int]) -> np.ndarray:
+        if hit_at is None:
+            return reciprocal(ranks)
+        r = np.asarray(ranks)
+        return ((r >= 1) & (r <= hit_at)).astype(np.float64)
+
+    diff = value(after) - value(before)
     rng = np.random.default_rng(seed)
     means = diff[rng.integers(0, len(diff), (resamples, len(diff)))].mean(axis=1)
     low, high = np.percentile(means, [2.5, 97.5])

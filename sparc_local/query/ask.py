@@ -160,7 +160,8 @@ def collapse(answers: list[Answer], k: int) -> list[Answer]:
 
 class PassageScorer(Protocol):
     """A second stage (``rerank.model.Reranker``): one logit per passage text, and how ``ask`` uses
-    them: over the first stage's top ``n`` passages, logit + ``alpha`` · the first stage's score, a
+    them: over the first stage's top ``n`` passages, logit + ``alpha`` · the first stage's score over
+    the best of them (``fused``), a
     likely answer from ``likely`` on."""
 
     @property
@@ -173,6 +174,14 @@ class PassageScorer(Protocol):
     def likely(self) -> float: ...
 
     def score(self, question: str, texts: list[str]) -> np.ndarray: ...
+
+
+def fused(logits: np.ndarray, first: np.ndarray, alpha: float) -> np.ndarray:
+    """The second stage's score: the reranker's logit plus ``alpha`` times the first stage's score
+    over the best of the passages reranked, so that a reranker unsure of itself cannot undo a
+    clear first answer (the lab's fusion, sparc_lab/rerank_eval.py, chose alpha on dev)."""
+    top = float(first.max()) if len(first) else 0.0
+    return logits + alpha * (first / top if top > 0 else first)
 
 
 def rerank_input(answer: Answer, passage: tuple[list[str], int] | None) -> str:
@@ -192,7 +201,7 @@ def rerank_input(answer: Answer, passage: tuple[list[str], int] | None) -> str:
 def rerank(question: str, answers: list[Answer], reranker: PassageScorer, n: int, k: int,
            passages: dict[int, tuple[list[str], int]] | None = None) -> list[Answer]:
     """The top ``k`` of the first stage's ranked passages (``collapse``d) once the reranker has
-    ordered the first ``n`` of them by logit + alpha · first-stage score (ties: the first stage's
+    ordered the first ``n`` of them by ``fused`` (ties: the first stage's
     order); those after the n-th follow in the first stage's order.  Each keeps in ``collapsed`` and
     ``elsewhere`` what scores at least the lowest first-stage score shown (the first stage's
     scores: the reranker reads a passage, not its other sentences)."""
@@ -202,9 +211,10 @@ def rerank(question: str, answers: list[Answer], reranker: PassageScorer, n: int
         a.first_stage_rank, a.first_stage_score, a.reranked = a.rank, a.score, False
     passages = passages or {}
     logits = reranker.score(question, [rerank_input(a, passages.get(a.sentence_id)) for a in head])
-    for a, logit in zip(head, logits.tolist()):
+    for a, logit, final in zip(head, logits.tolist(),
+                               fused(logits, np.array([a.score for a in head]), reranker.alpha).tolist()):
         a.logit, a.reranked = round(logit, 4), True
-        a.score = round(logit + reranker.alpha * a.score, 4)
+        a.score = round(final, 4)
         a.likely = a.score >= reranker.likely
     shown = ([*sorted(head, key=lambda a: -a.score), *tail])[:k]
     floor = min(first[a.sentence_id] for a in shown) if len(shown) == k else float("-inf")

@@ -4,7 +4,7 @@
         [--alpha A --likely T --n N --max-length L] [--int8] [--source TEXT]
 
 CHECKPOINT is a .npz of the canonical BERT layout (``model/weights.py``'s save_canonical) plus
-``head.weight`` [1, hidden] and ``head.bias`` [1]: a linear head on the last layer's [CLS]. The
+``head.w`` [1, hidden] and ``head.b`` [1] (the lab's names): a linear head on the last layer's [CLS]. The
 graph is the SPARC exporter's encoder (``model/graph.py``), then that head: inputs ``input_ids``,
 ``attention_mask``, ``token_type_ids`` (int64 [batch, length]), output ``logits`` (float32 [batch]).
 
@@ -33,7 +33,7 @@ from sparc_local.model.graph import MS_DOMAIN, GraphBuilder, embeddings, int64_i
 from sparc_local.model.weights import ArchConfig, Weights
 from sparc_local.rerank.model import CONFIG_FILE, INPUTS, OUTPUT, RerankInfo
 
-HEAD_W, HEAD_B = "head.weight", "head.bias"
+HEAD_W, HEAD_B = "head.w", "head.b"  # the lab's names (sparc_lab/rerank_train.py)
 INT8 = QUANT_DYNAMIC  # --int8's form (benchmarks/rerank_speed.py --quant)
 # rerank.json's defaults: placeholders until the trainer calibrates them (N and the length from the speed table)
 N, MAX_LENGTH, ALPHA, LIKELY = 30, 256, 1.0, 0.0
@@ -141,7 +141,7 @@ def main(argv: list[str] | None = None) -> None:
     import argparse
 
     p = argparse.ArgumentParser(description="Export a reranker checkpoint to an ONNX reranker folder.")
-    p.add_argument("checkpoint", help="a .npz of canonical BERT weights plus head.weight and head.bias")
+    p.add_argument("checkpoint", help="a .npz of canonical BERT weights plus head.w and head.b")
     p.add_argument("out_dir")
     p.add_argument("--name", required=True)
     p.add_argument("--tokenizer", required=True, help="tokenizer.json (bert-base-uncased WordPiece)")
