@@ -351,3 +351,18 @@ def test_a_checkpoint_without_its_head_is_refused(tmp_path: Path):
     with pytest.raises(ValueError, match="more than the model's 64 positions"):
         rerank_export.export_reranker(cfg, w, write_tokenizer(tmp_path / "t.json"), tmp_path / "o", name="x",
                                       source="", max_length=65)
+
+
+def test_eval_reports_what_ask_shows_by_both_stages_paired(tmp_path: Path, tiny_model_dir: Path, reranker: Path):
+    from tests.test_fusion import _tea_set
+
+    dataset = _tea_set(tmp_path)
+    result = runner.invoke(app, ["eval", str(dataset), "--model", str(tiny_model_dir), "--json"])
+    assert result.exit_code == 0, result.output
+    stages = json.loads(result.stdout)["stages"]
+    assert stages["paired"]["mean"] == pytest.approx(stages["reranked"]["mrr@10"] - stages["passages"]["mrr@10"])
+    assert stages["paired_hit1"]["mean"] == pytest.approx(stages["reranked"]["r@1"] - stages["passages"]["r@1"])
+    fast = runner.invoke(app, ["eval", str(dataset), "--model", str(tiny_model_dir), "--json", "--fast"])
+    assert fast.exit_code == 0 and "stages" not in json.loads(fast.stdout)
+    shown = runner.invoke(app, ["eval", str(dataset), "--model", str(tiny_model_dir)])
+    assert "  reranked - first stage: MRR@10 " in shown.output

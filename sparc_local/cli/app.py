@@ -18,7 +18,15 @@ import typer
 from typer.core import TyperArgument, TyperCommand, TyperGroup
 
 from sparc_local import __version__
-from sparc_local.cli.common import DATE_FORMS, DEFAULT_TOP_K, out_of_memory, report, report_crash, run_ask
+from sparc_local.cli.common import (
+    DATE_FORMS,
+    DEFAULT_TOP_K,
+    load_reranker,
+    out_of_memory,
+    report,
+    report_crash,
+    run_ask,
+)
 from sparc_local.cli.common import open_index as _open_index
 from sparc_local.cli.options import (
     DEFAULT_WAIT,
@@ -260,8 +268,10 @@ def eval_(
     top_k: int = typer.Option(0, "--top-k", help="Postings kept per sentence (0: the model's K)."),
     model: Path | None = typer.Option(None, "--model", help="A model folder (default: the active model)."),
     threads: Threads = 0,
+    fast: bool = typer.Option(False, "--fast", help="The first stage alone: no reranker rows."),
 ) -> None:
-    """Measure retrieval quality (MRR, recall) of SPARC and BM25 on a ReQA dataset."""
+    """Measure retrieval quality (MRR, recall) of SPARC and BM25 on a ReQA dataset; with a reranker
+    installed, also `ask`'s answers reranked against its first stage alone, paired."""
     from sparc_local.cli.progress import bar
     from sparc_local.evaluation import reqa
     from sparc_local.evaluation.evaluate import evaluate
@@ -271,7 +281,7 @@ def eval_(
     n = len(reqa.load(dataset).ids)
     with bar(_console(as_json), "encoding", n) as advance:
         result = evaluate(dataset, info, depth=k, top_k=top_k or None, threads=threads or None,
-                          progress=advance)
+                          progress=advance, reranker=None if fast else load_reranker())
     if as_json:
         typer.echo(json.dumps(result))
         return

@@ -73,7 +73,7 @@ def format_date(seconds: float) -> str:
     return when.isoformat(timespec="minutes" if when.second == when.microsecond == 0 else "seconds")
 
 
-def _reranker():
+def load_reranker():
     """The reranker `ask` runs (its rerank.json read, its model loading in a thread while the first
     stage runs), or None when the installation has none."""
     from sparc_local.model.info import reranker_dir
@@ -110,7 +110,7 @@ def run_ask(question: str, top_k: int = DEFAULT_TOP_K, as_json: bool = False, pa
     from sparc_local.query.pathfilter import PathFilter, no_match
 
     info = active_model()
-    reranker = None if fast or mode != HYBRID else _reranker()
+    reranker = None if fast or mode != HYBRID else load_reranker()
     if candidates is not None and reranker is None:
         why = "with --fast" if fast else f"in --mode {mode}" if mode != HYBRID else "without a reranker installed"
         raise UserError(f"--candidates sets the passages the reranker reads, and no reranker runs {why}",

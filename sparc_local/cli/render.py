@@ -378,6 +378,16 @@ def print_eval(r: dict, k: int) -> None:
     for name, label in (("hybrid", "HYBRID"), ("sparc", "SPARC"), ("bm25", "BM25"), ("bm25_words", "BM25w")):
         m = r[name]
         out.print(f"{label:8}{m[f'mrr@{k}']:>9.4f}{m['r@1']:>8.4f}{m[f'r@{k}']:>8.4f}")
+    if "stages" in r:
+        st = r["stages"]
+        out.print("What `ask` shows, one answer per passage (a question's answer sentence among them):")
+        for name, label in (("passages", "first stage (--fast)"), ("reranked", "reranked (default)")):
+            m = st[name]
+            out.print(f"  {label:22}{m[f'mrr@{k}']:>9.4f}{m['r@1']:>8.4f}{m[f'r@{k}']:>8.4f}")
+        p, h1 = st["paired"], st["paired_hit1"]
+        out.print(f"  reranked - first stage: MRR@{k} {p['mean']:+.4f} [{p['low']:+.4f}, {p['high']:+.4f}], "
+                  f"R@1 {h1['mean']:+.4f} [{h1['low']:+.4f}, {h1['high']:+.4f}] (95% paired bootstrap; "
+                  f"{p['better']} better, {p['worse']} worse); p50 {st['reranked_latency_ms_p50']:.0f} ms")
     s, h = r["sparc"], r["hybrid"]
     out.print(f"SPARC: median {s['nnz_median']} postings per sentence; query latency p50 {s['latency_ms_p50']:.2f} ms, "
               f"p99 {s['latency_ms_p99']:.2f} ms (hybrid {h['latency_ms_p50']:.2f} / {h['latency_ms_p99']:.2f} ms)")

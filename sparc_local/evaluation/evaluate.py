@@ -28,6 +28,7 @@ from sparc_local.model.sparse import SparseVectors
 
 if TYPE_CHECKING:
     from sparc_local.index.store import Index
+    from sparc_local.query.ask import PassageScorer
     from sparc_local.query.searcher import Searcher
 
 CACHE_K = 1000  # encode once at the largest K we study; smaller K is a prefix of it
@@ -141,15 +142,42 @@ def rank(ev: EvalIndex, mode: str, depth: int = 10, with_hits: bool = False) -> 
     return out
 
 
+def rank_stages(ev: EvalIndex, index: Index, info: ModelInfo, reranker: PassageScorer, depth: int = 10) -> dict:
+    """What `ask` shows, one answer per passage, by the first stage alone (``passages``) and
+    reranked (``reranked``), paired question by question (``paired``: reciprocal ranks; ``paired_hit1``)."""
+    from sparc_local.evaluation.metrics import paired_bootstrap
+    from sparc_local.query.ask import Asker
+
+    asker = Asker(index, info)
+    ranked: dict[str, list[list[str]]] = {"passages": [], "reranked": []}
+    latency: list[float] = []
+    for _, question, _ in ev.ds.queries:
+        ranked["passages"].append([ev.to_sid[a.sentence_id] for a in asker.ask(question, k=depth, phrases=0)])
+        t0 = time.perf_counter()
+        answers = asker.ask(question, k=depth, phrases=0, reranker=reranker)
+        latency.append((time.perf_counter() - t0) * 1000)
+        ranked["reranked"].append([ev.to_sid[a.sentence_id] for a in answers])
+    hits = {name: first_hits(r, ev.answers, depth) for name, r in ranked.items()}
+    out: dict[str, object] = {name: dict(summary(h, depth)) for name, h in hits.items()}
+    for name, at in (("paired", None), ("paired_hit1", 1)):
+        p = paired_bootstrap(hits["passages"], hits["reranked"], hit_at=at)
+        out[name] = {"mean": p.mean, "low": p.low, "high": p.high, "better": p.better, "worse": p.worse}
+    out["reranked_latency_ms_p50"] = float(np.percentile(latency, 50))
+    return out
+
+
 def evaluate(ds_dir: Path, info: ModelInfo, *, depth: int = 10, top_k: int | None = None,
              threads: int | None = None, progress: Callable[[int], None] | None = None,
-             with_hits: bool = False) -> dict:
-    """The three ways `ask --mode` ranks, on the same index, and the classic BM25 baseline."""
+             with_hits: bool = False, reranker: PassageScorer | None = None) -> dict:
+    """The three ways `ask --mode` ranks, on the same index, and the classic BM25 baseline; with a
+    ``reranker``, also the default `ask` against its first stage alone (``rank_stages``)."""
     from sparc_local.query.bm25 import BM25
     from sparc_local.query.modes import MODES, SPARC
 
     with eval_index(ds_dir, info, top_k=top_k, threads=threads, progress=progress) as ev:
-        results = {mode: rank(ev, mode, depth, with_hits) for mode in MODES}
+        results: dict[str, object] = {mode: rank(ev, mode, depth, with_hits) for mode in MODES}
+        if reranker is not None:
+            results["stages"] = rank_stages(ev, ev.searcher.index, info, reranker, depth)
     ds = ev.ds
     words = BM25(ds.texts)  # the classic baseline: words, not WordPiece, and the sentence alone
     words_ranked = [[ds.ids[i] for i in words.search(q, depth)[0]] for _, q, _ in ds.queries]
