@@ -34,6 +34,7 @@ from sparc_local.model.weights import load_canonical
 from sparc_local.rerank.inputs import rerank_text
 
 ALPHAS = (0.0, 0.5, 1.0, 2.0, 4.0, 8.0)
+DEPTHS = (5, 10, 15, 20, 30)  # ask's N, the passages reranked (at most --n)
 
 
 def _document(sentence_id: str) -> str:
@@ -132,12 +133,15 @@ def main() -> None:
     fused: dict[float, list] = {alpha: [] for alpha in ALPHAS}
     in_top = 0
     tops: list[tuple[float, bool]] = []  # the --alpha fusion's top score, and whether that answer is right
+    by_depth: dict[int, list[int]] = {depth: [] for depth in DEPTHS}
     for q in questions:
         cands = q["cands"]
         hits = [c["hit"] for c in cands]
         in_top += any(hits)
         base.append(first_hit(hits, list(range(len(cands)))))
         if not cands:
+            for depth in DEPTHS:
+                by_depth[depth].append(0)
             reranked.append(0)
             for alpha in ALPHAS:
                 fused[alpha].append(0)
@@ -151,6 +155,11 @@ def main() -> None:
             fused[alpha].append(first_hit(hits, list(np.argsort(-(logits + alpha * norm), kind="stable"))))
         final = logits + a.alpha * norm
         tops.append((float(final.max()), bool(hits[int(np.argmax(final))])))
+        for depth in DEPTHS:  # ask's N: only the first N reranked (the fusion over their best), the rest after them
+            head = scores[:depth]
+            part = logits[:depth] + a.alpha * (head / head.max() if head.max() > 0 else head)
+            by_depth[depth].append(first_hit(hits, [*np.argsort(-part, kind="stable").tolist(),
+                                                    *range(depth, len(cands))]))
     seconds = time.time() - t0
 
     def line(name: str, ranks: list[int]) -> str:
@@ -168,6 +177,8 @@ def main() -> None:
     print(line("reranked", reranked))
     for alpha in ALPHAS[1:]:
         print(line(f"fused alpha={alpha}", fused[alpha]))
+    for depth in DEPTHS:
+        print(line(f"alpha={a.alpha} N={depth}", by_depth[depth]))
     print(likely_line(tops, a.alpha))
 
 
