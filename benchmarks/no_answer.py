@@ -2,6 +2,7 @@
 
     SPARC_LOCAL_HOME=~/.cache/sparc-local-train/evalhome python benchmarks/no_answer.py [--model DIR]
     python benchmarks/no_answer.py --smoke    # the tiny model on a tiny set (smoke.py), calibrated and checked
+    python benchmarks/no_answer.py --reranker DIR   # the second stage's threshold (rerank.json's likely; issue 44)
 
 Training data only: du2017-train calibrates, squad-train-head checks (never squad-dev or
 newsqa-dev, the evaluation sets).  The calibration index holds the passages of du2017-train's
@@ -69,9 +70,10 @@ def nonsense(n: int, seed: int = SEED) -> list[str]:
 
 
 def top_answers(ds: reqa.ReqaSet, ds_dir: Path, keep, questions: list[tuple[str, set[str]]],
-                info: ModelInfo) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+                info: ModelInfo, reranker=None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(top hybrid score, top answer right, its passage holds a question word, the share of the question's
-    idf its passage holds) per question, on an index of the passages ``keep`` accepts."""
+    idf its passage holds) per question, on an index of the passages ``keep`` accepts; with a
+    ``reranker`` (``rerank.model.Reranker``), the top answer and score of `ask`'s second stage."""
     vectors = encode_corpus(ds, ds_dir, info, threads=None).head(info.top_k)
     scores, right, shares, cover = [], [], [], []
     with tempfile.TemporaryDirectory(dir=paths.user_dir()) as tmp:
@@ -80,7 +82,7 @@ def top_answers(ds: reqa.ReqaSet, ds_dir: Path, keep, questions: list[tuple[str,
             asker = Asker(index, info)
             for question, gold in questions:
                 try:
-                    top = asker.ask(question, k=1, mode=fusion.HYBRID)
+                    top = asker.ask(question, k=1, mode=fusion.HYBRID, phrases=0, reranker=reranker)
                 except NoQueryTokens:  # no searchable token: no answer at all
                     top = []
                 scores.append(top[0].score if top else 0.0)
@@ -147,6 +149,8 @@ def main() -> None:
     ap.add_argument("--likely", type=float, default=LIKELY_SCORE, help="the threshold `ask` uses (to report before/after)")
     ap.add_argument("--min-coverage", type=float, default=MIN_COVERAGE, help="the idf share `ask` asks of a passage")
     ap.add_argument("--model", type=Path, help="model folder (default: the active model)")
+    ap.add_argument("--reranker", type=Path,
+                    help="a reranker folder: calibrate the likely threshold of `ask`'s second stage (rerank.json's likely)")
     ap.add_argument("--smoke", action="store_true",
                     help="seconds: the tiny test model on a tiny set (smoke.py), which calibrates and checks")
     args = ap.parse_args()
@@ -156,12 +160,17 @@ def main() -> None:
         s = smoke.setup()
         args.calibrate, args.check, args.model = s.data, s.data, s.model
     info = ModelInfo.load(args.model) if args.model else active_model()
+    reranker = None
+    if args.reranker:
+        from sparc_local.rerank.model import Reranker
+
+        reranker = Reranker.load(args.reranker)
 
     ds = reqa.load(args.calibrate)
     passage_of = dict(zip(ds.ids, ds.passages))
     indexed = lambda p: article(p) % 2 == 0
     asked = [(q, set(a)) for _, q, a in ds.queries] + [(q, set()) for q in nonsense(NONSENSE)]
-    s, right, shares, cover = top_answers(ds, args.calibrate, indexed, asked, info)
+    s, right, shares, cover = top_answers(ds, args.calibrate, indexed, asked, info, reranker)
     n_real = len(ds.queries)
     answerable = np.zeros(len(asked), bool)
     answerable[:n_real] = [any(indexed(passage_of[a]) for a in gold) for _, gold in asked[:n_real]]
@@ -180,7 +189,7 @@ def main() -> None:
                 wiki, OFF_TOPIC)
             asked_u = ([(q, set(a)) for _, q, a in own.queries] + [(q, set()) for q in away]
                        + [(q, set()) for q in nonsense(OFF_TOPIC // 3, SEED + 100 + i)])
-            su, ru, lu, cu = top_answers(own, unit, None, asked_u, info)
+            su, ru, lu, cu = top_answers(own, unit, None, asked_u, info, reranker)
             n_own, n_away = len(own.queries), len(away)
             s, right, shares = np.concatenate([s, su]), np.concatenate([right, ru]), np.concatenate([shares, lu])
             cover = np.concatenate([cover, cu])
@@ -239,7 +248,7 @@ def main() -> None:
         away = [q for i, u in enumerate(others[:4]) for q in questions_of(u, OFF_TOPIC, SEED + 50 + i)] if args.tech else []
         asked = ([(q, set(a)) for _, q, a in check.queries] + [(q, set()) for q in away]
                  + [(q, set()) for q in nonsense(NONSENSE, SEED + 1)])
-        s2, right2, shares2, cover2 = top_answers(check, args.check, None, asked, info)
+        s2, right2, shares2, cover2 = top_answers(check, args.check, None, asked, info, reranker)
         n_q = len(check.queries)
         off2, junk2 = np.zeros(len(asked), bool), np.zeros(len(asked), bool)
         off2[n_q:n_q + len(away)], junk2[n_q + len(away):] = True, True
@@ -264,7 +273,7 @@ def main() -> None:
                 asked_u = ([(q, set(a)) for _, q, a in own.queries] + [(q, set()) for q in away]
                            + [(q, set()) for q in nonsense(OFF_TOPIC // 3, SEED + 300 + i)])
                 kind = np.repeat(np.arange(3), [len(own.queries), len(away), OFF_TOPIC // 3])
-                parts.append((*top_answers(own, unit, None, asked_u, info), kind))
+                parts.append((*top_answers(own, unit, None, asked_u, info, reranker), kind))
             s3, r3, l3, c3, k3 = (np.concatenate(a) for a in zip(*parts))
             kinds3 = {"answerable wrong": (k3 == 0) & ~r3, "answerable right": r3, "encyclopedia in manuals": k3 == 1,
                       "nonsense": k3 == 2}
