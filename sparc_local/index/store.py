@@ -226,7 +226,7 @@ class Index(Database):
                 if pending:  # the lexical postings alone, in the fields of sentences not encoded yet
                     assert lexical is not None
                     lexical = SparseVectors(lexical.indptr, as_pending(lexical.token_ids), lexical.weights)
-                counts = sum(np.diff(v.indptr) for v in (vec, lexical) if v is not None)
+                counts = sum((np.diff(v.indptr) for v in (vec, lexical) if v is not None), np.zeros(n, np.int64))
                 ids = np.arange(next_id, next_id + n, dtype=np.int64)
                 paragraph: dict[str, int] = {}
                 for row in u.sentences:

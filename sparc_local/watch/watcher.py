@@ -301,6 +301,8 @@ class Watcher:
         from sparc_local.watch.handoff import serve
 
         self._poked = False
+        if self._inbox is None:  # poked with no inbox: there is no request to serve
+            return
         self._serving = True
         try:
             serve(self._inbox, idx, self.model, self._encoder_once, should_stop=self._stopping.is_set,
