@@ -104,9 +104,11 @@ class FirstStage:
         from sparc_local.index.store import Index
         from sparc_local.model.info import ModelInfo, shipped_model_dir
         from sparc_local.query.ask import Asker
+        from sparc_local.query.searcher import Searcher
 
         self.index = Index(db)
-        self.asker = Asker(self.index, ModelInfo.load(shipped_model_dir()))
+        self.searcher = Searcher(self.index)  # its filter masks are emptied now and then (``top``)
+        self.asker = Asker(self.searcher, ModelInfo.load(shipped_model_dir()))
         self.root = root
         self.corpus = corpus
         self._by_text: dict[str, dict[str, int]] = {}  # doc -> normalised passage text -> passage number
@@ -131,7 +133,7 @@ class FirstStage:
         except NoQueryTokens:
             return []
         finally:
-            snap = self.asker.searcher._snap
+            snap = self.searcher._snap
             if snap is not None and len(snap.masks) > 64:
                 snap.masks.clear()  # one mask per filter: thousands of filters would hold gigabytes
         out = []

@@ -15,7 +15,6 @@ from typing import Protocol
 from sparc_local.index.store import FileRecord, FileUpdate, Index, StoredSentence
 from sparc_local.index_options import BATCH_SENTENCES
 from sparc_local.ingest.sentences import Paragraph, heading
-from sparc_local.model.lexical import Lexical
 from sparc_local.model.sparse import SparseVectors
 
 ENCODE_CHUNK = 4096  # sentences per encoder call: its memory grows with its input
@@ -24,6 +23,13 @@ ENCODE_CHUNK = 4096  # sentences per encoder call: its memory grows with its inp
 class SentenceEncoder(Protocol):
     def encode(self, paragraphs: Sequence[Sequence[str]], *,
                progress: Callable[[int], None] | None = None) -> SparseVectors: ...
+
+
+class LexicalRows(Protocol):
+    """The lexical postings of sentence rows: ``model.lexical.Lexical``, or one that loads it when
+    first asked."""
+
+    def rows(self, rows: Sequence) -> SparseVectors: ...
 
 
 class BatchWriter:
@@ -116,7 +122,8 @@ def stored_paragraphs(rows: list[StoredSentence]) -> list[Paragraph]:
     return out
 
 
-def stored_update(rec: FileRecord, rows: list[StoredSentence], lexical: Lexical) -> tuple[FileUpdate, list[Paragraph]]:
+def stored_update(rec: FileRecord, rows: list[StoredSentence],
+                  lexical: LexicalRows) -> tuple[FileUpdate, list[Paragraph]]:
     """A file's stored sentences (``Index.sentences`` rows, in order) as an update to encode again:
     adapt's re-encode with a new model, and the encoding pass of progressive indexing."""
     sentences = [r.row() for r in rows]

@@ -20,7 +20,7 @@ import os
 import sqlite3
 import stat
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -343,9 +343,10 @@ class _LexicalOnce:
     """The model's ``Lexical``, its tokenizer loaded at the first file that needs it."""
 
     def __init__(self, model: ModelInfo) -> None:
-        self.model, self._lexical = model, None
+        self.model = model
+        self._lexical: Lexical | None = None
 
-    def rows(self, rows: list[SentenceRow]) -> SparseVectors:
+    def rows(self, rows: Sequence[SentenceRow]) -> SparseVectors:
         if self._lexical is None:
             self._lexical = Lexical.of(self.model)
         return self._lexical.rows(rows)

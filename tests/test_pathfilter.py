@@ -1,4 +1,4 @@
-"""ask --path/--type (pathfilter.py): the SQL prefilter never drops a path the exact test keeps."""
+"""ask --path/--type (pathfilter.py): the SQL prefilter (index/filters.py) never drops a path the exact test keeps."""
 
 from __future__ import annotations
 
@@ -8,14 +8,15 @@ import sqlite3
 import numpy as np
 import pytest
 
-from sparc_local.query.pathfilter import PathFilter, is_glob, sql_glob
+from sparc_local.index.filters import sql_glob, where
+from sparc_local.query.pathfilter import PathFilter, is_glob
 
 
 def _sql_kept(paths: list[str], flt: PathFilter) -> set[str]:
     c = sqlite3.connect(":memory:")
     c.execute("CREATE TABLE files (path TEXT)")
     c.executemany("INSERT INTO files VALUES (?)", [(p,) for p in paths])
-    cond, args = flt.where("path")
+    cond, args = where(flt, "path")
     return {r[0] for r in c.execute(f"SELECT path FROM files WHERE {cond}", args)}
 
 
@@ -140,7 +141,7 @@ def test_modification_time_bounds_are_exact_in_sql():
     c.executemany("INSERT INTO files VALUES (?, ?)", list(zip(paths, mtimes)))
     for since, before in [(1.75e9, None), (None, 1.75e9), (1.75e9, 1.76e9), (1.76e9, 1.75e9), (None, None)]:
         flt = PathFilter(ext="md", since=since, before=before)
-        cond, args = flt.where("path", "mtime")
+        cond, args = where(flt, "path", "mtime")
         sql = {r[0] for r in c.execute(f"SELECT path FROM files WHERE {cond}", args)}
         exact = {p for p, k in zip(paths, flt.keeps(paths, mtimes=mtimes)) if k}
         assert sql == exact == {p for p, m in zip(paths, mtimes)

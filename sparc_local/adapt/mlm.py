@@ -255,7 +255,9 @@ def _layer_forward(fw: FrozenWeights, lw: dict[str, np.ndarray], x: np.ndarray, 
     f = linear(g, lw["ff2.w"], lw["ff2.b"])
     f += x1
     x2, ln2 = layer_norm(f, lw["ln2.w"], lw["ln2.b"], fw.cfg.eps)
-    return x2, (_LayerCache(qs, k, v, p, ln1, dgelu, ln2, rows) if keep else None)
+    if dgelu is None:  # keep=False: no backward will run
+        return x2, None
+    return x2, _LayerCache(qs, k, v, p, ln1, dgelu, ln2, rows)
 
 
 def _layer_backward(fw: FrozenWeights, lw: dict[str, np.ndarray], c: _LayerCache, dx2: np.ndarray,
@@ -354,6 +356,7 @@ def forward_backward(cfg: ArchConfig, w: Weights | FrozenWeights, E: np.ndarray,
         return loss, grad
 
     # input side: head → encoder → embedding LayerNorm → scatter-add into rows of E
+    assert dgz is not None  # gelu(z, exact) kept its derivative
     dt_ = (E.T @ logits.T).T  # = logits·E; this operand order is ~25% faster in OpenBLAS
     del logits
     dz = linear_backward(gelu_backward(layer_norm_backward(dt_, fw.head_ln[0], head_ln), dgz), fw.head_w)

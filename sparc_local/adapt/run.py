@@ -35,6 +35,7 @@ import numpy as np
 
 from sparc_local import paths
 from sparc_local.adapt import domain
+from sparc_local.adapt.mlm import Mode
 from sparc_local.adapt.train_embeddings import TokenBatch, adapt_embeddings, pad_sequences
 from sparc_local.errors import ModelError, ModelMissing, SparcError
 from sparc_local.index.store import Index
@@ -46,7 +47,7 @@ NEW_DB_SUFFIX = ".adapting"
 # (sparc_lab/adapt_rules.py) were never on the CLI
 ROWS_OWN = "own"  # the rows of the corpus's own tokens (adapt.domain.own_tokens)
 ROWS_CORPUS = "corpus"  # the rows of every token in the indexed sentences: when there is no own token
-MLM_MODE = "exact"  # adapt.mlm: E's gradient through both of its uses (decoder and input embedding)
+MLM_MODE: Mode = "exact"  # adapt.mlm: E's gradient through both of its uses (decoder and input embedding)
 POOL_BATCHES = 16  # batches drawn together and grouped by length: little padding, still random
 _CKPT_FORMAT = 1
 
@@ -375,7 +376,7 @@ def revert(index: Index | None, *, threads: int | None = None,
     stale_index = index is not None and index_is_stale(index, base)
     if active is not None and not is_adapted(active) and not stale_index:
         return None
-    n = _switch(index, base, threads, on_progress) if stale_index else 0
+    n = _switch(index, base, threads, on_progress) if stale_index and index is not None else 0
     set_active_model(base)
     _cleanup_models(keep=None)
     return base, n

@@ -188,7 +188,7 @@ def adapt_embeddings(cfg: ArchConfig, w: Weights, batches_iter: Iterable[TokenBa
             raise ValueError("rows must be distinct, sorted token ids of E")
     opt = Adam(E.shape if rows is None else (len(rows), E.shape[1]), lr=lr)
     rng = np.random.default_rng(seed)
-    meta = {"seed": seed, "lr": lr, "mode": mode, "mask_prob": mask_prob, "mask_id": mask_id,
+    meta: dict[str, object] = {"seed": seed, "lr": lr, "mode": mode, "mask_prob": mask_prob, "mask_id": mask_id,
             "shape": list(E.shape)}
     if rows is not None:
         meta["rows"] = hashlib.sha256(rows.tobytes()).hexdigest()

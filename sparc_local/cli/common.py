@@ -6,10 +6,13 @@ Keep module-level imports light: this is on the ``ask`` path.
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sparc_local.errors import SparcError, UserError
 from sparc_local.query.modes import HYBRID
+
+if TYPE_CHECKING:
+    from sparc_local.index.store import Index
 
 DEFAULT_TOP_K = 10
 DATE_FORMS = "YYYY-MM-DD or YYYY-MM-DDTHH:MM"
@@ -36,7 +39,7 @@ def report_crash(err: Exception) -> None:
           "traceback below.", file=sys.stderr)
 
 
-def open_index(must_exist: bool = True):
+def open_index(must_exist: bool = True) -> Index:
     """The index (a store.Index, to use in a `with`; with a Milvus store named, writing to it
     too: ``backend``); UserError when it must exist and does not."""
     from sparc_local import backend, paths
@@ -104,7 +107,7 @@ def run_ask(question: str, top_k: int = DEFAULT_TOP_K, as_json: bool = False, pa
     place of "No answer found.", or on stderr beside --json's empty list.  In hybrid mode the
     reranker (``rerank/``), when there is one, orders the first stage's top ``candidates``
     passages; ``fast`` leaves it out, unread."""
-    from sparc_local.backend import open_search
+    from sparc_local.backend import open_engine
     from sparc_local.model.info import active_model, index_is_stale
     from sparc_local.query.ask import Asker
     from sparc_local.query.pathfilter import PathFilter, no_match
@@ -119,17 +122,13 @@ def run_ask(question: str, top_k: int = DEFAULT_TOP_K, as_json: bool = False, pa
     ask: dict[str, Any] = {"k": top_k, "path_glob": path, "ext": type_, "explain": explain, "since": since,
                            "before": before, "mode": mode, "phrases": phrases, "reranker": reranker,
                            "candidates": candidates}
-    remote = open_search()
-    if remote is not None:  # a Milvus store (``backend``): it ranks, filters and holds the sentences shown
-        with remote as store:
-            answers = Asker(store, info, searcher=store).ask(question, **ask)
-        stale, unmatched = False, None
-    else:
-        with open_index() as idx:
-            answers = Asker(idx, info).ask(question, **ask)
-            stale = index_is_stale(idx, info)
-            file_filter = None if answers else PathFilter.of(path, type_, since, before)
-            unmatched = no_match(idx, file_filter) if file_filter else None
+    with open_engine(open_index) as searching:  # the local index, or a Milvus store (``backend``)
+        answers = Asker(searching.engine, info).ask(question, **ask)
+        idx, unmatched = searching.index, None
+        stale = idx is not None and index_is_stale(idx, info)
+        file_filter = None if answers or idx is None else PathFilter.of(path, type_, since, before)
+        if idx is not None and file_filter is not None:
+            unmatched = no_match(idx, file_filter)
     if unmatched:
         from sparc_local.cli.render import format_no_match
 

@@ -5,7 +5,6 @@
 
 from __future__ import annotations
 
-import click
 import typer.main
 
 from sparc_local.cli.app import app
@@ -15,11 +14,12 @@ def render() -> str:
     command = typer.main.get_command(app)
     lines = ["# CLI reference", "", "Generated from the Typer app by `python -m sparc_local.cli.doc > docs/cli.md`;",
              "a test fails when this file is stale.", ""]
-    ctx = click.Context(command, info_name="sparc-local", terminal_width=100, max_content_width=100)
+    # the command's own Context class: typer may bring its own copy of click
+    ctx = command.context_class(command, info_name="sparc-local", terminal_width=100, max_content_width=100)
     lines += ["```text", command.get_help(ctx).rstrip(), "```", ""]
     for name in sorted(command.commands):  # type: ignore[attr-defined]  # a click Group, typed as Command
         sub = command.commands[name]  # type: ignore[attr-defined]  # a click Group, typed as Command
-        sub_ctx = click.Context(sub, info_name=name, parent=ctx, terminal_width=100, max_content_width=100)
+        sub_ctx = sub.context_class(sub, info_name=name, parent=ctx, terminal_width=100, max_content_width=100)
         lines += [f"## sparc-local {name}", "", "```text", sub.get_help(sub_ctx).rstrip(), "```", ""]
     return "\n".join(lines)
 

@@ -12,7 +12,15 @@ from statistics import fmean
 from typing import TYPE_CHECKING
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeRemainingColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TaskID,
+    TextColumn,
+    TimeRemainingColumn,
+)
 
 from sparc_local.cli.render import shown_path
 from sparc_local.pipeline import IndexPhase
@@ -187,7 +195,7 @@ class AdaptProgress:
         self.progress = Progress(TextColumn("{task.description:<18}"), BarColumn(), MofNCompleteColumn(),
                                  TextColumn("{task.fields[loss]}"), TimeRemainingColumn(), console=console,
                                  disable=not enabled, transient=True)
-        self.tasks: dict[str, int] = {}
+        self.tasks: dict[str, TaskID] = {}
 
     def __enter__(self) -> AdaptProgress:
         self.progress.__enter__()
@@ -200,8 +208,10 @@ class AdaptProgress:
         if phase not in self.tasks:
             self.tasks[phase] = self.progress.add_task(ADAPT_PHASES.get(phase, (phase,))[0], total=total,
                                                        completed=done, loss="")
-        self.progress.update(self.tasks[phase], completed=done, total=total,
-                             **({"loss": f"loss {loss:.3f}"} if loss is not None else {}))
+        if loss is None:
+            self.progress.update(self.tasks[phase], completed=done, total=total)
+        else:
+            self.progress.update(self.tasks[phase], completed=done, total=total, loss=f"loss {loss:.3f}")
 
 
 class AdaptLines:

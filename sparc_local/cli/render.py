@@ -281,7 +281,7 @@ def format_answers(answers: list[Answer], explain: bool = False, style: _Style |
             if a.reranked and a.logit is not None and a.first_stage_score is not None:
                 lines += _wrap(_words([(_reranked(a), _DIM)]), width, style)
             terms = [f"{t} {v:.2f}" for t, v in a.contributions.items()] or ["no matching token"]
-            parts = [[(f"{'=' if i == 0 else '+'} {term}", _DIM)] for i, term in enumerate(terms)]
+            parts: list[list[Span]] = [[(f"{'=' if i == 0 else '+'} {term}", _DIM)] for i, term in enumerate(terms)]
             lines += _wrap(parts, width, style)
     return "\n".join(lines) + "\n"
 
@@ -307,7 +307,7 @@ def print_answers(answers: list[Answer], explain: bool = False, out: TextIO | No
     out.flush()
 
 
-def _size(n: int) -> str:
+def _size(n: float) -> str:
     for unit in ("B", "KB", "MB", "GB"):
         if n < 1024 or unit == "GB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"

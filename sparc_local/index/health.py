@@ -97,15 +97,15 @@ def verify(index: Database) -> list[str]:
             if sum(d.values()) != n_post:
                 problems.append(f"segment {seg}: n_postings={n_post}, stored={sum(d.values())}")
             if d:
-                ids = list(d)
-                rows = {}
-                for chunk in chunks(ids):
+                held = list(d)
+                rows: dict[int, int] = {}
+                for chunk in chunks(held):
                     rows.update(
                         c.execute(
                             f"SELECT id, segment_id FROM sentences WHERE id IN ({qmarks(len(chunk))})", chunk
                         ).fetchall()
                     )
-                stray = [i for i in ids if rows.get(i) != seg]
+                stray = [i for i in held if rows.get(i) != seg]
                 if stray:
                     problems.append(f"segment {seg}: postings for {len(stray)} sentences not in it")
         counted: dict[int, int] = {}

@@ -77,7 +77,7 @@ def add_encoded(c: sqlite3.Connection) -> None:
     c.execute("CREATE INDEX IF NOT EXISTS sentences_pending ON sentences(file_id) WHERE encoded = 0")
 
 
-MIGRATIONS: list[tuple[int, str | Callable[[sqlite3.Connection], None]]] = [
+MIGRATIONS: list[tuple[int, str | Callable[[sqlite3.Connection], object]]] = [  # a step's result is not read
     (
         1,
         # the statuses are FileStatus's, formatted in: the text is the one this migration always ran

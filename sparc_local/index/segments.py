@@ -79,6 +79,13 @@ def _write_postings(c: sqlite3.Connection, segment_id: int, tok_parts: list[np.n
     return len(toks), sum(len(b) for _, b in groups)
 
 
+def _inserted_id(cur: sqlite3.Cursor) -> int:
+    """The rowid of the row an INSERT just added (``lastrowid`` is None before any insert)."""
+    rowid = cur.lastrowid
+    assert rowid is not None
+    return rowid
+
+
 class Segments:
     """The segments of one database."""
 
@@ -87,8 +94,8 @@ class Segments:
 
     def create(self, c: sqlite3.Connection, now: float) -> int:
         """A new empty segment (inside the caller's write transaction); ``fill`` it."""
-        return c.execute("INSERT INTO segments(n_sentences, n_postings, n_bytes, level, created_at)"
-                         " VALUES (0, 0, 0, 0, ?)", (now,)).lastrowid
+        return _inserted_id(c.execute("INSERT INTO segments(n_sentences, n_postings, n_bytes, level, created_at)"
+                                      " VALUES (0, 0, 0, 0, ?)", (now,)))
 
     def fill(self, c: sqlite3.Connection, segment_id: int, n_sentences: int, tok_parts: list[np.ndarray],
              sid_parts: list[np.ndarray], w_parts: list[np.ndarray], scale: float) -> None:
@@ -254,10 +261,10 @@ class Segments:
         n_live = n_sent - len(dead)
         new_id = None
         if n_live > 0:
-            new_id = c.execute(
+            new_id = _inserted_id(c.execute(
                 "INSERT INTO segments(n_sentences, n_postings, n_bytes, level, created_at) VALUES (?, 0, 0, 0, ?)",
                 (n_live, time.time()),
-            ).lastrowid
+            ))
             n_post, n_bytes = Segments._merge_postings(c, new_id, dead)
             c.execute(
                 "UPDATE segments SET n_postings = ?, n_bytes = ?, level = ? WHERE id = ?",

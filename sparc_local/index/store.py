@@ -48,6 +48,7 @@ from sparc_local.paths import is_under
 from . import positions
 from . import postings as codec
 from .db import LAST_UPDATE, Database, chunks, qmarks
+from .filters import FileFilter, under, where
 from .records import FILE_COLS, STORED_SENTENCE_SQL, FileRecord, FileStatus, FileUpdate, SentenceRow, StoredSentence  # noqa: F401 (the API's types)
 from .schema import MIGRATIONS, SCHEMA_VERSION  # noqa: F401 (the schema's names, read by callers)
 from .segments import MAX_DELETED_RATIO, MERGE_FACTOR, Segments
@@ -63,20 +64,6 @@ def _covered(path: str, roots: Iterable[str]) -> bool:
             if not any(part.startswith(".") for part in path[len(root.rstrip(os.sep)) + 1:].split(os.sep)):
                 return True
     return False
-
-
-def _under_sql(prefix: str) -> tuple[str, list[str]]:
-    """A WHERE clause (and its arguments) matching ``path`` at or below ``prefix``, as ``is_under``
-    does, that SEARCHes a unique index on path instead of scanning."""
-    seps = {"/", os.sep}
-    base = prefix.rstrip("".join(seps)) or prefix
-    conds, args = ["path = ?"], [base]
-    for sep in seps:
-        lo = base + sep if not base.endswith(sep) else base
-        # every string starting with lo sorts in [lo, lo[:-1] + chr(ord(sep) + 1))
-        conds.append("(path >= ? AND path < ?)")
-        args += [lo, lo[:-1] + chr(ord(lo[-1]) + 1)]
-    return " OR ".join(conds), args
 
 
 class Index(Database):
@@ -123,9 +110,9 @@ class Index(Database):
 
     def remove_roots_under(self, prefix: str | os.PathLike) -> int:
         """Drop the roots at or below ``prefix``; returns how many."""
-        where, args = _under_sql(str(prefix))
+        cond, args = under(str(prefix))
         with self.write_transaction() as c:
-            return c.execute(f"DELETE FROM roots WHERE {where}", args).rowcount
+            return c.execute(f"DELETE FROM roots WHERE {cond}", args).rowcount
 
     # ------------------------------------------------------------------ forgotten paths
 
@@ -226,7 +213,7 @@ class Index(Database):
                 if pending:  # the lexical postings alone, in the fields of sentences not encoded yet
                     assert lexical is not None
                     lexical = SparseVectors(lexical.indptr, as_pending(lexical.token_ids), lexical.weights)
-                counts = sum(np.diff(v.indptr) for v in (vec, lexical) if v is not None)
+                counts = sum((np.diff(v.indptr) for v in (vec, lexical) if v is not None), np.zeros(n, np.int64))
                 ids = np.arange(next_id, next_id + n, dtype=np.int64)
                 paragraph: dict[str, int] = {}
                 for row in u.sentences:
@@ -281,17 +268,17 @@ class Index(Database):
 
     def count_under(self, prefix: str | os.PathLike) -> tuple[int, int]:
         """(files indexed, files recorded as unreadable) at or below ``prefix``."""
-        where, args = _under_sql(str(prefix))
+        cond, args = under(str(prefix))
         row = self._conn.execute(f"SELECT coalesce(sum(status = '{FileStatus.OK}'), 0), coalesce(sum(status = '{FileStatus.ERROR}'), 0)"
-                                 f" FROM files WHERE {where}", args).fetchone()
+                                 f" FROM files WHERE {cond}", args).fetchone()
         return row[0], row[1]
 
     def remove_under(self, prefix: str | os.PathLike) -> int:
         """Remove ``prefix`` itself and every file below it (path-component aware:
         removing /a/b does not touch /a/bc). Returns the number of files removed."""
-        where, args = _under_sql(str(prefix))
+        cond, args = under(str(prefix))
         with self.write_transaction() as c:
-            ids = [r[0] for r in c.execute(f"SELECT id FROM files WHERE {where}", args)]
+            ids = [r[0] for r in c.execute(f"SELECT id FROM files WHERE {cond}", args)]
             for fid in ids:
                 self._tombstone_file(c, fid)
             for chunk in chunks(ids):
@@ -346,14 +333,16 @@ class Index(Database):
             "SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'sentences'), 0),"
             " coalesce((SELECT max(id) FROM sentences), 0))").fetchone()[0]
 
-    def file_id_ranges(self, where: str, args: Sequence) -> list[tuple[int, str, float, int, int, int]]:
+    def file_id_ranges(self, file_filter: FileFilter) -> list[tuple[int, str, float, int, int, int]]:
         """(file id, path, mtime, min, max and count of its live sentence ids) of every file
-        with live sentences that the SQL condition ``where`` on ``f.path``/``f.mtime`` keeps.
-        ``write_files`` gives a file's sentences consecutive ids, so min and max usually say
-        them all (``file_sentence_ids`` when count says otherwise)."""
+        with live sentences, among them all that ``file_filter`` keeps (``filters.where``: a
+        superset, which the caller tests exactly).  ``write_files`` gives a file's sentences
+        consecutive ids, so min and max usually say them all (``file_sentence_ids`` when count
+        says otherwise)."""
+        cond, args = where(file_filter, "f.path", "f.mtime")
         return self._conn.execute(
             "SELECT f.id, f.path, f.mtime, min(s.id), max(s.id), count(*) FROM files f"
-            f" JOIN sentences s ON s.file_id = f.id WHERE {where} GROUP BY f.id", args).fetchall()
+            f" JOIN sentences s ON s.file_id = f.id WHERE {cond} GROUP BY f.id", args).fetchall()
 
     def pending_files(self) -> list[FileRecord]:
         """Files whose sentences are stored but not encoded yet (progressive indexing), oldest first."""

@@ -87,12 +87,12 @@ def _parse(data: bytes) -> EmailMessage:
     from email import policy
     from email.parser import BytesParser
 
-    return BytesParser(policy=policy.default).parsebytes(data)  # type: ignore[return-value]  # policy.default builds EmailMessage
+    return BytesParser(policy=policy.default).parsebytes(data)
 
 
 def _message_blocks(msg: EmailMessage, number: int) -> list[RawBlock]:
     texts = [_subject(msg), *_body(msg)]
-    return [(t, number, None, ()) for t in texts]
+    return [RawBlock(t, number, None) for t in texts]
 
 
 def eml_blocks(path: Path, max_chars: int, max_unpacked: int) -> Read:

@@ -152,7 +152,7 @@ def odt_blocks(path: Path, max_chars: int, max_unpacked: int) -> Read:
         out, cut = _odt_body(pkg, pages, max_chars)
         total = _odt_page_count(pkg)
     if total is None or pages.page > total or (pages.page < total and not cut):
-        out = [(text, None, None, ()) for text, _, _, _ in out]  # no layout saved, or one we misread
+        out = [RawBlock(b.text, None, None) for b in out]  # no layout saved, or one we misread
     return out, cut
 
 
@@ -207,7 +207,7 @@ def _odt_body(pkg: Package, pages: _OdtPages, max_chars: int) -> tuple[list[RawB
             if cells:
                 cells[-1].extend(texts)
             else:
-                out.extend((t, page, None, ()) for t in texts)
+                out.extend(RawBlock(t, page, None) for t in texts)
                 chars += sum(len(t) for t in texts)
         elif depth:
             continue  # inside a paragraph: read whole at its end
@@ -220,7 +220,7 @@ def _odt_body(pkg: Package, pages: _OdtPages, max_chars: int) -> tuple[list[RawB
             if cells:  # a table inside a table cell
                 cells[-1].append(line)
             else:
-                out.append((line, page, None, ()))
+                out.append(RawBlock(line, page, None))
                 chars += len(line)
         if parent is not None and len(parent) and parent[-1] is el:
             del parent[-1]  # done with it: memory stays flat however long the document

@@ -283,7 +283,7 @@ def pptx_blocks(path: Path, max_chars: int, max_unpacked: int) -> Read:
             try:
                 for part in parts:
                     for text in _dml_paragraphs(pkg, part):
-                        out.append((text, number, None, ()))
+                        out.append(RawBlock(text, number, None))
                         chars += len(text)
             except ExtractError as e:  # one damaged slide: the others are still read
                 errors.append(e)

@@ -22,7 +22,7 @@ from sparc_local.milvus.store import FIELDS, MilvusStore, engine, quote
 from sparc_local.model.lexical import FIELD_BASE, PARAGRAPH_FIELD
 from sparc_local.query import fusion
 from sparc_local.query.modes import SPARC
-from sparc_local.query.pathfilter import PathFilter, is_glob
+from sparc_local.query.pathfilter import PathFilter
 
 CANDIDATES = 100  # per field, first try (benchmarks/milvus.py: the exact fused top 10 with few retries)
 MAX_CANDIDATES = 16384  # Milvus's largest search limit
@@ -36,7 +36,7 @@ def expression(file_filter: PathFilter | None) -> str:
     if file_filter is None:
         return ""
     conds = []
-    if file_filter.glob and not is_glob(file_filter.glob) and not set(file_filter.glob) & set("%_\\\"'"):
+    if file_filter.glob and not file_filter.path_is_glob and not set(file_filter.glob) & set("%_\\\"'"):
         conds.append(f"path like {quote('%' + file_filter.glob.rstrip('/') + '%')}")
     if file_filter.suffixes:
         conds.append(f"ftype in [{','.join(quote(s) for s in file_filter.suffixes)}]")
@@ -48,8 +48,8 @@ def expression(file_filter: PathFilter | None) -> str:
 
 
 class MilvusSearcher:
-    """``Searcher``'s ``search`` and ``explain``, and the sentence rows ``Asker`` shows, from a
-    Milvus store."""
+    """An ``engine.Engine`` on a Milvus store: ``Searcher``'s ``search``, ``explain`` and
+    ``coverage``, and the sentence rows ``Asker`` shows."""
 
     def __init__(self, store: MilvusStore, candidates: int = CANDIDATES) -> None:
         self.store = store

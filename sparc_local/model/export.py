@@ -17,7 +17,9 @@ import json
 import math
 import shutil
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -118,7 +120,7 @@ def _graph(cfg: ArchConfig, w: Weights, sparsity_w: float, int8_embeddings: bool
                   [helper.make_tensor_value_info(CERTIFIED, TensorProto.BOOL, ["batch"])])
 
 
-def _model(nodes: list, inits: list, weights: str, inputs: list, rows: str, more: tuple = ()):
+def _model(nodes: list, inits: list, weights: str, inputs: list, rows: str, more: Sequence[Any] = ()):
     """The graph around its nodes: outputs `weights`, `token_ids` and their `positions`, one row
     per sentence, then `more` (value infos)."""
     from onnx import TensorProto, helper

@@ -18,7 +18,7 @@ import numpy as np
 
 from sparc_local.errors import ModelError
 from sparc_local.model.info import WEIGHT_AXIS, ModelInfo
-from sparc_local.model.weights import ArchConfig, Weights
+from sparc_local.model.weights import ArchConfig, Weights, savez
 
 HEAD_FILE = "mlm_head.npz"
 ENCODER_FILE = "mlm_encoder.npz"
@@ -132,7 +132,7 @@ def save_npz(path: Path, arrays: Weights, meta: dict) -> None:
     path = Path(path)
     tmp = path.with_name(path.name + ".tmp")
     with open(tmp, "wb") as fh:
-        np.savez(fh, **{META_KEY: np.frombuffer(json.dumps(meta, sort_keys=True).encode(), np.uint8)}, **arrays)
+        savez(fh, {META_KEY: np.frombuffer(json.dumps(meta, sort_keys=True).encode(), np.uint8), **arrays})
     tmp.replace(path)
 
 

@@ -156,7 +156,7 @@ def layers(b: GraphBuilder, x: str, joined_qkv: bool = False) -> str:
     return x
 
 
-def int64_input(name: str, shape: list[str]) -> Any:
+def int64_input(name: str, shape: list[str | int]) -> Any:
     from onnx import TensorProto, helper
 
     return helper.make_tensor_value_info(name, TensorProto.INT64, shape)

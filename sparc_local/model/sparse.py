@@ -74,7 +74,7 @@ class SparseVectors:
                    positions)
 
     @classmethod
-    def from_rows(cls, rows: list[tuple[np.ndarray, ...]]) -> SparseVectors:
+    def from_rows(cls, rows: Sequence[tuple[np.ndarray, ...]]) -> SparseVectors:
         """Rows of (token ids, weights) or (token ids, weights, positions); positions are kept
         when every row has them."""
         indptr = np.zeros(len(rows) + 1, dtype=np.int64)

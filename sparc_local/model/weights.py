@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import IO, Any
 
 import numpy as np
 
@@ -137,7 +138,14 @@ def load_checkpoint(folder: Path) -> tuple[ArchConfig, Weights]:
 
 
 def save_canonical(path: Path, cfg: ArchConfig, w: Weights) -> None:
-    np.savez(path, __config__=np.frombuffer(json.dumps(cfg.to_dict()).encode(), dtype=np.uint8), **w)
+    savez(path, {"__config__": np.frombuffer(json.dumps(cfg.to_dict()).encode(), dtype=np.uint8), **w})
+
+
+def savez(file: Path | IO[bytes], arrays: Weights) -> None:
+    """``np.savez`` of named arrays, passed as Any: numpy's stub reads a keyword array as if it
+    could be the ``allow_pickle`` flag."""
+    named: dict[str, Any] = arrays
+    np.savez(file, **named)
 
 
 def load_canonical(path: Path) -> tuple[ArchConfig, Weights]:

@@ -15,6 +15,7 @@ from sparc_local.errors import NoQueryTokens
 from sparc_local.index.store import Index
 from sparc_local.model.info import ModelInfo
 from sparc_local.model.lexical import FIELD_BASE, PARAGRAPH_FIELD, SENTENCE_FIELD
+from sparc_local.query.engine import Engine
 from sparc_local.query.modes import HYBRID
 from sparc_local.query.pathfilter import PathFilter
 from sparc_local.query.phrase import Phrase, find_phrase
@@ -226,14 +227,13 @@ def rerank(question: str, answers: list[Answer], reranker: PassageScorer, n: int
 
 
 class Asker:
-    """Holds the tokenizer and the searcher so several questions (tests, benchmarks) pay their
+    """Holds the tokenizer and the engine so several questions (tests, benchmarks) pay their
     loads once."""
 
-    def __init__(self, index: Index, info: ModelInfo, searcher: Searcher | None = None) -> None:
-        """``searcher``: another engine's (``milvus.search.MilvusSearcher``, which is then also
-        the ``index`` the sentences shown are read from)."""
-        self.index = index
-        self.searcher = searcher or Searcher(index)
+    def __init__(self, engine: Engine | Index, info: ModelInfo) -> None:
+        """``engine``: what ranks the sentences and holds those shown (``backend.open_engine``);
+        an ``Index`` is searched by a ``Searcher`` of its own."""
+        self.searcher: Engine = Searcher(engine) if isinstance(engine, Index) else engine
         self.info = info
         self.tokenizer = QueryTokenizer(info.tokenizer_path)
         self.skip = info.skip_array()
@@ -274,12 +274,12 @@ class Asker:
             want *= 4
         answers = collapse(found, passages)
         if answers:
-            ends = self.index.heading_ends([a.sentence_id for a in answers])
+            ends = self.searcher.heading_ends([a.sentence_id for a in answers])
             for a in answers:
                 a.heading = a.context[:ends.get(a.sentence_id, 0)].strip() or None
         if reranker and answers:
             answers = rerank(question, answers, reranker, n, k,
-                             self.index.passage_sentences([a.sentence_id for a in answers[:n]]))
+                             self.searcher.passage_sentences([a.sentence_id for a in answers[:n]]))
         unscored = [a for a in answers if not a.reranked]  # the first stage's rule: all of them without a reranker
         if mode == HYBRID and unscored:
             cover = self.searcher.coverage(tokens, [a.sentence_id for a in unscored])
@@ -287,9 +287,9 @@ class Asker:
                 a.likely = a.score >= LIKELY_SCORE and c >= MIN_COVERAGE and shares_word(question, a.context)
         shown = answers if explain else answers[:phrases]
         if shown:
-            ids = [a.sentence_id for a in shown]
-            per = self.searcher.explain(tokens, ids, mode=mode)
-            blobs = self.index.phrase_positions(ids[:phrases])
+            shown_ids = [a.sentence_id for a in shown]
+            per = self.searcher.explain(tokens, shown_ids, mode=mode)
+            blobs = self.searcher.phrase_positions(shown_ids[:phrases])
             for i, (answer, contrib) in enumerate(zip(shown, per)):
                 if phrases is None or i < phrases:
                     answer.phrase = find_phrase(answer.sentence, self.tokenizer.spans(answer.sentence), contrib,
@@ -301,7 +301,7 @@ class Asker:
 
     def _answers(self, ids: np.ndarray, scores: np.ndarray) -> list[Answer]:
         """The sentences of a ranking, one Answer each (rank 0 until collapsed)."""
-        rows = {row.id: row for row in self.index.sentences(ids)}
+        rows = {row.id: row for row in self.searcher.sentences(ids)}
         answers: list[Answer] = []
         for i, score in zip(ids.tolist(), scores.tolist()):
             row = rows.get(i)
@@ -314,4 +314,6 @@ class Asker:
     def _label(self, key: int) -> str:
         """How ``--explain`` names a posting key: the token, with the BM25 field it is from."""
         field, token = divmod(key, FIELD_BASE)
-        return self.tokenizer.id_to_token(token) + _FIELD_LABELS.get(field, "")
+        name = self.tokenizer.id_to_token(token)
+        assert name is not None  # the key holds a token of the question, of this vocabulary
+        return name + _FIELD_LABELS.get(field, "")

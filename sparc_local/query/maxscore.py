@@ -20,7 +20,7 @@ _SAMPLE_MIN = 100  # postings per wanted answer in the sample that estimates the
 _EST_STEP = 64  # every so many accumulator entries are read to estimate a candidate count
 _LOOKUP_VS_SUM = 2  # reading a pruned token at a candidate costs about as much as summing this many postings
 _GATHER_RATIO = 16  # read acc at the rarer tokens' ids if they are < 1/_GATHER_RATIO of it (measured)
-_Summed = tuple[int, int, list[bytes]]  # a token's summed blobs: (their bytes, a bound of their weights, blobs)
+_Summed = tuple[int, int, Sequence[bytes]]  # a token's summed blobs: (their bytes, a bound of their weights, blobs)
 
 
 def _kth_distinct(ids: np.ndarray, vals: np.ndarray, k: int, reps: int) -> int:
@@ -96,7 +96,7 @@ def top_k_blobs(
     stats: dict | None = None,
     work: np.ndarray | None = None,
     allow: np.ndarray | None = None,
-    multipliers: Sequence[int] | None = None,
+    multipliers: Sequence[int] | np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Exact top k of g(q, s) = sum_{v in q} f(v, s) (SPARC Eq. 2) straight from posting blobs.
 
@@ -339,6 +339,7 @@ def _top_k_acc(acc: np.ndarray, parts: list[np.ndarray], summed: list[_Summed], 
         scanned += n_read
         if cand is not None:
             break
+        assert cheapest is not None  # no limit without a pruned token: cand is then never None
         order.remove(cheapest)
         rest.append(cheapest)
         if stats is not None:

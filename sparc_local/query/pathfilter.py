@@ -11,18 +11,15 @@
 ``--type EXT`` keeps EXT and the extensions that name the same kind of file (``htm`` and
 ``html``: ``TYPE_ALIASES``).  ``--since``/``--before`` bound the file's modification time.
 
-``keeps`` is the exact test.  ``where`` is a SQL condition that holds for every file ``keeps``
-keeps (exact on the modification time, maybe a few more paths), so that SQLite drops most other
-files in C before Python sees a row: resolving a filter is then about one pass over the files
-table plus a lookup per kept file (measured at 1M sentences in 237k files, a glob keeping 1% of
-them: 27 ms, against 180 ms for a Python test of every path).
+``PathFilter`` is typed data, no SQL: ``keeps`` is the exact test, and each store narrows the
+files first its own way, keeping a superset (the local index: ``index/filters.py``'s SQL
+condition; Milvus: ``milvus/search.py``'s filter expression).
 """
 
 from __future__ import annotations
 
 import fnmatch
 import os
-import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -33,9 +30,6 @@ from sparc_local.paths import is_under
 if TYPE_CHECKING:
     from sparc_local.index.store import Index
 
-# A bracket set fnmatch and SQLite's GLOB read alike: letters, digits and ascending ranges of them.
-_PLAIN_SET = re.compile(r"(?:[A-Za-z0-9](?:-[A-Za-z0-9])?)+")
-_RANGE = re.compile(r"([A-Za-z0-9])-([A-Za-z0-9])")
 _GLOB_CHARS = frozenset("*?[")
 # Extensions `ask --type` reads as one kind of file: `--type htm` also keeps .html files.  Here
 # rather than beside extract.READERS, which imports every reader: ~20 ms on a cold `ask --type`.
@@ -68,6 +62,11 @@ class PathFilter:
         return None
 
     @property
+    def path_is_glob(self) -> bool:
+        """Whether ``glob`` is read as a glob rather than as text (``is_glob``)."""
+        return self.glob is not None and is_glob(self.glob)
+
+    @property
     def suffixes(self) -> tuple[str, ...]:
         """The lower-case suffixes ``ext`` keeps (with its aliases); () keeps any."""
         return tuple(sorted(type_suffixes(self.ext))) if self.ext else ()
@@ -87,35 +86,6 @@ class PathFilter:
             hi = float("inf") if self.before is None else self.before
             keep = [k and lo <= m < hi for k, m in zip(keep, mtimes)]
         return keep
-
-    def where(self, column: str, mtime_column: str = "mtime") -> tuple[str, list]:
-        """(SQL condition on the path ``column`` and ``mtime_column``, its parameters): true for
-        every file ``keeps`` keeps."""
-        conds: list[str] = []
-        args: list = []
-        glob = self.glob
-        if glob and not is_glob(glob):
-            # the relative path, and an absolute TEXT's folder, are parts of the path
-            conds.append(f"instr({column}, ?) > 0")
-            args.append(glob.rstrip(os.sep) if os.path.isabs(glob) else glob)  # instr(x, '') is 1
-        elif glob and os.path.normcase("A/") == "A/":  # (Windows' fnmatch folds case and slashes)
-            # the relative path and the name end the path: a leading * lets GLOB reach them
-            conds.append(f"{column} GLOB ?")
-            args.append(sql_glob(glob) if os.path.isabs(glob) else "*" + sql_glob(glob))
-        suffixes = self.suffixes
-        if suffixes:
-            # LIKE folds ASCII case only, and str.lower() can turn other letters into ASCII ones
-            # (the Kelvin sign into "k"): paths with any non-ASCII character are kept for Python
-            likes = " OR ".join(f"{column} LIKE ? ESCAPE '\\'" for _ in suffixes)
-            conds.append(f"({likes} OR length(CAST({column} AS BLOB)) <> length({column}))")
-            args += ["%" + re.sub(r"([%_\\])", r"\\\1", s) for s in suffixes]
-        if self.since is not None:
-            conds.append(f"{mtime_column} >= ?")  # floats compare alike in SQLite and Python
-            args.append(float(self.since))
-        if self.before is not None:
-            conds.append(f"{mtime_column} < ?")
-            args.append(float(self.before))
-        return " AND ".join(conds) or "1", args
 
 
 @dataclass(frozen=True)
@@ -178,32 +148,3 @@ def _path_keeps(pattern: str, paths: Sequence[str], roots: Sequence[str]) -> lis
     names = [os.path.basename(p) for p in paths]
     rel_hits, name_hits = set(fnmatch.filter(rels, pattern)), set(fnmatch.filter(names, pattern))
     return [p in whole or r in rel_hits or n in name_hits for p, r, n in zip(paths, rels, names)]
-
-
-def sql_glob(pattern: str) -> str:
-    """A SQLite GLOB pattern that matches every string ``fnmatch.fnmatchcase(s, pattern)`` matches.
-
-    ``*`` and ``?`` mean the same in both; a bracket set is copied when both read it alike and
-    is ``?`` otherwise (it matches one character); a ``[`` that fnmatch reads as itself is
-    ``[[]``.  The set is found as ``fnmatch.translate`` finds it.
-    """
-    out, i, n = [], 0, len(pattern)
-    while i < n:
-        c = pattern[i]
-        i += 1
-        if c != "[":
-            out.append(c)
-            continue
-        j = i + (i < n and pattern[i] == "!")
-        j += j < n and pattern[j] == "]"
-        while j < n and pattern[j] != "]":
-            j += 1
-        if j >= n:
-            out.append("[[]")
-            continue
-        neg = pattern[i] == "!"
-        body = pattern[i + neg : j]
-        plain = _PLAIN_SET.fullmatch(body) and all(a <= b for a, b in _RANGE.findall(body))
-        out.append(f"[{'^' if neg else ''}{body}]" if plain else "?")
-        i = j + 1
-    return "".join(out)

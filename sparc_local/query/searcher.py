@@ -1,4 +1,5 @@
-"""The read path of a question: posting blobs from the index, scored by ``scoring.py``.
+"""The read path of a question: posting blobs from the index, scored by ``scoring.py``; the
+local ``engine.Engine``.
 
 A ``Searcher`` owns the query state the index must not hold: the snapshot's tombstones, id
 bound and filter masks (cached until the database changes) and the accumulator kept between
@@ -16,6 +17,7 @@ import numpy as np
 
 from sparc_local.index import postings as codec
 from sparc_local.index.db import MAX_PARAMS
+from sparc_local.index.records import StoredSentence
 from sparc_local.index.store import Index
 from sparc_local.model.lexical import FIELD_BASE, PARAGRAPH_FIELD, PENDING
 from sparc_local.query import fusion, maxscore, scoring
@@ -64,12 +66,11 @@ class Searcher:
 
         Why ranges: a file's sentences have consecutive ids, so one grouped row per kept file
         marks them; a file whose ids are not consecutive has them listed.  SQLite drops most
-        other files first (``PathFilter.where``).
+        other files first (``index/filters.py``).
         """
         if file_filter in snap.masks:
             return snap.masks[file_filter]
-        cond, args = file_filter.where("f.path", "f.mtime")
-        rows = self.index.file_id_ranges(cond, args)
+        rows = self.index.file_id_ranges(file_filter)
         keep = file_filter.keeps([r[1] for r in rows], roots=self.index.stored_roots(), mtimes=[r[2] for r in rows])
         ranges = [(r[0], *r[3:]) for r, k in zip(rows, keep) if k]
         mask = None
@@ -172,3 +173,17 @@ class Searcher:
             m = dict(zip(by_key, mult.tolist()))
             plist = [(tok, sids, q.astype(np.int64) * m[tok]) for tok, sids, q in plist]
         return scoring.explain(plist, np.asarray(ids, dtype=np.int64), scale=scale)
+
+    # ------------------------------------------------------------------ what Asker shows (``engine.Engine``)
+
+    def sentences(self, ids: Sequence[int] | np.ndarray) -> list[StoredSentence]:
+        return self.index.sentences(ids)
+
+    def heading_ends(self, ids: Sequence[int]) -> dict[int, int]:
+        return self.index.heading_ends(ids)
+
+    def passage_sentences(self, ids: Sequence[int]) -> dict[int, tuple[list[str], int]]:
+        return self.index.passage_sentences(ids)
+
+    def phrase_positions(self, ids: Sequence[int]) -> dict[int, bytes]:
+        return self.index.phrase_positions(ids)

@@ -14,12 +14,16 @@ import stat
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from sparc_local.index.records import FileStatus
 from sparc_local.ingest.extract import ExtractError, iter_files, path_key, supported
 from sparc_local.paths import is_under
 from sparc_local.watch.config import LOG_NAME
 from sparc_local.watch.scope import Scope
+
+if TYPE_CHECKING:
+    from sparc_local.pipeline import IndexReport
 
 log = logging.getLogger(LOG_NAME)
 
@@ -34,7 +38,7 @@ class BatchResult:
     stopped: bool = False  # should_stop ended it early: the batch is to be applied again
 
 
-def apply(idx, batch: dict[str, bool], scope: Scope, index_files: Callable[[list[str]], object], *,
+def apply(idx, batch: dict[str, bool], scope: Scope, index_files: Callable[[list[str]], IndexReport], *,
           chunk_files: int, should_stop: Callable[[], bool], on_left: Callable[[int], None]) -> BatchResult:
     """Apply `batch` (path -> an event said it is a folder). ``index_files(paths)`` is run_index
     over some files; they go `chunk_files` at a time, ``should_stop()`` is asked between two
@@ -101,7 +105,9 @@ def remove_gone(idx, gone: list[str], batch: dict[str, bool]) -> int:
     """Forget deleted files, in one transaction; a deleted folder loses everything below it."""
     if not gone:
         return 0
-    removed, done_dirs, files = 0, [], []
+    removed = 0
+    done_dirs: list[str] = []
+    files: list[str] = []
     is_dir = {path_key(p): d for p, d in batch.items()}
     with idx.write_transaction():
         for path in sorted({path_key(p) for p in gone}):

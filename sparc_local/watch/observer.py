@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from sparc_local.ingest.extract import identity
 from sparc_local.paths import is_under
@@ -29,6 +30,9 @@ from sparc_local.watch import inotify
 from sparc_local.watch.config import LOG_NAME, WatchConfig
 from sparc_local.watch.poller import Poller
 from sparc_local.watch.scope import Scope
+
+if TYPE_CHECKING:
+    from watchdog.observers.api import ObservedWatch
 
 log = logging.getLogger(LOG_NAME)
 
@@ -87,15 +91,19 @@ class _Watchdog:
             FileDeletedEvent,
             FileModifiedEvent,
             FileMovedEvent,
+            FileSystemEventHandler,
         )
         from watchdog.observers import Observer
+
+        class Events(_WatchdogEvents, FileSystemEventHandler):
+            """The handler as watchdog types it (its module is imported here only, never on Linux)."""
 
         # changes only: a read of a watched file or folder is no event
         self._filter = [FileCreatedEvent, DirCreatedEvent, FileDeletedEvent, DirDeletedEvent, FileModifiedEvent,
                         FileMovedEvent, DirMovedEvent, FileClosedEvent]
-        self._handler = _WatchdogEvents(on_event)
+        self._handler = Events(on_event)
         self._observer = Observer()
-        self._watches: dict[str, object] = {}
+        self._watches: dict[str, ObservedWatch] = {}
         self.watches = 0
 
     def start(self) -> None:
@@ -120,7 +128,8 @@ class _Watchdog:
 
     def watching(self, target: str) -> bool:
         alive = {e.watch: e.is_alive() for e in self._observer.emitters}
-        return alive.get(self._watches.get(target), False)
+        watch = self._watches.get(target)
+        return watch is not None and alive.get(watch, False)
 
     def sync(self, target: str) -> list[str]:
         return []
@@ -155,7 +164,7 @@ class Observation:
         native, poller = self._native, self._poller
         polled = poller.dirs if poller is not None and poller.folders else 0
         return Coverage(self.kind, watched=native.watches if native is not None else 0, polled=polled,
-                        poll_every=poller.wait if polled else 0.0, limit=self.limit)
+                        poll_every=poller.wait if poller is not None and polled else 0.0, limit=self.limit)
 
     def start(self) -> RootCheck:
         self._poller = Poller(self._dispatch, self.scope.enters, self.poll_interval)

@@ -200,8 +200,7 @@ class Watcher:
                 self._compact(idx)
             paused = self._power_paused(now)
             if not self._rescan and self._rescans.due(now):  # at most one rescan waits or runs
-                log.warning("events were lost (the OS event queue overflowed): rescanning %s",
-                            ", ".join(self.roots))
+                log.warning("events were lost (the OS event queue overflowed): rescanning %s", ", ".join(self.roots))
                 self._observation.resync()
                 self._rescan |= set(self.roots)
             if self._rescan and now >= self._busy_until and not paused:
@@ -301,6 +300,7 @@ class Watcher:
         from sparc_local.watch.handoff import serve
 
         self._poked = False
+        assert self._inbox is not None  # only a request left in the inbox pokes the watcher (``Observation``)
         self._serving = True
         try:
             serve(self._inbox, idx, self.model, self._encoder_once, should_stop=self._stopping.is_set,
