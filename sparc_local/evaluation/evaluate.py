@@ -175,7 +175,7 @@ def evaluate(ds_dir: Path, info: ModelInfo, *, depth: int = 10, top_k: int | Non
     from sparc_local.query.modes import MODES, SPARC
 
     with eval_index(ds_dir, info, top_k=top_k, threads=threads, progress=progress) as ev:
-        results: dict[str, object] = {mode: rank(ev, mode, depth, with_hits) for mode in MODES}
+        results: dict[str, dict] = {mode: rank(ev, mode, depth, with_hits) for mode in MODES}
         if reranker is not None:
             results["stages"] = rank_stages(ev, ev.searcher.index, info, reranker, depth)
     ds = ev.ds
