@@ -269,6 +269,8 @@ def eval_(
     model: Path | None = typer.Option(None, "--model", help="A model folder (default: the active model)."),
     threads: Threads = 0,
     fast: bool = typer.Option(False, "--fast", help="The first stage alone: no reranker rows."),
+    sample: int = typer.Option(0, "--sample", min=0,
+                               help="Ask the reranker rows of this many questions (a seeded sample; 0: all)."),
 ) -> None:
     """Measure retrieval quality (MRR, recall) of SPARC and BM25 on a ReQA dataset; with a reranker
     installed, also `ask`'s answers reranked against its first stage alone, paired."""
@@ -281,7 +283,8 @@ def eval_(
     n = len(reqa.load(dataset).ids)
     with bar(_console(as_json), "encoding", n) as advance:
         result = evaluate(dataset, info, depth=k, top_k=top_k or None, threads=threads or None,
-                          progress=advance, reranker=None if fast else load_reranker())
+                          progress=advance, reranker=None if fast else load_reranker(),
+                          sample=sample or None)
     if as_json:
         typer.echo(json.dumps(result))
         return

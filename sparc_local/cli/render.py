@@ -380,7 +380,7 @@ def print_eval(r: dict, k: int) -> None:
         out.print(f"{label:8}{m[f'mrr@{k}']:>9.4f}{m['r@1']:>8.4f}{m[f'r@{k}']:>8.4f}")
     if "stages" in r:
         st = r["stages"]
-        out.print("What `ask` shows, one answer per passage (a question's answer sentence among them):")
+        out.print(f"What `ask` shows to {st['questions']} questions, one answer per passage:")
         for name, label in (("passages", "first stage (--fast)"), ("reranked", "reranked (default)")):
             m = st[name]
             out.print(f"  {label:22}{m[f'mrr@{k}']:>9.4f}{m['r@1']:>8.4f}{m[f'r@{k}']:>8.4f}")

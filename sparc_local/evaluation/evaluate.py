@@ -12,7 +12,7 @@ import contextlib
 import hashlib
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -142,33 +142,46 @@ def rank(ev: EvalIndex, mode: str, depth: int = 10, with_hits: bool = False) -> 
     return out
 
 
-def rank_stages(ev: EvalIndex, index: Index, info: ModelInfo, reranker: PassageScorer, depth: int = 10) -> dict:
+def rank_stages(ev: EvalIndex, index: Index, info: ModelInfo, reranker: PassageScorer, depth: int = 10,
+                sample: int | None = None) -> dict:
     """What `ask` shows, one answer per passage, by the first stage alone (``passages``) and
-    reranked (``reranked``), paired question by question (``paired``: reciprocal ranks; ``paired_hit1``)."""
+    reranked (``reranked``), paired question by question (``paired``: reciprocal ranks; ``paired_hit1``);
+    over a seeded ``sample`` of the questions when given (the reranker costs time per question)."""
+    from sparc_local.errors import NoQueryTokens
     from sparc_local.evaluation.metrics import paired_bootstrap
     from sparc_local.query.ask import Asker
 
     asker = Asker(index, info)
     ranked: dict[str, list[list[str]]] = {"passages": [], "reranked": []}
     latency: list[float] = []
-    for _, question, _ in ev.ds.queries:
-        ranked["passages"].append([ev.to_sid[a.sentence_id] for a in asker.ask(question, k=depth, phrases=0)])
-        t0 = time.perf_counter()
-        answers = asker.ask(question, k=depth, phrases=0, reranker=reranker)
-        latency.append((time.perf_counter() - t0) * 1000)
+    chosen: Sequence[int] = range(len(ev.ds.queries))
+    if sample is not None and sample < len(chosen):
+        chosen = sorted(np.random.default_rng(0).choice(len(chosen), sample, replace=False).tolist())
+    answers_of = [ev.answers[i] for i in chosen]
+    for i in chosen:
+        question = ev.ds.queries[i][1]
+        try:
+            first = asker.ask(question, k=depth, phrases=0)
+            t0 = time.perf_counter()
+            answers = asker.ask(question, k=depth, phrases=0, reranker=reranker)
+            latency.append((time.perf_counter() - t0) * 1000)
+        except NoQueryTokens:  # `ask` says so; nothing found, in both stages
+            first = answers = []
+        ranked["passages"].append([ev.to_sid[a.sentence_id] for a in first])
         ranked["reranked"].append([ev.to_sid[a.sentence_id] for a in answers])
-    hits = {name: first_hits(r, ev.answers, depth) for name, r in ranked.items()}
+    hits = {name: first_hits(r, answers_of, depth) for name, r in ranked.items()}
     out: dict[str, object] = {name: dict(summary(h, depth)) for name, h in hits.items()}
+    out["questions"] = len(answers_of)
     for name, at in (("paired", None), ("paired_hit1", 1)):
         p = paired_bootstrap(hits["passages"], hits["reranked"], hit_at=at)
         out[name] = {"mean": p.mean, "low": p.low, "high": p.high, "better": p.better, "worse": p.worse}
-    out["reranked_latency_ms_p50"] = float(np.percentile(latency, 50))
+    out["reranked_latency_ms_p50"] = float(np.percentile(latency, 50)) if latency else 0.0
     return out
 
 
 def evaluate(ds_dir: Path, info: ModelInfo, *, depth: int = 10, top_k: int | None = None,
              threads: int | None = None, progress: Callable[[int], None] | None = None,
-             with_hits: bool = False, reranker: PassageScorer | None = None) -> dict:
+             with_hits: bool = False, reranker: PassageScorer | None = None, sample: int | None = None) -> dict:
     """The three ways `ask --mode` ranks, on the same index, and the classic BM25 baseline; with a
     ``reranker``, also the default `ask` against its first stage alone (``rank_stages``)."""
     from sparc_local.query.bm25 import BM25
@@ -177,7 +190,7 @@ def evaluate(ds_dir: Path, info: ModelInfo, *, depth: int = 10, top_k: int | Non
     with eval_index(ds_dir, info, top_k=top_k, threads=threads, progress=progress) as ev:
         results: dict[str, dict] = {mode: rank(ev, mode, depth, with_hits) for mode in MODES}
         if reranker is not None:
-            results["stages"] = rank_stages(ev, ev.searcher.index, info, reranker, depth)
+            results["stages"] = rank_stages(ev, ev.searcher.index, info, reranker, depth, sample)
     ds = ev.ds
     words = BM25(ds.texts)  # the classic baseline: words, not WordPiece, and the sentence alone
     words_ranked = [[ds.ids[i] for i in words.search(q, depth)[0]] for _, q, _ in ds.queries]
