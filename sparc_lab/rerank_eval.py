@@ -34,7 +34,8 @@ from sparc_local.model.weights import load_canonical
 from sparc_local.rerank.inputs import rerank_text
 
 ALPHAS = (0.0, 0.5, 1.0, 2.0, 4.0, 8.0)
-DEPTHS = (5, 10, 15, 20, 30)  # ask's N, the passages reranked (at most --n)
+DEPTHS = (5, 10, 15, 20, 30)
+RECALL = 0.95  # right top answers a likely threshold keeps (benchmarks/no_answer.py's RECALL)  # ask's N, the passages reranked (at most --n)
 
 
 def _document(sentence_id: str) -> str:
@@ -193,9 +194,11 @@ def likely_line(tops: list[tuple[float, bool]], alpha: float) -> str:
     best = cuts[int(np.argmax(calls))]
     right = [s for s, r in tops if r]
     wrong = [s for s, r in tops if not r]
+    kept = float(np.quantile(right, 1 - RECALL, method="lower")) if right else 0.0
     return (f"likely threshold (alpha={alpha}): {best:.3f}, {max(calls)}/{len(tops)} right calls; right top answers "
             f"kept {sum(s >= best for s in right)}/{len(right)}, wrong ones flagged {sum(s < best for s in wrong)}/"
-            f"{len(wrong)}")
+            f"{len(wrong)}; keeping {RECALL:.0%} of right top answers (benchmarks/no_answer.py's rule): {kept:.3f}, "
+            f"wrong ones flagged {sum(s < kept for s in wrong)}/{len(wrong)}")
 
 
 if __name__ == "__main__":

@@ -15,6 +15,15 @@ def sparc_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.Mon
     return home
 
 
+@pytest.fixture(autouse=True)
+def first_stage_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`ask` without the shipped reranker, in this process and its children: tests of the first stage
+    on the tiny model; the reranker's own tests name theirs (test_rerank.py, test_shipped_model.py)."""
+    from sparc_local.model.info import NO_RERANKER, RERANKER_VAR
+
+    monkeypatch.setenv(RERANKER_VAR, NO_RERANKER)
+
+
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One tiny deterministic model for the session (see tests/tiny.py)."""

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from sparc_local.model.info import RERANKER_VAR
 from sparc_local.model.runtime import CI_VARIABLES, TELEMETRY_SWITCH
 from sparc_local.paths import ENV_HOME
 from tests.tiny import make_tiny_adapt_model
@@ -107,8 +108,8 @@ def footprint(tmp_path_factory: pytest.TempPathFactory) -> Footprint:
     for i in range(120):  # adapt needs a corpus of 100+ sentences
         (docs / f"filler{i}.txt").write_text(f"The bridge number {i} was painted in a year of music.\n")
     reqa = _reqa(root / "reqa")
-    env = {k: v for k, v in os.environ.items()
-           if k not in CI_VARIABLES and k not in (ENV_HOME, TELEMETRY_SWITCH) and not k.startswith("XDG_")}
+    env = {k: v for k, v in os.environ.items()  # RERANKER_VAR left out: `ask` runs the shipped reranker
+           if k not in CI_VARIABLES and k not in (ENV_HOME, TELEMETRY_SWITCH, RERANKER_VAR) and not k.startswith("XDG_")}
     env.update(HOME=str(home), TMPDIR=str(tmp), XDG_CACHE_HOME=str(cache), PYTHONPATH=str(REPO),
                PYTHONDONTWRITEBYTECODE="1")
     data_dir = home / ".local" / "share" / "sparc-local"

@@ -44,7 +44,11 @@ def test_golden_check_fails_when_the_model_changes(tmp_path, change):
     assert len(compare(json.loads(GOLDEN.read_text()), golden(other.path))) > 0
 
 
-def test_demo_answers_the_sample_question():
+def test_demo_answers_the_sample_question(monkeypatch):
+    from sparc_local.model.info import RERANKER_VAR, reranker_dir
+
+    monkeypatch.delenv(RERANKER_VAR)  # the shipped reranker, as a user runs the demo
+    assert reranker_dir() is not None
     result = CliRunner().invoke(app, ["demo"], catch_exceptions=False)
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()

@@ -16,9 +16,10 @@ from sparc_local.model.inputs import InputSpec
 CONFIG_FILE = "sparc.json"
 SHIPPED_MODEL = "sparc-minilm-l6"
 # the reranker `ask` runs over the first stage's top passages (rerank/), shipped beside the encoder;
-# RERANKER_VAR names another folder (tests: a tiny one)
+# RERANKER_VAR names another folder (tests: a tiny one), or NO_RERANKER: the first stage alone
 SHIPPED_RERANKER = "rerank-minilm-l6"
 RERANKER_VAR = "SPARC_LOCAL_RERANKER"
+NO_RERANKER = "none"
 ONNX_FILE = "model.onnx"
 TOKENIZER_FILE = "tokenizer.json"
 ACTIVE_POINTER = "active-model"  # a file in the data dir naming the adapted model in use
@@ -124,9 +125,11 @@ def shipped_reranker_candidates() -> tuple[Path, Path]:
 
 def reranker_dir() -> Path | None:
     """The reranker's folder: RERANKER_VAR's when set (used even if it is missing or damaged, so that
-    `ask` says so), else the shipped one when the installation has it; None: `ask` answers with the
-    first stage alone.  A stat or two: `ask` calls it on every question."""
+    `ask` says so; NO_RERANKER: none), else the shipped one when the installation has it; None: `ask`
+    answers with the first stage alone.  A stat or two: `ask` calls it on every question."""
     named = os.environ.get(RERANKER_VAR)
+    if named == NO_RERANKER:
+        return None
     if named:
         return Path(named).expanduser()
     return next((c for c in shipped_reranker_candidates() if c.is_dir()), None)
