@@ -18,9 +18,9 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from sparc_local.adapt.domain import Distance
+    from sparc_local.app.answers import Answer
     from sparc_local.milvus.store import StoreStatus
     from sparc_local.pipeline import IndexReport
-    from sparc_local.query.ask import Answer
     from sparc_local.query.pathfilter import NoMatch
     from sparc_local.status import Status
 
