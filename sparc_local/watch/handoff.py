@@ -48,6 +48,7 @@ TAKE_TIMEOUT = 60.0  # a live watcher takes a request within one encoder batch (
 
 T = TypeVar("T")
 Request = IndexRequest | ForgetRequest  # what a command hands the watcher (``app.requests``)
+_VERBS = {IndexRequest.__name__: "index", ForgetRequest.__name__: "forget"}  # for the log and errors
 log = logging.getLogger(LOG_NAME)
 
 
@@ -179,7 +180,7 @@ def serve(inbox: Inbox, index: Index, model: ModelInfo, encoder_factory: Callabl
     answered "gone": its command then does the work itself."""
     for taken in inbox.take():
         events: list[list[Any]] = []
-        kind = str(taken.data.get("kind"))
+        verb = _VERBS.get(str(taken.data.get("kind")), "apply a request")
         outcome: dict[str, Any]
         try:
             req = _request(taken.data)
@@ -197,12 +198,12 @@ def serve(inbox: Inbox, index: Index, model: ModelInfo, encoder_factory: Callabl
         except SparcError as err:
             outcome = {"error": str(err), "remedy": err.remedy}
         except Exception as err:
-            log.exception("request %s failed", kind)
-            outcome = {"error": f"the watcher could not apply a {kind}: {type(err).__name__}: {err}",
+            log.exception("request to %s failed", verb)
+            outcome = {"error": f"the watcher could not {verb}: {type(err).__name__}: {err}",
                        "remedy": f"See {log_path()}."}
         outcome["events"] = events
         inbox.answer(taken, outcome)
-        log.info("applied a %s: %s", kind, "done" if "ok" in outcome else outcome)
+        log.info("applied a request to %s: %s", verb, "done" if "ok" in outcome else outcome)
 
 
 def _request(data: dict[str, Any]) -> Request:
