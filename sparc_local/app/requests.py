@@ -6,6 +6,7 @@ No heavy imports: the cold `ask` path builds an ``AskRequest`` before it loads n
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from sparc_local.errors import UserError
 from sparc_local.index_options import IndexOptions
@@ -60,6 +61,7 @@ class IndexRequest:
     ``threads``: encoder threads (None: all cores); ``low_priority``: nice and idle I/O;
     ``wait``: seconds to wait for another writer."""
 
+    verb: ClassVar[str] = "index"  # what the command is called, in messages and logs
     paths: tuple[str, ...] = ()
     options: IndexOptions = field(default_factory=IndexOptions)
     threads: int | None = None
@@ -74,6 +76,7 @@ class IndexRequest:
 class ForgetRequest:
     """Remove ``path`` (a file or folder) and its sentences from the index."""
 
+    verb: ClassVar[str] = "forget"
     path: str
     wait: float = DEFAULT_WAIT
 

@@ -380,6 +380,16 @@ def watch(
                    on_tick=(lambda st: live.update(daemon.describe(st))) if live else None)
 
 
+@app.command()
+def mcp(allow_changes: bool = typer.Option(False, "--allow-changes",
+                                           help="Also offer the index and forget tools (default: search and "
+                                                "status only).")) -> None:
+    """Serve search over your files to a local AI assistant (Model Context Protocol, on stdin/stdout)."""
+    from sparc_local.mcp_server import serve
+
+    serve(allow_changes)
+
+
 class ServiceAction(str, Enum):
     install = "install"
     uninstall = "uninstall"

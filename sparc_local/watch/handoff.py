@@ -48,7 +48,7 @@ TAKE_TIMEOUT = 60.0  # a live watcher takes a request within one encoder batch (
 
 T = TypeVar("T")
 Request = IndexRequest | ForgetRequest  # what a command hands the watcher (``app.requests``)
-_VERBS = {IndexRequest.__name__: "index", ForgetRequest.__name__: "forget"}  # for the log and errors
+_VERBS = {kind.__name__: kind.verb for kind in (IndexRequest, ForgetRequest)}  # for the log and errors
 log = logging.getLogger(LOG_NAME)
 
 

@@ -311,10 +311,8 @@ class Watcher:
 
     def _requested(self, idx, req, done) -> None:
         """What a request applied changes for the watcher: its counters and its roots."""
-        from sparc_local.app.requests import ForgetRequest
-
         roots = self.roots
-        if isinstance(req, ForgetRequest):
+        if req.verb == "forget":
             self._count(0, done.files, 0)
             kept = [r for r in roots if not is_under(path_key(r), done.path)]
             if kept != roots:  # a watched root forgotten: stop watching it
