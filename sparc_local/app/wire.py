@@ -57,7 +57,7 @@ def _plain(value: object) -> Any:
 def _build(kind: type[T], data: object) -> T:
     if not isinstance(data, dict):
         raise WireMismatch(f"a {kind.__name__} without its fields")
-    names = {f.name for f in dataclasses.fields(kind) if f.init}  # type: ignore[arg-type]
+    names = {f.name for f in dataclasses.fields(kind) if f.init}  # type: ignore[arg-type]  # T: the dataclasses decode names
     unknown = sorted(set(data) - names)
     if unknown:
         raise WireMismatch(f"a {kind.__name__} with fields this sparc-local does not know: {', '.join(unknown)}")
