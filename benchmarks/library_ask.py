@@ -13,7 +13,9 @@ of them through one ``Library``, and prints the wall time per question: p50, p90
 from __future__ import annotations
 
 import argparse
+import atexit
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -40,6 +42,7 @@ def main() -> None:
         args.runs = 3
     else:
         home = Path(tempfile.mkdtemp(prefix="library-ask-"))
+        atexit.register(shutil.rmtree, home, ignore_errors=True)
     from sparc_local import Library
     from sparc_local.sample import sample_dir, sample_questions
 
