@@ -59,8 +59,10 @@ def main() -> None:
             times.append((time.perf_counter() - t0) * 1000)
     times.sort()
     p90 = times[min(len(times) - 1, int(0.9 * len(times)))]
-    print(f"{report.indexed} files, {report.sentences} sentences; {len(times)} questions "
-          f"({'--fast' if args.fast else 'with the reranker when installed'}), k {args.k}")
+    from sparc_local.model.info import reranker_dir
+
+    reranker = "--fast" if args.fast else f"reranker {reranker_dir()}" if reranker_dir() else "no reranker installed"
+    print(f"{report.indexed} files, {report.sentences} sentences; {len(times)} questions ({reranker}), k {args.k}")
     print(f"warm Library.ask: p50 {statistics.median(times):.1f} ms, p90 {p90:.1f} ms, max {times[-1]:.1f} ms")
 
 
