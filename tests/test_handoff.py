@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from sparc_local.app.requests import ForgetRequest
+from sparc_local.app.jobs import ForgetRequest
 from sparc_local.cli.app import app
 from sparc_local.forget import ForgetReport
 from sparc_local.index.store import Index
@@ -217,7 +217,7 @@ def test_a_request_with_an_unknown_field_fails_loudly(tmp_path: Path, sparc_home
 
 def test_the_wire_refuses_another_version_and_round_trips_its_own():
     from sparc_local.app import wire
-    from sparc_local.app.requests import IndexRequest
+    from sparc_local.app.jobs import IndexRequest
     from sparc_local.index_options import IndexOptions
     from sparc_local.pipeline import IndexReport
 

@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sparc_local.app.answers import AskResult
-from sparc_local.app.requests import DEFAULT_K, DEFAULT_WAIT, AskRequest, ForgetRequest, IndexRequest
+from sparc_local.app.jobs import DEFAULT_WAIT, ForgetRequest, IndexRequest
+from sparc_local.app.requests import DEFAULT_K, AskRequest
 from sparc_local.errors import UserError
 from sparc_local.index_options import IndexOptions
 from sparc_local.query.modes import HYBRID

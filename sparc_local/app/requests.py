@@ -1,19 +1,17 @@
-"""What a front end asks of sparc-local, as frozen values checked once, here.
+"""A question as a front end asks it: ``AskRequest``, a frozen value checked once, here.
 
-No heavy imports: the cold `ask` path builds an ``AskRequest`` before it loads numpy.
+Alone in its module, without heavy imports: the cold `ask` path builds one before it loads numpy
+(the other requests are ``jobs``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import ClassVar
+from dataclasses import dataclass
 
 from sparc_local.errors import UserError
-from sparc_local.index_options import IndexOptions
 from sparc_local.query.modes import HYBRID, MODES
 
 DEFAULT_K = 10
-DEFAULT_WAIT = 10.0  # seconds a write waits for another writer before LockHeld
 
 
 @dataclass(frozen=True)
@@ -52,41 +50,3 @@ class AskRequest:
     def wants_reranker(self) -> bool:
         """Whether a reranker runs, when one is installed: hybrid mode, not ``fast``."""
         return self.mode == HYBRID and not self.fast
-
-
-@dataclass(frozen=True)
-class IndexRequest:
-    """Index ``paths`` (none: every folder indexed before) with ``options``.
-
-    ``threads``: encoder threads (None: all cores); ``low_priority``: nice and idle I/O;
-    ``wait``: seconds to wait for another writer."""
-
-    verb: ClassVar[str] = "index"  # what the command is called, in messages and logs
-    paths: tuple[str, ...] = ()
-    options: IndexOptions = field(default_factory=IndexOptions)
-    threads: int | None = None
-    low_priority: bool = True
-    wait: float = DEFAULT_WAIT
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "paths", tuple(str(p) for p in self.paths))
-
-
-@dataclass(frozen=True)
-class ForgetRequest:
-    """Remove ``path`` (a file or folder) and its sentences from the index."""
-
-    verb: ClassVar[str] = "forget"
-    path: str
-    wait: float = DEFAULT_WAIT
-
-
-@dataclass(frozen=True)
-class EvalRequest:
-    """`eval`: retrieval quality on a ReQA folder; ``model`` None is the active model."""
-
-    dataset: str
-    k: int = 10
-    top_k: int | None = None
-    model: str | None = None
-    threads: int | None = None

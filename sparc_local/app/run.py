@@ -11,10 +11,11 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from sparc_local.app.answers import Answer, AskResult
-from sparc_local.app.requests import AskRequest, EvalRequest, ForgetRequest, IndexRequest
+from sparc_local.app.requests import AskRequest
 from sparc_local.errors import UserError
 
 if TYPE_CHECKING:
+    from sparc_local.app.jobs import EvalRequest, ForgetRequest, IndexRequest
     from sparc_local.forget import ForgetReport
     from sparc_local.index.store import Index
     from sparc_local.model.info import ModelInfo
@@ -136,6 +137,7 @@ def resolve_index(request: IndexRequest) -> tuple[IndexRequest, ModelInfo]:
     """The active model, then ``request`` with its paths as absolute roots (the folders indexed
     before when it names none): what an `index` checks before it starts."""
     from sparc_local import roots as roots_
+    from sparc_local.app.jobs import IndexRequest
     from sparc_local.model.info import active_model
 
     info = active_model()
@@ -177,6 +179,7 @@ def forget(request: ForgetRequest) -> ForgetReport:
     """Remove a file or folder from the index (or have the running watcher do it)."""
     from pathlib import Path
 
+    from sparc_local.app.jobs import ForgetRequest
     from sparc_local.app.work import forget_from
     from sparc_local.watch import handoff
 

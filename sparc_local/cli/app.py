@@ -18,7 +18,7 @@ import typer
 from typer.core import TyperArgument, TyperCommand, TyperGroup
 
 from sparc_local import __version__
-from sparc_local.app.requests import EvalRequest, ForgetRequest, IndexRequest
+from sparc_local.app.jobs import EvalRequest, ForgetRequest, IndexRequest
 from sparc_local.cli.common import DATE_FORMS, DEFAULT_TOP_K, out_of_memory, report, report_crash, run_ask
 from sparc_local.cli.common import open_index as _open_index
 from sparc_local.cli.options import (

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from sparc_local.app import wire
-from sparc_local.app.requests import ForgetRequest, IndexRequest
+from sparc_local.app.jobs import ForgetRequest, IndexRequest
 from sparc_local.errors import SparcError
 from sparc_local.index.lock import LockHeld, WriterLock, pid_alive
 from sparc_local.watch.config import LOG_NAME
