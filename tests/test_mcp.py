@@ -79,3 +79,15 @@ def test_without_the_sdk_the_command_says_how_to_install_it(monkeypatch: pytest.
     assert (result.exit_code, result.output) == (
         1, "Error: the MCP server needs the mcp package, which is not installed\n"
            "Install it with: pip install 'sparc-local[mcp]'\n")
+
+
+def test_the_ask_path_never_imports_the_sdk(docs: Path):
+    import subprocess
+
+    assert runner.invoke(app, ["index", str(docs), "-q"]).exit_code == 0
+    code = ("import sys; from sparc_local.cli.entry import main; assert main(['ask', 'green tea']) == 0; "
+            "from sparc_local import Library; Library().ask('green tea'); "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('mcp', 'pydantic', 'anyio') or m == 'sparc_local.mcp_server'))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1] == "[]"
