@@ -104,10 +104,19 @@ def test_a_library_of_its_own_home_and_threads(tmp_path: Path, docs: Path, sparc
     threads = [threading.Thread(target=asking) for _ in range(3)]
     for t in threads:
         t.start()
-    lib.index(docs, more)
+    during: list[int] = []
+
+    def progress(p) -> None:  # a question from another thread is answered while this one indexes
+        if not during:
+            t = threading.Thread(target=lambda: during.append(len(lib.ask("green tea steep", k=2))))
+            t.start()
+            t.join(60)
+            assert during == [2]
+
+    lib.index(docs, more, progress=progress)
     for t in threads:
         t.join(60)
-    assert errors == [] and found == [2] * 15
+    assert errors == [] and found == [2] * 15 and during == [2]
     assert lib.status().files == 7
 
 

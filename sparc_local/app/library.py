@@ -7,9 +7,9 @@
         print(answer.path, answer.line, answer.sentence)
 
 Errors are ``errors.SparcError``s with their remedies, as the CLI prints them.  Safe to call from
-several threads: calls run one at a time in a process (the data dir a call works in is a
-process-wide setting, ``paths.using``), each thread reads through its own SQLite connection, and
-the reranker is loaded once and shared.
+several threads: each thread reads through its own SQLite connection, the reranker is loaded once
+and scores for one thread at a time, and calls on one data dir run together while a call on
+another data dir waits for them to end (``paths.using`` is process-wide).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from datetime import date, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -30,6 +30,8 @@ from sparc_local.index_options import IndexOptions
 from sparc_local.query.modes import HYBRID
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from sparc_local.app.run import AskSession
     from sparc_local.forget import ForgetReport
     from sparc_local.pipeline import IndexReport, Progress
@@ -37,8 +39,68 @@ if TYPE_CHECKING:
     from sparc_local.status import Status
 
 When = float | datetime | date | str  # a time bound: seconds since the epoch, a datetime/date, or ISO text
-_PROCESS = threading.RLock()  # one call at a time: paths.using is process-wide
 _UNREAD = object()
+
+
+class _DataDirs:
+    """Which data dir the process's paths resolve in while Library calls run: the calls on one
+    run together, a call on another waits until they have ended."""
+
+    def __init__(self) -> None:
+        self._turn = threading.Condition()
+        self._home: Path | None = None
+        self._calls = 0
+        self._using: AbstractContextManager[Path] | None = None
+
+    @contextmanager
+    def entered(self, home: Path | None) -> Iterator[None]:
+        from sparc_local import paths
+
+        with self._turn:
+            while self._calls and self._home != home:
+                self._turn.wait()
+            if not self._calls:
+                self._home, self._using = home, paths.using(home) if home is not None else None
+                if self._using is not None:
+                    self._using.__enter__()
+            self._calls += 1
+        try:
+            yield
+        finally:
+            with self._turn:
+                self._calls -= 1
+                if not self._calls:
+                    if self._using is not None:
+                        self._using.__exit__(None, None, None)
+                    self._using = None
+                    self._turn.notify_all()
+
+
+_DATA_DIRS = _DataDirs()
+
+
+class _OneAtATime:
+    """A reranker shared by threads scores for one at a time (its lazy load is not thread-safe)."""
+
+    def __init__(self, scorer: PassageScorer) -> None:
+        self._scorer = scorer
+        self._lock = threading.Lock()
+
+    @property
+    def n(self) -> int:
+        return self._scorer.n
+
+    @property
+    def alpha(self) -> float:
+        return self._scorer.alpha
+
+    @property
+    def likely(self) -> float:
+        return self._scorer.likely
+
+    def score(self, question: str, texts: list[str]) -> np.ndarray:
+        with self._lock:
+            return self._scorer.score(question, texts)
 
 
 class Library:
@@ -49,21 +111,14 @@ class Library:
         self.home = Path(home).expanduser().absolute() if home is not None else None
         self._local = threading.local()
         self._reranker: Any = _UNREAD
+        self._reranker_lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"Library(home={str(self.home) if self.home else None!r})"
 
-    @contextmanager
-    def _here(self) -> Iterator[None]:
+    def _here(self) -> AbstractContextManager[None]:
         """This library's data dir for the length of one call."""
-        from sparc_local import paths
-
-        with _PROCESS:
-            if self.home is None:
-                yield
-            else:
-                with paths.using(self.home):
-                    yield
+        return _DATA_DIRS.entered(self.home)
 
     def ask(self, question: str, *, k: int = DEFAULT_K, path: str | None = None, type: str | None = None,
             since: When | None = None, before: When | None = None, mode: str = HYBRID, explain: bool = False,
@@ -134,11 +189,13 @@ class Library:
         return session
 
     def _load_reranker(self) -> PassageScorer | None:
-        """The installed reranker, read once (under the call's lock)."""
+        """The installed reranker, read once."""
         from sparc_local.app.run import load_reranker
 
-        if self._reranker is _UNREAD:
-            self._reranker = load_reranker()
+        with self._reranker_lock:
+            if self._reranker is _UNREAD:
+                found = load_reranker()
+                self._reranker = _OneAtATime(found) if found is not None else None
         scorer: PassageScorer | None = self._reranker
         return scorer
 
