@@ -38,6 +38,26 @@ class Status:
         return dataclasses.asdict(self)
 
 
+@dataclass(frozen=True)
+class IndexCounts:
+    """What `status` reads of the index (``Index.stats``), typed in this one place; zeros
+    when there is no index yet."""
+
+    files: int = 0
+    sentences: int = 0
+    encoded: int = 0
+    postings: int = 0
+    db_bytes: int = 0
+    model: str | None = None
+    last_update: float | None = None
+    errors: tuple[dict, ...] = ()  # {path, reason}
+
+    @classmethod
+    def of(cls, stats: dict) -> IndexCounts:
+        return cls(**{f.name: stats[f.name] for f in dataclasses.fields(cls) if f.name != "errors"},
+                   errors=tuple(stats["errors"]))
+
+
 def gather() -> Status:
     """The status now; a missing index reads as an empty one, a broken active model as None."""
     from sparc_local import backend, paths
@@ -48,22 +68,17 @@ def gather() -> Status:
     from sparc_local.watch.files import read_status
 
     db = paths.db_path()
+    counts, roots = IndexCounts(), []
     if db.exists():
         with Index(db) as idx:
-            st = idx.stats()
-            roots = idx.roots()
-    else:
-        st = dict(files=0, sentences=0, encoded=0, postings=0, db_bytes=0, model=None, last_update=None, errors=[])
-        roots = []
-    errors = [e for e in st["errors"] if not is_skipped(e["reason"])]
-    machine = [e for e in st["errors"] if is_skipped(e["reason"])]
+            counts, roots = IndexCounts.of(idx.stats()), idx.roots()
     try:
         model = active_model().id
     except ModelError:
         model = None
-    return Status(files=st["files"], sentences=st["sentences"], encoded=st["encoded"], postings=st["postings"],
-                  db_bytes=st["db_bytes"],
-                  model=st["model"], last_update=st["last_update"], errors=errors, roots=roots,
+    return Status(files=counts.files, sentences=counts.sentences, encoded=counts.encoded, postings=counts.postings,
+                  db_bytes=counts.db_bytes, model=counts.model, last_update=counts.last_update,
+                  errors=[e for e in counts.errors if not is_skipped(e["reason"])], roots=roots,
                   database=str(db), watch=read_status(), active_model=model,
-                  store=backend.store_status(db, st["encoded"]) if backend.store_named() else None,
-                  machine_written=machine)
+                  store=backend.store_status(db, counts.encoded) if backend.store_named() else None,
+                  machine_written=[e for e in counts.errors if is_skipped(e["reason"])])

@@ -14,7 +14,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from sparc_local.app.jobs import ForgetRequest
 from sparc_local.cli.app import app
+from sparc_local.forget import ForgetReport
 from sparc_local.index.store import Index
 from sparc_local.model.info import ModelInfo
 from sparc_local.watch import files as watchfiles
@@ -111,9 +113,9 @@ def test_forget_is_answered_during_a_long_catch_up(tmp_path: Path, tiny_model_di
     w.start(wait=False)
     try:
         wait_until(lambda: (sparc_home / "index.db").exists() and str(private) in indexed_paths(), "first batch")
-        done = handoff.submit(handoff.Request("forget", {"path": str(private)}), os.getpid())
+        done = handoff.submit(ForgetRequest(str(private)), os.getpid(), ForgetReport)
         assert not w.ready.is_set(), "answered only after the catch-up"
-        assert (done["files"], done["path"]) == (1, str(private))
+        assert (done.files, done.path) == (1, str(private))
         w.ready.wait(60)
         files = indexed_paths()
         assert len(files) == 60 and str(private) not in files
@@ -177,10 +179,62 @@ def test_a_watcher_that_takes_no_requests(tmp_path: Path, sparc_home: Path):
                                                 f"(pid {holder.pid}, `sparc-local watch`, since ")
             else:
                 with pytest.raises(handoff.WatcherFailed) as err:
-                    handoff.submit(handoff.Request("forget", {"path": str(tmp_path)}), holder.pid, take_timeout=0.3)
+                    handoff.submit(ForgetRequest(str(tmp_path)), holder.pid, ForgetReport, take_timeout=0.3)
                 assert str(err.value) == f"the watcher (pid {holder.pid}) did not take the request in 0.3s"
                 assert err.value.remedy.startswith("Stop it with `sparc-local watch --stop`")
                 assert os.listdir(sparc_home / watchfiles.INBOX) == []
         finally:
             holder.kill()
             holder.wait()
+
+
+def test_a_request_with_an_unknown_field_fails_loudly(tmp_path: Path, sparc_home: Path, monkeypatch):
+    """A command of another version (here: a field this one does not know) gets the watcher's
+    refusal, with what to do, instead of a request applied without what it asked."""
+    from sparc_local.app import wire
+    from sparc_local.errors import SparcError
+
+    encode = wire.encode
+    monkeypatch.setattr(wire, "encode", lambda value: {**(e := encode(value)), "fields": {**e["fields"], "colour": 1}})
+    inbox = handoff.Inbox()
+    out: dict = {}
+
+    def command() -> None:
+        try:
+            handoff.submit(ForgetRequest(str(tmp_path)), os.getpid(), ForgetReport, poll=0.01)
+        except SparcError as err:
+            out["error"] = err
+
+    t = threading.Thread(target=command)
+    t.start()
+    wait_until(lambda: inbox.pending(), "request sent")
+    handoff.serve(inbox, None, None, lambda: None, should_stop=lambda: False, on_done=lambda req, done: None)
+    t.join(10)
+    err = out["error"]
+    assert str(err) == "a ForgetRequest with fields this sparc-local does not know: colour"
+    assert err.remedy == wire.SAME_VERSION and "sparc-local watch --stop" in err.remedy
+
+
+def test_the_wire_refuses_another_version_and_round_trips_its_own():
+    from sparc_local.app import wire
+    from sparc_local.app.jobs import IndexRequest
+    from sparc_local.index_options import IndexOptions
+    from sparc_local.pipeline import IndexReport
+
+    request = IndexRequest(("/r",), IndexOptions(exclude=["*.log"], max_sentences=7), threads=2)
+    data = json.loads(json.dumps(wire.encode(request)))
+    assert wire.decode(data, IndexRequest, ForgetRequest) == request
+    report = IndexReport(indexed=2, errors=[("/r/a.pdf", "damaged")], skipped=[("/r/b", "too big")])
+    assert wire.decode(json.loads(json.dumps(wire.encode(report))), IndexReport) == report
+    with pytest.raises(wire.WireMismatch, match="format version 0") as err:
+        wire.decode({**data, "version": 0}, IndexRequest)
+    assert err.value.remedy == wire.SAME_VERSION
+    with pytest.raises(wire.WireMismatch, match="unknown kind 'IndexRequest'"):
+        wire.decode(data, ForgetRequest)
+    with pytest.raises(wire.WireMismatch, match="does not know: colour"):
+        wire.decode({**data, "fields": {**data["fields"], "options": {"colour": 1}}}, IndexRequest)
+    with pytest.raises(wire.WireMismatch, match="cannot read"):  # a field it lacks
+        wire.decode({**wire.encode(ForgetRequest("/r")), "fields": {}}, ForgetRequest)
+    legacy = {"kind": "forget", "args": {"path": "/r"}, "pid": 1}  # an older command's request
+    with pytest.raises(wire.WireMismatch, match="format version None"):
+        wire.decode(legacy, IndexRequest, ForgetRequest)

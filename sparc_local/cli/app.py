@@ -12,21 +12,14 @@ import contextlib
 import json
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, cast
 
 import typer
 from typer.core import TyperArgument, TyperCommand, TyperGroup
 
 from sparc_local import __version__
-from sparc_local.cli.common import (
-    DATE_FORMS,
-    DEFAULT_TOP_K,
-    load_reranker,
-    out_of_memory,
-    report,
-    report_crash,
-    run_ask,
-)
+from sparc_local.app.jobs import EvalRequest, ForgetRequest, IndexRequest
+from sparc_local.cli.common import DATE_FORMS, DEFAULT_TOP_K, out_of_memory, report, report_crash, run_ask
 from sparc_local.cli.common import open_index as _open_index
 from sparc_local.cli.options import (
     DEFAULT_WAIT,
@@ -50,13 +43,14 @@ from sparc_local.query.modes import Mode
 from sparc_local.watch.config import SETTINGS, WatchConfig, WatchProcess
 
 if TYPE_CHECKING:
+    from sparc_local.adapt.run import AdaptResult
     from sparc_local.model.info import ModelInfo
 
 
 class _App(TyperGroup):
     """The one place a SparcError becomes `Error: <message>`, its remedy, and exit code 1."""
 
-    def invoke(self, ctx: typer.Context) -> object:
+    def invoke(self, ctx: Any) -> object:  # Click's Context (Typer's own module for it is private)
         try:
             return super().invoke(ctx)
         except SparcError as err:
@@ -76,7 +70,7 @@ class _Command(TyperCommand):
     """Usage lines as command lines write them (`ask [OPTIONS] QUESTION`), not as Typer's
     `{QUESTION}`; an optional argument stays in brackets."""
 
-    def collect_usage_pieces(self, ctx: typer.Context) -> list[str]:
+    def collect_usage_pieces(self, ctx: Any) -> list[str]:
         pieces = [self.options_metavar] if self.options_metavar else []
         for param in self.get_params(ctx):
             if isinstance(param, TyperArgument):
@@ -143,35 +137,21 @@ def index(
                                       help="Index at most N sentences of one file (a huge log is cut there)."),
 ) -> None:
     """Index folders (or refresh the index): only new and changed files are read again."""
-    from sparc_local import roots as roots_
-
-    info = _model()
-
-    def remembered() -> list[str]:
-        with _open_index(must_exist=False) as idx:
-            return idx.roots()
-
-    roots = roots_.resolve(paths_ or [], remembered, "index")
-    _index(roots, IndexOptions(exclude=exclude, include_hidden=hidden, ignore_files=not no_ignore, logs=logs,
-                               max_sentences=max_sentences),
-           info, threads=threads, low_priority=not normal_priority, quiet=quiet, wait=wait)
+    _index(IndexRequest(tuple(str(p) for p in paths_ or []),
+                        IndexOptions(exclude=exclude, include_hidden=hidden, ignore_files=not no_ignore, logs=logs,
+                                     max_sentences=max_sentences),
+                        threads=threads or None, low_priority=not normal_priority, wait=wait), quiet=quiet)
 
 
-def _index(roots: list[str], options: IndexOptions, info: ModelInfo, *, threads: int, low_priority: bool, quiet: bool,
-           wait: float) -> None:
-    """`index` of absolute ``roots`` with run_index's ``options``: progress, skipped and cut files
-    on stderr, the summary on stdout. While the watcher runs, it does the same work (and says the same)."""
-    from sparc_local import power
+def _index(request: IndexRequest, quiet: bool) -> None:
+    """`index`: progress, skipped and cut files on stderr, the summary on stdout. While the
+    watcher runs, it does the same work (and says the same)."""
+    from sparc_local.app import run
     from sparc_local.cli.progress import index_progress
     from sparc_local.cli.render import shown_path
-    from sparc_local.pipeline import run_index
-    from sparc_local.watch import handoff
 
+    resolved, info = run.resolve_index(request)
     console = _console()
-
-    from sparc_local.model.encoder import EncoderFactory
-
-    encoder = EncoderFactory(info, threads or None)
 
     def skipped(p: str, reason: str) -> None:
         console.print(f"skipped {shown_path(p)}: {reason}", markup=False)
@@ -179,14 +159,8 @@ def _index(roots: list[str], options: IndexOptions, info: ModelInfo, *, threads:
     def capped(p: str, n: int) -> None:
         console.print(f"cut {shown_path(p)}: indexed its first {n} sentences (see --max-sentences)", markup=False)
 
-    with power.low_priority(low_priority), index_progress(console, quiet) as progress:
-        def local():
-            with _open_index(must_exist=False) as idx:
-                return run_index(idx, roots, info, encoder, options, on_error=skipped, on_capped=capped,
-                                 on_progress=progress.update)
-
-        report = handoff.index(roots, options, local, wait=wait, on_progress=progress.update,
-                               on_event=lambda kind, args: (skipped if kind == "error" else capped)(*args))
+    with index_progress(console, quiet) as progress:
+        report = run.index_roots(resolved, info, on_progress=progress.update, on_skipped=skipped, on_capped=capped)
     if not quiet:
         from sparc_local.cli.render import index_summary
 
@@ -221,16 +195,18 @@ def ask(
                                                "reranker's own)."),
 ) -> None:
     """Answer a question with the best matching sentences from your files."""
-    run_ask(question, top_k=top_k, as_json=as_json, path=path, type_=type_, explain=explain, since=since,
-            before=before, mode=mode.value, fast=fast, candidates=candidates)
+    # since/before: typed as Typer reads them, dates; to_timestamp made them seconds
+    run_ask(question, top_k=top_k, as_json=as_json, path=path, type_=type_, explain=explain,
+            since=cast("float | None", since), before=cast("float | None", before), mode=mode.value, fast=fast,
+            candidates=candidates)
 
 
 @app.command()
 def status(as_json: AsJson = False) -> None:
     """Show what is indexed, with which model, and which files could not be read."""
-    from sparc_local.status import gather
+    from sparc_local.app import run
 
-    st = gather()
+    st = run.status()
     if as_json:
         typer.echo(json.dumps(st.to_json(), ensure_ascii=False, indent=1))
         return
@@ -242,16 +218,9 @@ def status(as_json: AsJson = False) -> None:
 @app.command()
 def forget(path: Path = typer.Argument(..., metavar="PATH", help="A file or folder to remove from the index.")) -> None:
     """Remove a file or folder and all its sentences, and scrub their text from the database file."""
-    from sparc_local.forget import forget as forget_path
-    from sparc_local.watch import handoff
+    from sparc_local.app import run
 
-    target = str(path.expanduser().absolute())
-
-    def local():
-        with _open_index() as idx:
-            return forget_path(idx, target)
-
-    done = handoff.forget(target, local, wait=DEFAULT_WAIT)  # while the watcher runs, it forgets the path itself
+    done = run.forget(ForgetRequest(str(path), wait=DEFAULT_WAIT))  # while the watcher runs, it forgets it
     unreadable = f" and {_count(done.unreadable, 'unreadable file')}" if done.unreadable else ""
     typer.echo(f"Forgot {_count(done.files, 'file')}{unreadable} under {done.path}; "
                f"`sparc-local index {path}` brings it back.")
@@ -274,17 +243,14 @@ def eval_(
 ) -> None:
     """Measure retrieval quality (MRR, recall) of SPARC and BM25 on a ReQA dataset; with a reranker
     installed, also `ask`'s answers reranked against its first stage alone, paired."""
+    from sparc_local.app import run
     from sparc_local.cli.progress import bar
-    from sparc_local.evaluation import reqa
-    from sparc_local.evaluation.evaluate import evaluate
-    from sparc_local.model.info import ModelInfo
 
-    info = ModelInfo.load(model) if model else _model()
-    n = len(reqa.load(dataset).ids)
-    with bar(_console(as_json), "encoding", n) as advance:
-        result = evaluate(dataset, info, depth=k, top_k=top_k or None, threads=threads or None,
-                          progress=advance, reranker=None if fast else load_reranker(),
-                          sample=sample or None)
+    request = EvalRequest(str(dataset), k=k, top_k=top_k or None, model=str(model) if model else None,
+                          threads=threads or None, fast=fast, sample=sample or None)
+    info = run.eval_model(request)
+    with bar(_console(as_json), "encoding", run.eval_size(request)) as advance:
+        result = run.evaluate(request, info, progress=advance)
     if as_json:
         typer.echo(json.dumps(result))
         return
@@ -322,6 +288,7 @@ def adapt(
     from sparc_local.index.lock import WriterLock
 
     console = _console(quiet)
+    done: AdaptResult | tuple[ModelInfo, int] | None
     try:
         if not revert:  # revert also mends a damaged adapted model
             _model()
@@ -354,8 +321,7 @@ def demo() -> None:
 
     with paths.using(paths.demo_dir()) as home:
         typer.echo(f"Indexing the sample files in {sample_dir()} ...")
-        _index([str(sample_dir())], IndexOptions(), _model(), threads=0, low_priority=True, quiet=False,
-               wait=DEFAULT_WAIT)
+        _index(IndexRequest((str(sample_dir()),)), quiet=False)
         question = sample_questions()[0]
         typer.echo(f'\n$ sparc-local ask "{question}" -k 3\n')
         run_ask(question, top_k=3)
@@ -418,6 +384,16 @@ def watch(
                    on_tick=(lambda st: live.update(daemon.describe(st))) if live else None)
 
 
+@app.command()
+def mcp(allow_changes: bool = typer.Option(False, "--allow-changes",
+                                           help="Also offer the index and forget tools (default: search and "
+                                                "status only).")) -> None:
+    """Serve search over your files to a local AI assistant (Model Context Protocol, on stdin/stdout)."""
+    from sparc_local.mcp_server import serve
+
+    serve(allow_changes)
+
+
 class ServiceAction(str, Enum):
     install = "install"
     uninstall = "uninstall"
@@ -427,11 +403,11 @@ class ServiceAction(str, Enum):
 def service(action: ServiceAction = typer.Argument(
         ..., metavar="ACTION", help="install (write the service file) or uninstall (remove it).")) -> None:
     """Run `watch` at login as a systemd user service (Linux) or a launchd agent (macOS)."""
-    from sparc_local.watch import service as svc
+    from sparc_local.app import run
 
     if action is ServiceAction.install:
-        done = svc.install()
+        done = run.install_service()
         typer.echo(f"Wrote {done.path}\nEnable it with: {done.enable}")
         return
-    done = svc.uninstall()
-    typer.echo(f"Removed {done.path}\nThen run: {done.enable}" if done else "No service was installed.")
+    gone = run.uninstall_service()
+    typer.echo(f"Removed {gone.path}\nThen run: {gone.enable}" if gone else "No service was installed.")

@@ -1,4 +1,5 @@
-"""What the `ask` command does, shared by the Typer app (app.py) and the fast entry point (entry.py).
+"""What the `ask` command does, shared by the Typer app (app.py) and the fast entry point (entry.py):
+both build one ``AskRequest`` (``ask_request``) and print what the app layer answers.
 
 Keep module-level imports light: this is on the ``ask`` path.
 """
@@ -6,15 +7,13 @@ Keep module-level imports light: this is on the ``ask`` path.
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, Any
 
-from sparc_local.errors import SparcError, UserError
+from sparc_local.app.requests import DEFAULT_K, AskRequest
+from sparc_local.app.run import open_index as open_index  # every command's, as the app layer opens it
+from sparc_local.errors import SparcError
 from sparc_local.query.modes import HYBRID
 
-if TYPE_CHECKING:
-    from sparc_local.index.store import Index
-
-DEFAULT_TOP_K = 10
+DEFAULT_TOP_K = DEFAULT_K
 DATE_FORMS = "YYYY-MM-DD or YYYY-MM-DDTHH:MM"
 
 
@@ -39,22 +38,6 @@ def report_crash(err: Exception) -> None:
           "traceback below.", file=sys.stderr)
 
 
-def open_index(must_exist: bool = True) -> Index:
-    """The index (a store.Index, to use in a `with`; with a Milvus store named, writing to it
-    too: ``backend``); UserError when it must exist and does not."""
-    from sparc_local import backend, paths
-
-    db = paths.db_path()
-    if must_exist and not db.exists():
-        demo = paths.demo_dir()
-        if (demo / db.name).exists():
-            raise UserError("there is no index of your files yet",
-                            f"`sparc-local demo` keeps its own index (in {demo}), apart from yours. "
-                            "Run `sparc-local index FOLDER` on a folder of your files, then ask again.")
-        raise UserError("there is no index yet", "Run `sparc-local index FOLDER` first.")
-    return backend.open_index(db)
-
-
 def parse_date(text: str) -> float:
     """Seconds since the epoch of an ISO date (its midnight) or date and time, in local time
     unless the text gives an offset; ValueError saying the forms otherwise."""
@@ -76,19 +59,6 @@ def format_date(seconds: float) -> str:
     return when.isoformat(timespec="minutes" if when.second == when.microsecond == 0 else "seconds")
 
 
-def load_reranker():
-    """The reranker `ask` runs (its rerank.json read, its model loading in a thread while the first
-    stage runs), or None when the installation has none."""
-    from sparc_local.model.info import reranker_dir
-
-    folder = reranker_dir()
-    if folder is None:
-        return None
-    from sparc_local.rerank.model import Reranker
-
-    return Reranker.load(folder).preload()
-
-
 def filter_options(path: str | None, type_: str | None, since: float | None, before: float | None) -> str:
     """`ask`'s filter options as a command line would give them."""
     import shlex
@@ -96,6 +66,16 @@ def filter_options(path: str | None, type_: str | None, since: float | None, bef
     given = [("--path", path), ("--type", type_), ("--since", since), ("--before", before)]
     return " ".join(f"{name} {shlex.quote(value if isinstance(value, str) else format_date(value))}"
                     for name, value in given if value is not None)
+
+
+def ask_request(question: str, top_k: int = DEFAULT_TOP_K, as_json: bool = False, path: str | None = None,
+                type_: str | None = None, explain: bool = False, since: float | None = None,
+                before: float | None = None, mode: str = HYBRID, fast: bool = False,
+                candidates: int | None = None) -> AskRequest:
+    """The request `ask`'s options make, for both parsers (``run_ask``): the terminal shows the top
+    answer's phrase, --json every answer's."""
+    return AskRequest(question, k=top_k, path=path, type=type_, since=since, before=before, mode=mode,
+                      explain=explain, fast=fast, candidates=candidates, phrases=None if as_json else 1)
 
 
 def run_ask(question: str, top_k: int = DEFAULT_TOP_K, as_json: bool = False, path: str | None = None,
@@ -107,45 +87,27 @@ def run_ask(question: str, top_k: int = DEFAULT_TOP_K, as_json: bool = False, pa
     place of "No answer found.", or on stderr beside --json's empty list.  In hybrid mode the
     reranker (``rerank/``), when there is one, orders the first stage's top ``candidates``
     passages; ``fast`` leaves it out, unread."""
-    from sparc_local.backend import open_engine
-    from sparc_local.model.info import active_model, index_is_stale
-    from sparc_local.query.ask import Asker
-    from sparc_local.query.pathfilter import PathFilter, no_match
+    from sparc_local.app import run
 
-    info = active_model()
-    reranker = None if fast or mode != HYBRID else load_reranker()
-    if candidates is not None and reranker is None:
-        why = "with --fast" if fast else f"in --mode {mode}" if mode != HYBRID else "without a reranker installed"
-        raise UserError(f"--candidates sets the passages the reranker reads, and no reranker runs {why}",
-                        "Leave out --candidates.")
-    phrases = None if as_json else 1  # the terminal shows the top answer's phrase; --json gives every answer's
-    ask: dict[str, Any] = {"k": top_k, "path_glob": path, "ext": type_, "explain": explain, "since": since,
-                           "before": before, "mode": mode, "phrases": phrases, "reranker": reranker,
-                           "candidates": candidates}
-    with open_engine(open_index) as searching:  # the local index, or a Milvus store (``backend``)
-        answers = Asker(searching.engine, info).ask(question, **ask)
-        idx, unmatched = searching.index, None
-        stale = idx is not None and index_is_stale(idx, info)
-        file_filter = None if answers or idx is None else PathFilter.of(path, type_, since, before)
-        if idx is not None and file_filter is not None:
-            unmatched = no_match(idx, file_filter)
-    if unmatched:
+    result = run.ask(ask_request(question, top_k, as_json, path, type_, explain, since, before, mode, fast,
+                                 candidates))
+    if result.unmatched:
         from sparc_local.cli.render import format_no_match
 
-        line = format_no_match(filter_options(path, type_, since, before), unmatched)
+        line = format_no_match(filter_options(path, type_, since, before), result.unmatched)
     if as_json:
         import json
 
-        print(json.dumps([a.to_json() for a in answers], ensure_ascii=False, indent=1))
-        if unmatched:
+        print(json.dumps(result.to_json(), ensure_ascii=False, indent=1))
+        if result.unmatched:
             print(line, file=sys.stderr)
         return
     from sparc_local.cli.render import print_answers
 
-    if unmatched:
+    if result.unmatched:
         print(line)
     else:
-        print_answers(answers, explain=explain)
-    if stale:
+        print_answers(list(result), explain=explain)
+    if result.stale:
         print("Note: the index was built with another model; run `sparc-local index` to re-encode.",
               file=sys.stderr)

@@ -45,8 +45,8 @@ def plain_ask(args: list[str]) -> dict | None:
             question = arg
             continue
         if arg.startswith("--"):
-            name, eq, value = arg.partition("=")
-            attached = value if eq else None
+            name, eq, after = arg.partition("=")
+            attached = after if eq else None
         else:
             name, attached = arg[:2], arg[2:] or None
         if name in ASK_FLAGS and attached is None:

@@ -11,10 +11,10 @@ from typing import Annotated
 
 import typer
 
+from sparc_local.app.jobs import DEFAULT_WAIT as DEFAULT_WAIT  # `--wait`'s, the app layer's
 from sparc_local.cli.common import parse_date
 from sparc_local.query.pathfilter import TYPE_ALIASES
 
-DEFAULT_WAIT = 10.0  # seconds a writing command waits for another writer (`--wait`)
 # `ask --type`'s help: the extensions that count as one ("htm = html, markdown = md, ...")
 TYPE_ALIASES_HELP = ", ".join(" = ".join(sorted(s.lstrip(".") for s in group)) for group in TYPE_ALIASES)
 

@@ -18,9 +18,9 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from sparc_local.adapt.domain import Distance
+    from sparc_local.app.answers import Answer, Elsewhere
     from sparc_local.milvus.store import StoreStatus
     from sparc_local.pipeline import IndexReport
-    from sparc_local.query.ask import Answer
     from sparc_local.query.pathfilter import NoMatch
     from sparc_local.status import Status
 
@@ -113,7 +113,7 @@ def shown_path(path: str) -> str:
     return _CONTROL.sub(lambda m: _CONTROL_NAMES.get(m[0], f"\\x{ord(m[0]):02x}"), path)
 
 
-def _where(a: Answer) -> str:
+def _where(a: Answer | Elsewhere) -> str:
     path = shown_path(a.path)
     if a.page is not None:
         kind = LOCATION_KINDS.get(Path(a.path).suffix.lower(), "page")

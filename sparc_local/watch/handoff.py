@@ -25,14 +25,21 @@ import os
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
+from sparc_local.app import wire
+from sparc_local.app.jobs import ForgetRequest, IndexRequest
 from sparc_local.errors import SparcError
 from sparc_local.index.lock import LockHeld, WriterLock, pid_alive
-from sparc_local.index_options import IndexOptions
 from sparc_local.watch.config import LOG_NAME
 from sparc_local.watch.files import COMMAND, POLL, inbox_path, log_path, read_json, running_pid, state_path, write_json
 from sparc_local.watch.state import WatcherStatus
+
+if TYPE_CHECKING:
+    from sparc_local.forget import ForgetReport
+    from sparc_local.index.store import Index
+    from sparc_local.model.info import ModelInfo
+    from sparc_local.pipeline import IndexReport, Progress
 
 REQUEST, TAKEN, DONE, PROGRESS = ".json", ".taken", ".done", ".progress"
 STALE = 3600.0  # seconds after which an answer nobody collected is deleted
@@ -40,6 +47,8 @@ PROGRESS_EVERY = 0.2  # seconds between two progress files
 TAKE_TIMEOUT = 60.0  # a live watcher takes a request within one encoder batch (or its 5 s root check)
 
 T = TypeVar("T")
+Request = IndexRequest | ForgetRequest  # what a command hands the watcher (``app.requests``)
+_VERBS = {kind.__name__: kind.verb for kind in (IndexRequest, ForgetRequest)}  # for the log and errors
 log = logging.getLogger(LOG_NAME)
 
 
@@ -51,14 +60,16 @@ class WatcherFailed(SparcError):
     """The watcher could not apply a request for a reason that is not the user's to fix."""
 
 
-@dataclasses.dataclass
-class Request:
-    kind: str  # "forget" | "index"
-    args: dict
-    id: str = ""
+@dataclasses.dataclass(frozen=True)
+class Taken:
+    """A request the watcher claimed: its id and its file's data, decoded when it is applied (so a
+    request it cannot read is answered with the reason)."""
+
+    id: str
+    data: dict[str, Any]
 
 
-def _watcher_pid(record: dict | None) -> int | None:
+def _watcher_pid(record: dict[str, Any] | None) -> int | None:
     """The pid of the running watcher if it holds the lock and takes requests (its state file
     says so: a watcher of an older version never answers), else None."""
     pid = (record or {}).get("pid")
@@ -68,11 +79,11 @@ def _watcher_pid(record: dict | None) -> int | None:
     return pid if state.get("pid") == pid and WatcherStatus.from_json(state).requests is True else None
 
 
-def as_writer(command: str, wait: float, local: Callable[[], T], request: Request,
-              decode: Callable[[dict], T], *, on_event: Callable[[str, list], None] | None = None,
-              on_progress: Callable[[dict], None] | None = None, poll: float = POLL) -> T:
+def as_writer(command: str, wait: float, local: Callable[[], T], request: Request, reply: type[T], *,
+              on_event: Callable[[str, list[Any]], None] | None = None,
+              on_progress: Callable[[dict[str, Any]], None] | None = None, poll: float = POLL) -> T:
     """``local()`` under the writer lock; or, while the running watcher holds the lock, the same
-    work done by the watcher, its answer turned into ``local``'s result by ``decode``.
+    work done by the watcher, its answer decoded as ``reply`` (``local``'s result type).
 
     Another writer (an `index` run) is waited for up to ``wait`` seconds, then LockHeld.
     ``on_event(kind, args)`` replays what the watcher reported while working ("error" path
@@ -88,7 +99,7 @@ def as_writer(command: str, wait: float, local: Callable[[], T], request: Reques
                 lock.acquire(wait)
             else:
                 try:
-                    return decode(submit(request, pid, on_event=on_event, on_progress=on_progress, poll=poll))
+                    return submit(request, pid, reply, on_event=on_event, on_progress=on_progress, poll=poll)
                 except _WatcherGone:
                     continue  # it stopped: the lock is free, or soon is
         try:
@@ -97,18 +108,18 @@ def as_writer(command: str, wait: float, local: Callable[[], T], request: Reques
             lock.release()
 
 
-def submit(request: Request, pid: int, *, on_event: Callable[[str, list], None] | None = None,
-           on_progress: Callable[[dict], None] | None = None, poll: float = POLL,
-           take_timeout: float = TAKE_TIMEOUT) -> dict:
-    """Send ``request`` to the watcher (pid) and wait for the outcome ({"ok": ...}); a
-    SparcError it met is raised here as a ``SparcError`` with its message and remedy.
+def submit(request: Request, pid: int, reply: type[T], *, on_event: Callable[[str, list[Any]], None] | None = None,
+           on_progress: Callable[[dict[str, Any]], None] | None = None, poll: float = POLL,
+           take_timeout: float = TAKE_TIMEOUT) -> T:
+    """Send ``request`` to the watcher (pid) and wait for its outcome, a ``reply``; a SparcError
+    it met is raised here as a ``SparcError`` with its message and remedy.
     WatcherFailed if it leaves the request untaken for take_timeout seconds."""
     deadline = time.monotonic() + take_timeout
     folder = inbox_path()
     folder.mkdir(mode=0o700, exist_ok=True)
     rid = f"{time.time_ns():020d}-{os.getpid()}"
     paths = {s: folder / f"{rid}{s}" for s in (REQUEST, TAKEN, DONE, PROGRESS)}
-    write_json(paths[REQUEST], dict(kind=request.kind, args=request.args, pid=os.getpid()))
+    write_json(paths[REQUEST], {**wire.encode(request), "pid": os.getpid()})
     seen = None
     try:
         while True:
@@ -142,53 +153,64 @@ def submit(request: Request, pid: int, *, on_event: Callable[[str, list], None] 
         raise _WatcherGone
     if "error" in answer:
         raise SparcError(answer["error"], answer.get("remedy", ""))
-    return answer.get("ok", {})
+    return wire.decode(answer.get("ok"), reply)
 
 
-def apply(index, request: Request, model, encoder_factory: Callable[[], object], *, events: list[list],
-          on_progress: Callable[[object], None], should_stop: Callable[[], bool] | None = None):
-    """The watcher's side of a request: the library call its command makes, with its arguments.
-    What it reports on the way is appended to ``events`` for the command to print; an `index`
-    ended by ``should_stop`` returns a report marked ``stopped``."""
-    from sparc_local import pipeline
-    from sparc_local.forget import forget as forget_path
+def apply(index: Index, request: Request, model: ModelInfo, encoder_factory: Callable[[], object], *,
+          events: list[list[Any]], on_progress: Callable[[Progress], None],
+          should_stop: Callable[[], bool] | None = None) -> IndexReport | ForgetReport:
+    """The watcher's side of a request: the call its command makes (``app.work``). What it reports
+    on the way is appended to ``events`` for the command to print; an `index` ended by
+    ``should_stop`` returns a report marked ``stopped``."""
+    from sparc_local.app.work import forget_from, index_into
 
-    a = request.args
-    if request.kind == "forget":
-        return forget_path(index, a["path"])
-    if request.kind == "index":
-        return pipeline.run_index(
-            index, list(a["paths"]), model, encoder_factory, IndexOptions.from_json(a),
-            on_error=lambda p, r: events.append(["error", p, r]),
-            on_capped=lambda p, n: events.append(["capped", p, n]), on_progress=on_progress,
-            should_stop=should_stop)
-    raise WatcherFailed(f"unknown request {request.kind!r}", "Use the same version of sparc-local for both.")
+    if isinstance(request, ForgetRequest):
+        return forget_from(index, request.path)
+    return index_into(index, list(request.paths), request.options, model, encoder_factory,
+                      on_error=lambda p, r: events.append(["error", p, r]),
+                      on_capped=lambda p, n: events.append(["capped", p, n]), on_progress=on_progress,
+                      should_stop=should_stop)
 
 
-def serve(inbox: Inbox, index, model, encoder_factory: Callable[[], object], *,
-          should_stop: Callable[[], bool], on_done: Callable[[Request, object], None]) -> None:
-    """Apply the waiting requests in order (``apply``), each answered whatever happens.
-    ``on_done(request, report)`` follows each that was applied (the watcher updates its roots);
-    one ended by ``should_stop`` is answered "gone": its command then does the work itself."""
-    for req in inbox.take():
-        events: list[list] = []
+def serve(inbox: Inbox, index: Index, model: ModelInfo, encoder_factory: Callable[[], object], *,
+          should_stop: Callable[[], bool], on_done: Callable[[Request, IndexReport | ForgetReport], None]) -> None:
+    """Apply the waiting requests in order (``apply``), each answered whatever happens: one this
+    version cannot read (``wire.WireMismatch``) with what to do.  ``on_done(request, report)``
+    follows each that was applied (the watcher updates its roots); one ended by ``should_stop`` is
+    answered "gone": its command then does the work itself."""
+    for taken in inbox.take():
+        events: list[list[Any]] = []
+        verb = _VERBS.get(str(taken.data.get("kind")), "apply a request")
+        outcome: dict[str, Any]
         try:
+            req = _request(taken.data)
+
+            def progress(p: Progress, taken: Taken = taken) -> None:
+                inbox.progress(taken, dataclasses.asdict(p))
+
             done = apply(index, req, model, encoder_factory, events=events, should_stop=should_stop,
-                         on_progress=lambda p, req=req: inbox.progress(req, dataclasses.asdict(p)))
+                         on_progress=progress)
             if getattr(done, "stopped", False):
-                outcome: dict = {"gone": True}
+                outcome = {"gone": True}
             else:
                 on_done(req, done)
-                outcome = {"ok": dataclasses.asdict(done)}
+                outcome = {"ok": wire.encode(done)}
         except SparcError as err:
             outcome = {"error": str(err), "remedy": err.remedy}
         except Exception as err:
-            log.exception("request %s failed", req.kind)
-            outcome = {"error": f"the watcher could not {req.kind}: {type(err).__name__}: {err}",
+            log.exception("request to %s failed", verb)
+            outcome = {"error": f"the watcher could not {verb}: {type(err).__name__}: {err}",
                        "remedy": f"See {log_path()}."}
         outcome["events"] = events
-        inbox.answer(req, outcome)
-        log.info("applied a request to %s: %s", req.kind, "done" if "ok" in outcome else outcome)
+        inbox.answer(taken, outcome)
+        log.info("applied a request to %s: %s", verb, "done" if "ok" in outcome else outcome)
+
+
+def _request(data: dict[str, Any]) -> Request:
+    """A request file's typed request (``wire.decode``)."""
+    request = wire.decode(data, IndexRequest, ForgetRequest)
+    assert isinstance(request, IndexRequest | ForgetRequest)
+    return request
 
 
 class Inbox:
@@ -199,7 +221,7 @@ class Inbox:
         self.folder.mkdir(mode=0o700, exist_ok=True)
         self._progress_at = 0.0
 
-    def take(self) -> list[Request]:
+    def take(self) -> list[Taken]:
         """Claim every waiting request, oldest first (a request withdrawn meanwhile is skipped)."""
         out = []
         now = time.time()
@@ -220,18 +242,17 @@ class Inbox:
                 os.rename(path, self.folder / f"{rid}{TAKEN}")
             except FileNotFoundError:
                 continue
-            data = read_json(self.folder / f"{rid}{TAKEN}")
-            out.append(Request(str(data.get("kind")), data.get("args") or {}, rid))
+            out.append(Taken(rid, read_json(self.folder / f"{rid}{TAKEN}")))
         return out
 
-    def progress(self, request: Request, snapshot: dict) -> None:
+    def progress(self, request: Taken, snapshot: dict[str, Any]) -> None:
         now = time.monotonic()
         if now - self._progress_at >= PROGRESS_EVERY:
             self._progress_at = now
             with contextlib.suppress(OSError):
                 write_json(self.folder / f"{request.id}{PROGRESS}", snapshot)
 
-    def answer(self, request: Request, outcome: dict) -> None:
+    def answer(self, request: Taken, outcome: dict[str, Any]) -> None:
         write_json(self.folder / f"{request.id}{DONE}", outcome)
         for suffix in (TAKEN, PROGRESS):
             (self.folder / f"{request.id}{suffix}").unlink(missing_ok=True)
@@ -243,24 +264,22 @@ class Inbox:
             return False
 
 
-def index(roots: list[str], options: IndexOptions, local: Callable[[], T], *, wait: float,
-          on_event: Callable[[str, list], None] | None = None,
-          on_progress: Callable[[object], None] | None = None) -> T:
-    """`index` of absolute ``roots`` with run_index's ``options``: ``local()`` or the running
-    watcher (the request carries ``options.to_json()``). Returns an IndexReport."""
+def index(request: IndexRequest, local: Callable[[], IndexReport], *,
+          on_event: Callable[[str, list[Any]], None] | None = None,
+          on_progress: Callable[[Progress], None] | None = None) -> IndexReport:
+    """`index` of ``request`` (its paths absolute): ``local()`` or the running watcher."""
     from sparc_local.pipeline import IndexReport, Progress
 
-    def decode(ok: dict) -> IndexReport:
-        return IndexReport(**{**ok, "errors": [tuple(e) for e in ok.get("errors", [])]})
+    def progress(snap: dict[str, Any]) -> None:
+        if on_progress is not None:
+            on_progress(Progress(**snap))
 
-    return as_writer("sparc-local index", wait, local, Request("index", dict(paths=roots, **options.to_json())), decode,
-                     on_event=on_event,
-                     on_progress=(lambda snap: on_progress(Progress(**snap))) if on_progress else None)
+    return as_writer("sparc-local index", request.wait, local, request, IndexReport, on_event=on_event,
+                     on_progress=progress if on_progress else None)
 
 
-def forget(path: str, local: Callable[[], T], *, wait: float) -> T:
-    """`forget` of an absolute ``path``: ``local()`` or the running watcher. Returns a ForgetReport."""
+def forget(request: ForgetRequest, local: Callable[[], ForgetReport]) -> ForgetReport:
+    """`forget` of ``request`` (its path absolute): ``local()`` or the running watcher."""
     from sparc_local.forget import ForgetReport
 
-    return as_writer("sparc-local forget", wait, local, Request("forget", dict(path=path)),
-                     lambda ok: ForgetReport(**ok))
+    return as_writer("sparc-local forget", request.wait, local, request, ForgetReport)

@@ -312,7 +312,7 @@ class Watcher:
     def _requested(self, idx, req, done) -> None:
         """What a request applied changes for the watcher: its counters and its roots."""
         roots = self.roots
-        if req.kind == "forget":
+        if req.verb == "forget":
             self._count(0, done.files, 0)
             kept = [r for r in roots if not is_under(path_key(r), done.path)]
             if kept != roots:  # a watched root forgotten: stop watching it
@@ -321,7 +321,7 @@ class Watcher:
         else:
             self._count(done.indexed, done.removed, len(done.errors))
             stored = set(idx.roots())
-            new = [r for r in req.args["paths"] if path_key(r) in stored and r not in roots]
+            new = [r for r in req.paths if path_key(r) in stored and r not in roots]
             if new:  # a folder the user added: watched from now on
                 self.scope.roots = sorted({*roots, *new})
                 self._check_roots()
