@@ -32,8 +32,22 @@ _REINSTALL = "Reinstall sparc-local."
 SCHEME_KEY, SCHEME = "scheme", "pair"
 
 
+class ModelFiles:
+    """The files an exported model folder holds (the encoder's and the reranker's alike)."""
+
+    path: Path
+
+    @property
+    def onnx_path(self) -> Path:
+        return self.path / ONNX_FILE
+
+    @property
+    def tokenizer_path(self) -> Path:
+        return self.path / TOKENIZER_FILE
+
+
 @dataclass(frozen=True)
-class ModelInfo:
+class ModelInfo(ModelFiles):
     """A model folder's metadata. The folder holds model.onnx, tokenizer.json and sparc.json."""
 
     name: str
@@ -63,14 +77,6 @@ class ModelInfo:
     def inputs(self) -> InputSpec:
         """How inputs.paragraph_inputs builds this model's encoder inputs."""
         return InputSpec(self.max_length, self.cls_id, self.sep_id, self.context_sentences, self.context_order)
-
-    @property
-    def onnx_path(self) -> Path:
-        return self.path / ONNX_FILE
-
-    @property
-    def tokenizer_path(self) -> Path:
-        return self.path / TOKENIZER_FILE
 
     def skip_array(self) -> np.ndarray:
         return np.asarray(self.skip_ids, dtype=np.int32)

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from sparc_local.errors import ModelDamaged, ModelMissing
-from sparc_local.model.info import ONNX_FILE, RERANKER_VAR, TOKENIZER_FILE
+from sparc_local.model.info import ONNX_FILE, RERANKER_VAR, TOKENIZER_FILE, ModelFiles
 
 CONFIG_FILE = "rerank.json"
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")  # int64 (batch, length)
@@ -55,7 +55,7 @@ def reranker_remedy(folder: Path) -> str:
 
 
 @dataclass(frozen=True)
-class RerankInfo:
+class RerankInfo(ModelFiles):
     """A reranker folder's rerank.json: how the model reads (max_length tokens of a question and a
     passage) and how `ask` uses it: over the first stage's top ``n`` passages, each scored
     logit + ``alpha`` · its first-stage score, a likely answer from ``likely`` on."""
@@ -67,14 +67,6 @@ class RerankInfo:
     alpha: float
     likely: float
     source: str
-
-    @property
-    def onnx_path(self) -> Path:
-        return self.path / ONNX_FILE
-
-    @property
-    def tokenizer_path(self) -> Path:
-        return self.path / TOKENIZER_FILE
 
     def to_json(self, **extra: Any) -> str:
         d = asdict(self)
