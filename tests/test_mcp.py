@@ -13,6 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from sparc_local.cli.app import app
+from sparc_local.model.info import RERANKER_VAR
 
 REPO = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.usefixtures("active_tiny")
@@ -26,7 +27,8 @@ async def _session(home: Path, *args: str, calls: list[tuple[str, dict]]) -> tup
 
     params = StdioServerParameters(command=sys.executable, args=["-m", "sparc_local", "mcp", *args], cwd=str(REPO),
                                    env={"SPARC_LOCAL_HOME": str(home), "PYTHONPATH": str(REPO),
-                                        "PATH": os.environ.get("PATH", "")})
+                                        "PATH": os.environ.get("PATH", ""),
+                                        RERANKER_VAR: os.environ[RERANKER_VAR]})  # as the CLI here: conftest's
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
         await session.initialize()
         tools = {t.name for t in (await session.list_tools()).tools}
