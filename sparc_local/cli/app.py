@@ -26,6 +26,7 @@ from sparc_local.cli.options import (
     TYPE_ALIASES_HELP,
     AsJson,
     Exclude,
+    Fast,
     Hidden,
     Logs,
     NoIgnore,
@@ -188,8 +189,7 @@ def ask(
         Mode.hybrid, "--mode", case_sensitive=False,
         help="hybrid: SPARC fused with BM25 over the sentence and its context, then reranked (unless --fast); "
              "sparc or bm25: one alone."),
-    fast: bool = typer.Option(False, "--fast", help="Answer with the first stage alone, without the reranker "
-                                                    "(faster)."),
+    fast: Fast = False,
     candidates: int | None = typer.Option(None, "--candidates", metavar="N", min=1,
                                           help="Passages of the first stage the reranker reads (default: the "
                                                "reranker's own)."),
@@ -237,7 +237,7 @@ def eval_(
     top_k: int = typer.Option(0, "--top-k", help="Postings kept per sentence (0: the model's K)."),
     model: Path | None = typer.Option(None, "--model", help="A model folder (default: the active model)."),
     threads: Threads = 0,
-    fast: bool = typer.Option(False, "--fast", help="The first stage alone: no reranker rows."),
+    fast: Fast = False,
     sample: int = typer.Option(0, "--sample", min=0,
                                help="Ask the reranker rows of this many questions (a seeded sample; 0: all)."),
 ) -> None:

@@ -23,6 +23,7 @@ Wait = Annotated[float, typer.Option("--wait", metavar="SECONDS",
                                      help="Wait this long for another writer before giving up.")]
 Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="Print errors only.")]
 AsJson = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
+Fast = Annotated[bool, typer.Option("--fast", help="Answer with the first stage alone, without the reranker (faster).")]
 Exclude = Annotated[list[str], typer.Option("--exclude", "-e", metavar="GLOB",
                                             help="Skip matching files (repeatable).")]
 Hidden = Annotated[bool, typer.Option("--hidden", help="Include hidden files and folders.")]
