@@ -30,7 +30,6 @@ from sparc_local.index_options import IndexOptions
 from sparc_local.query.modes import HYBRID
 
 if TYPE_CHECKING:
-    import numpy as np
 
     from sparc_local.app.run import AskSession
     from sparc_local.forget import ForgetReport
@@ -77,30 +76,6 @@ class _DataDirs:
 
 
 _DATA_DIRS = _DataDirs()
-
-
-class _OneAtATime:
-    """A reranker shared by threads scores for one at a time (its lazy load is not thread-safe)."""
-
-    def __init__(self, scorer: PassageScorer) -> None:
-        self._scorer = scorer
-        self._lock = threading.Lock()
-
-    @property
-    def n(self) -> int:
-        return self._scorer.n
-
-    @property
-    def alpha(self) -> float:
-        return self._scorer.alpha
-
-    @property
-    def likely(self) -> float:
-        return self._scorer.likely
-
-    def score(self, question: str, texts: list[str]) -> np.ndarray:
-        with self._lock:
-            return self._scorer.score(question, texts)
 
 
 class Library:
@@ -194,8 +169,7 @@ class Library:
 
         with self._reranker_lock:
             if self._reranker is _UNREAD:
-                found = load_reranker()
-                self._reranker = _OneAtATime(found) if found is not None else None
+                self._reranker = load_reranker()  # shared: Reranker.score serves one thread at a time
         scorer: PassageScorer | None = self._reranker
         return scorer
 

@@ -110,6 +110,7 @@ class Reranker:
         self._tokenizer: Any = None
         self._loading: threading.Thread | None = None
         self._failed: BaseException | None = None
+        self._scoring = threading.Lock()  # threads sharing a reranker (Library) score one at a time: its load is lazy
 
     @classmethod
     def load(cls, folder: Path, **kwargs: Any) -> Reranker:
@@ -162,12 +163,13 @@ class Reranker:
         out = np.zeros(len(texts), np.float32)
         if not texts:
             return out
-        self.warm()
-        order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))  # a batch of like lengths pads little
-        for start in range(0, len(order), self.batch):
-            rows = order[start:start + self.batch]
-            feed = self._encode(question, [texts[i] for i in rows])
-            out[rows] = np.asarray(self._session.run([OUTPUT], feed)[0], np.float32).reshape(-1)
+        with self._scoring:
+            self.warm()
+            order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))  # a batch of like lengths pads little
+            for start in range(0, len(order), self.batch):
+                rows = order[start:start + self.batch]
+                feed = self._encode(question, [texts[i] for i in rows])
+                out[rows] = np.asarray(self._session.run([OUTPUT], feed)[0], np.float32).reshape(-1)
         return out
 
     def _encode(self, question: str, texts: list[str]) -> dict[str, np.ndarray]:
