@@ -52,10 +52,7 @@ class Trainer:
         torch.manual_seed(args.seed)
         torch.set_num_threads(args.threads)
         base = Path(args.base)
-        if base.suffix == ".npz":
-            cfg, w = load_canonical(base)
-        else:
-            cfg, w = load_checkpoint(base)
+        cfg, w = self._weights(base)
         self.cfg: ArchConfig = cfg
         tok = Path(args.tokenizer or base)
         self.tokenizer = load_tokenizer(tok / "tokenizer.json" if tok.is_dir() else tok)
@@ -82,6 +79,10 @@ class Trainer:
         self.rng = np.random.default_rng(args.seed)
         self.log = open(self.run / "train.log.jsonl", "a")
         self._resume()
+
+    def _weights(self, base: Path) -> tuple[ArchConfig, dict]:
+        """The weights training starts from."""
+        return load_canonical(base) if base.suffix == ".npz" else load_checkpoint(base)
 
     def _pool(self) -> Pool:
         cache = self.run / "pool.pkl"
@@ -170,14 +171,7 @@ class Trainer:
         f_all, sents = self._sentence_scores(cand, cols)
         f = f_all[:, np.searchsorted(cols, union)]
         g = self._score(qmask, union, sents, f)
-        is_answer = torch.tensor([[s in answer_sets[i] for s in sents] for i in range(len(questions))])
-        # candidate i is question i's positive; other answers are masked out
-        own = torch.zeros_like(is_answer)
-        own[torch.arange(len(questions)), torch.arange(len(questions))] = True
-        g = g.masked_fill(is_answer & ~own, float("-inf"))
-        is_answer = own
-        pos = g.masked_fill(~is_answer, float("-inf")).logsumexp(1)
-        ce = (g.logsumexp(1) - pos).mean()
+        g, ce = in_batch_ce(g, sents, answer_sets)
         if self.teacher is None:
             return ce, {}
         kl = kl_term(g, self._score(qmask, union, sents, self.teacher.f(sents, union)), a.distill_temp)
@@ -265,6 +259,18 @@ class Trainer:
         out = out or self.run / "final.npz"
         save_canonical(out, self.cfg, self.model.retrieval_weights())
         return out
+
+
+def in_batch_ce(g: torch.Tensor, sents: list[int], answer_sets: list[set[int]]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Cross-entropy of each question's own positive (candidate i for question i) among the batch's
+    candidates, the question's other answers masked out; (the masked scores, the mean loss)."""
+    n = len(answer_sets)
+    is_answer = torch.tensor([[s in answer_sets[i] for s in sents] for i in range(n)])
+    own = torch.zeros_like(is_answer)
+    own[torch.arange(n), torch.arange(n)] = True
+    g = g.masked_fill(is_answer & ~own, float("-inf"))
+    pos = g.masked_fill(~own, float("-inf")).logsumexp(1)
+    return g, (g.logsumexp(1) - pos).mean()
 
 
 def _mrr(g: torch.Tensor, sents: list[int], examples: list) -> float:

@@ -1,0 +1,127 @@
+"""Distil a smaller SPARC encoder from a shipped one: fewer layers, the same E and head (issue 46).
+
+    python -m sparc_lab.student --teacher exported_models/sparc-minilm-l6 --keep 0,2,5 \
+        --tech ~/.cache/sparc-local-train/tech-0-485 --run ~/.cache/sparc-local-train/student3 --steps 1500
+
+The student starts from the teacher's own weights with the other layers dropped (DistilBERT's
+initialisation, Sanh et al. 2019) and keeps the frozen E that `adapt` retrains (SPARC §5.1). Each
+step trains on train.py's batches (the same questions, hard negatives and top-K-aware f) with:
+- the SPARC cross-entropy over in-batch candidates (SPARC §6.2);
+- Hinton's KL of the teacher's g(q, s) over the same candidates (distill.kl_term), the teacher's f
+  cut at its top K as the index cuts it;
+- the mean squared error of f(v, s) against the teacher's (SPARC Eq. 4) over the questions' tokens,
+  the candidates' own input tokens and a uniform sample of the vocabulary, so the projection onto
+  all of V is never computed;
+- the mean squared error of the last hidden states H(s) over real tokens (TinyBERT's hidden-state
+  term, Jiao et al. 2020).
+The teacher runs forward, without gradient, on the same inputs at every step; a rerun resumes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from sparc_lab.distill import kl_term
+from sparc_lab.model import TorchEncoder
+from sparc_lab.train import Trainer, in_batch_ce
+from sparc_lab.train import parse_args as train_args
+from sparc_local.model.folder import load_encoder_weights
+from sparc_local.model.info import ModelInfo
+from sparc_local.model.inputs import pad_batch
+from sparc_local.model.weights import ArchConfig, Weights
+
+
+def student_weights(cfg: ArchConfig, w: Weights, keep: list[int]) -> tuple[ArchConfig, Weights]:
+    """The teacher's embeddings and its layers ``keep``, renumbered 0..len(keep)-1."""
+    if not keep or any(not 0 <= i < cfg.layers for i in keep):
+        raise ValueError(f"--keep takes layers of 0..{cfg.layers - 1}")
+    out = {k: v for k, v in w.items() if not k.startswith("l") or not k[1].isdigit()}
+    for new, old in enumerate(keep):
+        prefix = f"l{old}."
+        out.update({f"l{new}.{k[len(prefix):]}": v for k, v in w.items() if k.startswith(prefix)})
+    return replace(cfg, layers=len(keep)), out
+
+
+class StudentTrainer(Trainer):
+    def _weights(self, base: Path) -> tuple[ArchConfig, Weights]:
+        info = ModelInfo.load(base)
+        cfg, w = load_encoder_weights(info)
+        self.teacher_model = TorchEncoder(cfg, w).eval()
+        for p in self.teacher_model.parameters():
+            p.requires_grad_(False)
+        with torch.no_grad():
+            self.teacher_model.sparsity.fill_(info.sparsity_w)
+        self.args.w_init = info.sparsity_w
+        keep = [int(i) for i in self.args.keep.split(",")]
+        return student_weights(cfg, w, keep)
+
+    def _columns(self, union: np.ndarray, ids: torch.Tensor) -> np.ndarray:
+        """Where f is compared with the teacher's: the questions' tokens, the candidates' input
+        tokens the index can keep, and a uniform sample of the vocabulary; sorted, unique."""
+        own = np.intersect1d(np.unique(ids.numpy()), self.kept_vocab)
+        sample = self.rng.choice(self.kept_vocab, self.args.column_sample, replace=False)
+        return np.unique(np.concatenate([union, own, sample]))
+
+    def _loss(self, questions: list[str], cand: list[int],
+              answer_sets: list[set[int]]) -> tuple[torch.Tensor, dict[str, float]]:
+        a = self.args
+        qmask, union = self._question_tokens(questions)
+        ids, types, mask = (torch.from_numpy(x) for x in pad_batch([self.inputs[c] for c in cand]))
+        hidden = self.model(ids, types, mask)
+        cols = self._columns(union, ids)
+        tokens = torch.from_numpy(cols.astype(np.int64))
+        f_all = self.model.token_scores(hidden, mask, tokens)
+        with torch.no_grad():
+            t_hidden = self.teacher_model(ids, types, mask)
+            ft_all = self.teacher_model.token_scores(t_hidden, mask, tokens)
+        at = np.searchsorted(cols, union)
+        f, ft = f_all[:, at], ft_all[:, at]
+        if a.topk:
+            f = f * self._keep(f, False, lambda s: self.model.topk_threshold(hidden, mask, s, a.topk, len(self.kept_vocab)))
+            ft = ft * self._keep(ft, True, lambda s: self.teacher_model.topk_threshold(
+                t_hidden, mask, s, a.topk, len(self.kept_vocab)))
+        g, ce = in_batch_ce(qmask @ f.T, cand, answer_sets)
+        kl = kl_term(g, qmask @ ft.T, a.distill_temp)
+        mse_f = F.mse_loss(f_all, ft_all)
+        real = mask.unsqueeze(-1).to(hidden.dtype)
+        mse_h = ((hidden - t_hidden) ** 2 * real).sum() / (real.sum() * hidden.shape[-1])
+        loss = ce + a.distill_weight * kl + a.f_weight * mse_f + a.h_weight * mse_h
+        parts = {"ce": ce.item(), "kl": kl.item(), "mse_f": mse_f.item(), "mse_h": mse_h.item()}
+        return loss, {k: round(v, 4) for k, v in parts.items()}
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    own = argparse.ArgumentParser(add_help=False)
+    own.add_argument("--teacher", required=True, help="the teacher's model folder (e.g. exported_models/sparc-minilm-l6)")
+    own.add_argument("--keep", default="0,2,5", help="the teacher's layers the student starts from")
+    own.add_argument("--column-sample", type=int, default=1024, help="uniform vocabulary sample of the f term")
+    own.add_argument("--f-weight", type=float, default=1.0, help="weight of the f(v, s) term")
+    own.add_argument("--h-weight", type=float, default=1.0, help="weight of the hidden-state term")
+    mine, rest = own.parse_known_args(argv)
+    teacher = Path(mine.teacher)
+    args = train_args(["--base", str(teacher), "--tokenizer", str(teacher), *rest])
+    args.__dict__.update(vars(mine))
+    return args
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    trainer = StudentTrainer(args)
+    if args.snapshot:
+        print(f"step {trainer.step} written to {trainer.export(Path(args.snapshot).expanduser())}")
+        return
+    print(f"student of {trainer.cfg.layers} layers; {len(trainer.pool.train)} training questions, "
+          f"{len(trainer.pool.texts)} sentences; starting at step {trainer.step}", flush=True)
+    trainer.train()
+    print(f"exported {trainer.run / 'final.npz'}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
