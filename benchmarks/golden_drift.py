@@ -1,15 +1,18 @@
-"""How far a model's outputs move between CPUs, and between int8 and float compute (issue #12).
+"""How far a model's outputs move between CPUs, and between int8 and float compute (issues #12, 46).
 
     apt-get install qemu-user   # emulates an AVX2-only CPU (no AVX-512, no VNNI) on any x86 host
-    python benchmarks/golden_drift.py [MODEL_DIR ...] [--cpu Haswell] [--dynamic]
+    python benchmarks/golden_drift.py [MODEL_DIR ...] [--cpu Haswell] [--dynamic] [--eval DATA]
     python benchmarks/golden_drift.py --smoke   # the tiny model, native twice (no qemu), --dynamic (smoke.py)
 
 For each model folder (default: the shipped one), the golden paragraphs of
 tests/golden/make_golden.py are encoded natively and under `qemu-x86_64 -cpu Haswell`, so
-onnxruntime picks its AVX2 kernels as on an AVX2-only AMD EPYC. `--dynamic` adds the same
-weights exported with onnxruntime's int8 kernels (export.QUANT_DYNAMIC), natively and emulated.
-Printed per sentence: top-K overlap, largest weight difference, and whether the golden check
-(`compare`) passes.
+onnxruntime picks its AVX2 kernels as on an AVX2-only AMD EPYC, and each is held to the golden
+checks (`compare`) against the model's weights computed in float (`make_golden.reference`).
+`--dynamic` adds the same weights exported with onnxruntime's int8 kernels (export.QUANT_DYNAMIC).
+Printed per sentence: top-K overlap against float compute, largest weight difference, and
+whether the golden checks pass. `--eval DATA` (e.g. ../shared/data/reqa/squad-dev) adds the third
+check of issue 46: `eval`'s first-stage MRR@10 of each int8-kernel model within 0.003 of float
+compute's (through the app layer, as `sparc-local eval --fast` runs it).
 """
 
 from __future__ import annotations
@@ -26,7 +29,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.golden.make_golden import compare
+from tests.golden.make_golden import compare, float_twin, reference
+
+EVAL_MARGIN = 0.003  # issue 46: eval's MRR@10, int8 kernels against float compute
 
 
 def run(model: Path, cpu: str | None) -> dict:
@@ -50,17 +55,30 @@ def drift(a: dict, b: dict) -> str:
         dw = max(abs(wa[t] - wb[t]) for t in common)
         lines.append(f"  sentence {i}: top-K overlap {len(common)}/{len(wa)}, max |dw| {dw:.5f}")
     problems = compare(a, b)
-    lines.append(f"  golden check: {'passes' if not problems else f'{len(problems)} problems, e.g. {problems[0]}'}")
+    lines.append(f"  answer ranks {b['ranks']} (float compute {a['ranks']})")
+    lines.append(f"  golden checks: {'pass' if not problems else f'{len(problems)} problems, e.g. {problems[0]}'}")
     return "\n".join(lines)
 
 
+def eval_mrr(model: Path, data: Path) -> float:
+    """`sparc-local eval DATA --model MODEL --fast`'s MRR@10 of the SPARC first stage."""
+    from sparc_local.app import run
+    from sparc_local.app.jobs import EvalRequest
+    from sparc_local.query.modes import SPARC
+
+    request = EvalRequest(str(data), model=str(model), fast=True)
+    return float(run.evaluate(request, run.eval_model(request))[SPARC]["mrr@10"])
+
+
 def main() -> None:
+    from sparc_local.model.export import QUANT_DYNAMIC
     from sparc_local.model.info import ModelInfo, shipped_model_dir
 
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("models", nargs="*", type=Path)
     p.add_argument("--cpu", default="Haswell", help="qemu CPU model to emulate")
     p.add_argument("--dynamic", action="store_true", help="also the same weights through onnxruntime's int8 kernels")
+    p.add_argument("--eval", type=Path, help="a ReQA folder: eval's MRR@10, int8 kernels against float compute")
     p.add_argument("--smoke", action="store_true",
                    help="seconds: the tiny test model (smoke.py), native against native (no qemu), --dynamic")
     args = p.parse_args()
@@ -74,25 +92,31 @@ def main() -> None:
     other = f"emulated {args.cpu}" if args.cpu else "native again (no qemu)"
     with tempfile.TemporaryDirectory(dir=scratch) as tmp:
         if args.dynamic:
-            from sparc_local.model.export import QUANT_DYNAMIC, export_model
+            from sparc_local.model.export import export_model
             from sparc_local.model.folder import load_encoder_weights
 
             info = ModelInfo.load(models[0])
             cfg, w = load_encoder_weights(info)
             models.append(export_model(cfg, w, info.tokenizer_path, Path(tmp) / "dynamic", name=info.name,
                                        source="golden_drift", sparsity_w=info.sparsity_w, top_k=info.top_k,
-                                       max_length=info.max_length, quant=QUANT_DYNAMIC).path)
-        native = {}
+                                       max_length=info.max_length, quant=QUANT_DYNAMIC,
+                                       inputs={"context_sentences": info.context_sentences,
+                                               "context_order": info.context_order}).path)
         for model in models:
             info = ModelInfo.load(model)
-            native[model] = run(model, None)
-            emulated = run(model, args.cpu)
-            print(f"{info.id} ({info.quantization}), onnxruntime {native[model]['onnxruntime']}: "
-                  f"native CPU against {other}", flush=True)
-            print(drift(native[model], emulated), flush=True)
-        if args.dynamic:
-            print(f"{ModelInfo.load(models[0]).quantization} against onnxruntime int8 kernels, native CPU:")
-            print(drift(native[models[0]], native[models[-1]]))
+            expected = reference(model)
+            other_run = run(model, args.cpu)
+            print(f"{info.id} ({info.quantization}), onnxruntime {expected['onnxruntime']}: "
+                  f"native CPU against float compute", flush=True)
+            print(drift(expected, run(model, None)), flush=True)
+            print(f"  {other} against float compute:", flush=True)
+            print(drift(expected, other_run), flush=True)
+            if args.eval and info.quantization == QUANT_DYNAMIC:
+                twin = float_twin(model, Path(tmp) / f"float-{len(models)}-{models.index(model)}")
+                kernels, floats = eval_mrr(model, args.eval), eval_mrr(twin, args.eval)
+                verdict = "within" if abs(kernels - floats) <= EVAL_MARGIN else "NOT within"
+                print(f"  eval MRR@10 on {args.eval.name}: int8 kernels {kernels:.4f}, float compute {floats:.4f}, "
+                      f"difference {kernels - floats:+.4f} ({verdict} {EVAL_MARGIN})", flush=True)
 
 
 if __name__ == "__main__":
