@@ -19,6 +19,7 @@ from sparc_local.adapt.model_folder import load_adapt_weights
 from sparc_local.adapt.run import LOSS_WINDOW, AdaptOptions, adapt
 from sparc_local.cli.app import app
 from sparc_local.index.store import Index
+from sparc_local.model.export import QUANT_DYNAMIC
 from sparc_local.model.folder import load_encoder_weights
 from sparc_local.model.info import ModelInfo, load_tokenizer
 from tests.tiny import WORDS, make_tiny_adapt_model, make_tiny_model, tiny_vocab, tiny_weights
@@ -102,9 +103,15 @@ def _adapted_E(info: ModelInfo) -> np.ndarray:
 
 
 @pytest.mark.parametrize("layout", ["bert", "distilbert"])
-@pytest.mark.parametrize("int8", [False, True])
-def test_load_encoder_weights_round_trip(tmp_path: Path, layout: str, int8: bool) -> None:
-    info = make_tiny_model(tmp_path / "m", layout=layout, int8=int8)
+@pytest.mark.parametrize("int8", [False, True, QUANT_DYNAMIC])
+def test_load_encoder_weights_round_trip(tmp_path: Path, layout: str, int8: bool | str) -> None:
+    """Adapt and re-export read the weights back, also from onnxruntime's int8 kernels (Q, K and V
+    joined into its integer attention, QAttention)."""
+    info = make_tiny_model(tmp_path / "m", layout=layout, int8=bool(int8), quant=int8 if isinstance(int8, str) else None)
+    if int8 == QUANT_DYNAMIC:
+        import onnx
+
+        assert "QAttention" in {n.op_type for n in onnx.load(str(info.onnx_path)).graph.node}
     cfg, w = load_encoder_weights(info)
     cfg0, w0 = tiny_weights(layout, len(tiny_vocab()))
     assert cfg == cfg0

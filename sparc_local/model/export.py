@@ -66,7 +66,8 @@ QUANTS = (QUANT_WEIGHTS, QUANT_DYNAMIC, QUANT_FP32)
 
 
 def _graph(cfg: ArchConfig, w: Weights, sparsity_w: float, int8_embeddings: bool, skip: np.ndarray,
-           pool: str = "all", weight_axis: int | None = None, projection: Projection = FULL_PROJECTION):
+           pool: str = "all", weight_axis: int | None = None, projection: Projection = FULL_PROJECTION,
+           joined_qkv: bool = False):
     from onnx import TensorProto, helper
 
     b = GraphBuilder(w, cfg, weight_axis)
@@ -87,7 +88,7 @@ def _graph(cfg: ArchConfig, w: Weights, sparsity_w: float, int8_embeddings: bool
     _, types, mask = INPUTS
     x = embeddings(b, E)
     maskf = op("Cast", [mask], to=TensorProto.FLOAT)
-    x = layers(b, x)
+    x = layers(b, x, joined_qkv=joined_qkv)
 
     scale = const(np.array(math.exp(sparsity_w), np.float32))
     one = const(np.array(1.0, np.float32))
@@ -155,7 +156,8 @@ def export_model(cfg: ArchConfig, w: Weights, tokenizer_json: Path, out_dir: Pat
     skip = skip_token_ids(vocab)
     projection = projection if int8 else FULL_PROJECTION
     model = _graph(cfg, w, sparsity_w, int8_embeddings=int8, skip=skip, pool=pool,
-                   weight_axis=weight_axis if quant == QUANT_WEIGHTS else None, projection=projection)
+                   weight_axis=weight_axis if quant == QUANT_WEIGHTS else None, projection=projection,
+                   joined_qkv=quant == QUANT_DYNAMIC)
     onnx.checker.check_model(model)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -167,10 +169,10 @@ def export_model(cfg: ArchConfig, w: Weights, tokenizer_json: Path, out_dir: Pat
         with tempfile.TemporaryDirectory() as tmp:
             fp32 = Path(tmp) / "fp32.onnx"
             onnx.save(model, fp32)
-            # only the encoder's MatMul weights; E is already int8 and feeds a Gemm/Gather
-            # (the fused Attention's Q, K, V weights are a Concat, not an initializer: they stay float;
-            # shape inference knows no contrib op, hence the default type)
-            quantize_dynamic(fp32, Path(tmp) / "int8.onnx", op_types_to_quantize=["MatMul"],
+            # the encoder's MatMul weights and the fused Attention's joined Q, K, V (QAttention);
+            # E is already int8 and feeds a Gemm/Gather (shape inference knows no contrib op,
+            # hence the default type)
+            quantize_dynamic(fp32, Path(tmp) / "int8.onnx", op_types_to_quantize=["MatMul", "Attention"],
                              weight_type=QuantType.QInt8, per_channel=per_channel,
                              extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
             shutil.move(str(Path(tmp) / "int8.onnx"), target)

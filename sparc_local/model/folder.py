@@ -100,9 +100,14 @@ def load_encoder_weights(info: ModelInfo) -> tuple[ArchConfig, Weights]:
     if cfg.type_vocab:
         w["emb.type"] = take("emb_type")
     for i in range(cfg.layers):
+        if f"l{i}_qkv_w" in parts:  # Q, K, V joined for onnxruntime's integer attention (graph.layers)
+            for lin, wt, bias in zip(("q", "k", "v"), np.split(take(f"l{i}_qkv_w"), 3, axis=1),
+                                     np.split(take(f"l{i}_qkv_b"), 3)):
+                w[f"l{i}.{lin}.w"], w[f"l{i}.{lin}.b"] = np.ascontiguousarray(wt.T), bias
         for lin in _LINEARS:
-            w[f"l{i}.{lin}.w"] = np.ascontiguousarray(take(f"l{i}_{lin}_w").T)  # exported as (in, out)
-            w[f"l{i}.{lin}.b"] = take(f"l{i}_{lin}_b")
+            if f"l{i}.{lin}.w" not in w:
+                w[f"l{i}.{lin}.w"] = np.ascontiguousarray(take(f"l{i}_{lin}_w").T)  # exported as (in, out)
+                w[f"l{i}.{lin}.b"] = take(f"l{i}_{lin}_b")
     # LayerNorm parameters are anonymous constants: name them by graph order (emb, then ln1/ln2 per layer)
     ln_names = ["emb.ln"] + [f"l{i}.{n}" for i in range(cfg.layers) for n in ("ln1", "ln2")]
     lns = [n for n in model.graph.node if n.op_type == "LayerNormalization"]
