@@ -6,7 +6,7 @@
 
 For each set: MRR@10 of every `ask --mode` for both models (the same input builder, encoder,
 index and scoring as `index` and `ask`; `evaluation.evaluate`), then paired lines (questions
-better / worse, mean reciprocal-rank difference, 95% bootstrap interval; benchmarks/desk.py's
+better / worse, mean reciprocal-rank difference, 95% bootstrap interval; benchmarks/common.py's
 `paired_line`): the new model against the base in hybrid and SPARC mode, and the new model's
 hybrid and SPARC against its own BM25 (issue 31's acceptance). `--base` alone evaluates one model.
 `--pooled` adds the same lines over every set's questions together (small dev sets kept apart so
@@ -24,7 +24,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from desk import paired_line  # benchmarks/desk.py: the desks' paired bootstrap
+from common import paired_line  # the desks' paired bootstrap
 
 from sparc_local.evaluation.evaluate import evaluate
 from sparc_local.evaluation.metrics import mrr

@@ -30,19 +30,11 @@ import tempfile
 import time
 from pathlib import Path
 
+from common import proc_cpu_seconds, proc_mem_mb
+
 NOUNS = ("violin harbor glacier lantern orchard tractor volcano compass falcon canyon meadow cathedral "
          "submarine telescope blacksmith lighthouse vineyard avalanche parliament monastery").split()
 CITIES = "oslo lima cairo dublin quito hanoi perth riga accra sofia".split()
-
-
-def proc_cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def proc_mem_mb(pid: int) -> tuple[float, float]:
-    kv = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":" in line)
-    return int(kv["VmRSS"].split()[0]) / 1024, int(kv["VmHWM"].split()[0]) / 1024
 
 
 def main() -> None:
