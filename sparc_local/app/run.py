@@ -125,11 +125,15 @@ def ask(request: AskRequest, *, reranker: RerankerSource = load_reranker,
 
 def index(request: IndexRequest, *, on_progress: Callable[[Progress], None] | None = None,
           on_skipped: Callable[[str, str], None] | None = None,
-          on_capped: Callable[[str, int], None] | None = None) -> IndexReport:
+          on_capped: Callable[[str, int], None] | None = None,
+          should_stop: Callable[[], bool] | None = None) -> IndexReport:
     """Index ``request.paths`` (none: the folders indexed before), or hand the work to the running
-    watcher.  ``on_skipped(path, reason)`` and ``on_capped(path, n)`` tell each file left out or cut."""
+    watcher.  ``on_skipped(path, reason)`` and ``on_capped(path, n)`` tell each file left out or cut;
+    ``should_stop()`` true ends a run of this process before its next file, its report ``stopped``
+    (what it stored is kept, and the next run goes on from there)."""
     resolved, info = resolve_index(request)
-    return index_roots(resolved, info, on_progress=on_progress, on_skipped=on_skipped, on_capped=on_capped)
+    return index_roots(resolved, info, on_progress=on_progress, on_skipped=on_skipped, on_capped=on_capped,
+                       should_stop=should_stop)
 
 
 def resolve_index(request: IndexRequest) -> tuple[IndexRequest, ModelInfo]:
@@ -151,7 +155,8 @@ def resolve_index(request: IndexRequest) -> tuple[IndexRequest, ModelInfo]:
 
 def index_roots(request: IndexRequest, info: ModelInfo, *, on_progress: Callable[[Progress], None] | None = None,
                 on_skipped: Callable[[str, str], None] | None = None,
-                on_capped: Callable[[str, int], None] | None = None) -> IndexReport:
+                on_capped: Callable[[str, int], None] | None = None,
+                should_stop: Callable[[], bool] | None = None) -> IndexReport:
     """``index`` of a request whose paths are absolute roots, with the model ``info``."""
     from sparc_local import power
     from sparc_local.app.work import index_into
@@ -163,7 +168,7 @@ def index_roots(request: IndexRequest, info: ModelInfo, *, on_progress: Callable
     def local() -> IndexReport:
         with open_index(must_exist=False) as idx:
             return index_into(idx, list(request.paths), request.options, info, encoder, on_error=on_skipped,
-                              on_capped=on_capped, on_progress=on_progress)
+                              on_capped=on_capped, on_progress=on_progress, should_stop=should_stop)
 
     def replay(kind: str, args: list[Any]) -> None:
         tell = on_skipped if kind == "error" else on_capped
@@ -224,7 +229,8 @@ def evaluate(request: EvalRequest, info: ModelInfo, progress: Callable[[int], No
     from sparc_local.evaluation.evaluate import evaluate as run
 
     return run(Path(request.dataset), info, depth=request.k, top_k=request.top_k, threads=request.threads,
-               progress=progress, reranker=None if request.fast else load_reranker(), sample=request.sample)
+               progress=progress, with_hits=request.hits, reranker=None if request.fast else load_reranker(),
+               sample=request.sample)
 
 
 def install_service() -> ServiceFile:
