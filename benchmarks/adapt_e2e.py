@@ -191,16 +191,19 @@ def main() -> None:
 
 def _eval_models(args: argparse.Namespace, models: list[tuple[str, Path | None]], result: dict) -> None:
     """`sparc-local eval` figures of each model folder (None: the base) on --data; prints them and the JSON."""
+    from sparc_local.app import run
+    from sparc_local.app.jobs import EvalRequest
     from sparc_local.evaluation import reqa
-    from sparc_local.evaluation.evaluate import evaluate
-    from sparc_local.model.info import ModelInfo, shipped_model_dir
+    from sparc_local.model.info import shipped_model_dir
     from sparc_local.query.modes import HYBRID, MODES, SPARC
 
     hits: dict[str, dict[str, list[int]]] = {}
     ids = [q for q, _question, _answers in reqa.load(args.data).queries] if args.ranks else []
     for which, folder in models:
-        info = ModelInfo.load(folder or args.model or shipped_model_dir())
-        m = evaluate(args.data, info, threads=args.threads, with_hits=args.paired)
+        request = EvalRequest(str(args.data), model=str(folder or args.model or shipped_model_dir()),
+                              threads=args.threads, fast=True, hits=args.paired)
+        info = run.eval_model(request)
+        m = run.evaluate(request, info)
         hits[which] = {mode: m[mode].pop("hits") for mode in MODES if "hits" in m[mode]}
         if args.ranks and hits[which]:
             args.ranks.mkdir(parents=True, exist_ok=True)
