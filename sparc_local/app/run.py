@@ -1,5 +1,5 @@
-"""The operations every front end calls: ``ask``, ``index``, ``forget``, ``status``, ``evaluate``
-and the login service.  Each takes a typed request and returns a typed result; none prints.
+"""The operations every front end calls: ``ask``, ``index``, ``forget``, ``status``, ``evaluate``,
+``watch`` and the login service.  Each takes a typed request and returns a typed result; none prints.
 
 ``ask`` loads the reranker only when its request needs one (hybrid mode, not ``fast``); `status`
 and the watcher never do.  Keep module-level imports light: this is on the cold `ask` path.
@@ -22,7 +22,9 @@ if TYPE_CHECKING:
     from sparc_local.pipeline import IndexReport, Progress
     from sparc_local.query.ask import Asker, PassageScorer
     from sparc_local.status import Status
+    from sparc_local.watch.config import WatchConfig, WatchProcess
     from sparc_local.watch.service import ServiceFile
+    from sparc_local.watch.state import WatcherStatus
 
 RerankerSource = Callable[[], "PassageScorer | None"]
 
@@ -159,9 +161,9 @@ def index_roots(request: IndexRequest, info: ModelInfo, *, on_progress: Callable
                 should_stop: Callable[[], bool] | None = None) -> IndexReport:
     """``index`` of a request whose paths are absolute roots, with the model ``info``."""
     from sparc_local import power
+    from sparc_local.app import handoff
     from sparc_local.app.work import index_into
     from sparc_local.model.encoder import EncoderFactory
-    from sparc_local.watch import handoff
 
     encoder = EncoderFactory(info, request.threads)
 
@@ -183,9 +185,9 @@ def forget(request: ForgetRequest) -> ForgetReport:
     """Remove a file or folder from the index (or have the running watcher do it)."""
     from pathlib import Path
 
+    from sparc_local.app import handoff
     from sparc_local.app.jobs import ForgetRequest
     from sparc_local.app.work import forget_from
-    from sparc_local.watch import handoff
 
     target = str(Path(request.path).expanduser().absolute())
 
@@ -231,6 +233,16 @@ def evaluate(request: EvalRequest, info: ModelInfo, progress: Callable[[int], No
     return run(Path(request.dataset), info, depth=request.k, top_k=request.top_k, threads=request.threads,
                progress=progress, with_hits=request.hits, reranker=None if request.fast else load_reranker(),
                sample=request.sample)
+
+
+def watch(roots: list[str], info: ModelInfo, config: WatchConfig, process: WatchProcess, *,
+          on_tick: Callable[[WatcherStatus], None] | None = None) -> None:
+    """`watch` in this process until signalled (``watch.daemon.run``): the index kept current, and
+    what `index` and `forget` hand it applied through ``handoff.serve``."""
+    from sparc_local.app import handoff
+    from sparc_local.watch import daemon
+
+    daemon.run(roots, info, config, process, requests=handoff.serve, on_tick=on_tick)
 
 
 def install_service() -> ServiceFile:
