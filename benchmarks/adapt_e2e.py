@@ -32,47 +32,9 @@ import sys
 import time
 from pathlib import Path
 
+from common import build_index, paired_line
+
 from sparc_local.adapt.run import LOSS_WINDOW
-
-
-def build_index(data: Path, model_dir: Path | None, threads: int | None = None) -> dict:
-    """Index the corpus's sentences with the base model (skipped if the index already has them)."""
-    from sparc_local.evaluation import reqa
-    from sparc_local.evaluation.evaluate import encode_corpus
-    from sparc_local.index.store import FileUpdate, Index, SentenceRow
-    from sparc_local.model.info import ModelInfo, active_model
-    from sparc_local.paths import db_path
-
-    info = ModelInfo.load(model_dir) if model_dir else active_model()
-    ds = reqa.load(data)
-    with Index(db_path()) as idx:
-        n = idx.stats()["sentences"]
-        if n == len(ds.texts) and idx.get_meta("model") == info.id:
-            return {"sentences": n, "seconds": 0.0, "model": info.id}
-        t0 = time.perf_counter()
-        vectors = encode_corpus(ds, data, info, threads=threads).head(info.top_k)  # eval's cache
-        members: dict[str, list[int]] = {}
-        for i, p in enumerate(ds.passages):
-            members.setdefault(p, []).append(i)
-        updates = []
-        from sparc_local.model.sparse import SparseVectors
-
-        for passage, rows in members.items():
-            para = " ".join(ds.texts[i] for i in rows)
-            offsets, pos = [], 0
-            for i in rows:
-                offsets.append(pos)
-                pos += len(ds.texts[i]) + 1
-            updates.append(FileUpdate(f"/reqa/{ds.name}/{passage}.txt", len(para), 0.0, passage,
-                                      [SentenceRow(ds.texts[i], para, o) for i, o in zip(rows, offsets)],
-                                      SparseVectors.from_rows([vectors.row(i) for i in rows])))
-        idx.add_roots([f"/reqa/{ds.name}"])
-        for start in range(0, len(updates), 200):
-            idx.write_files(updates[start:start + 200], merge=False)
-        idx.merge_all()
-        idx.set_meta("model", info.id)
-        idx.set_meta("model_path", str(info.path))
-        return {"sentences": idx.stats()["sentences"], "seconds": time.perf_counter() - t0, "model": info.id}
 
 
 def first_sentences(data: Path, n: int, out: Path) -> Path:
@@ -229,18 +191,19 @@ def main() -> None:
 
 def _eval_models(args: argparse.Namespace, models: list[tuple[str, Path | None]], result: dict) -> None:
     """`sparc-local eval` figures of each model folder (None: the base) on --data; prints them and the JSON."""
-    from desk import paired_line  # benchmarks/desk.py: the same paired bootstrap as the desks'
-
+    from sparc_local.app import run
+    from sparc_local.app.jobs import EvalRequest
     from sparc_local.evaluation import reqa
-    from sparc_local.evaluation.evaluate import evaluate
-    from sparc_local.model.info import ModelInfo, shipped_model_dir
+    from sparc_local.model.info import shipped_model_dir
     from sparc_local.query.modes import HYBRID, MODES, SPARC
 
     hits: dict[str, dict[str, list[int]]] = {}
     ids = [q for q, _question, _answers in reqa.load(args.data).queries] if args.ranks else []
     for which, folder in models:
-        info = ModelInfo.load(folder or args.model or shipped_model_dir())
-        m = evaluate(args.data, info, threads=args.threads, with_hits=args.paired)
+        request = EvalRequest(str(args.data), model=str(folder or args.model or shipped_model_dir()),
+                              threads=args.threads, fast=True, hits=args.paired)
+        info = run.eval_model(request)
+        m = run.evaluate(request, info)
         hits[which] = {mode: m[mode].pop("hits") for mode in MODES if "hits" in m[mode]}
         if args.ranks and hits[which]:
             args.ranks.mkdir(parents=True, exist_ok=True)

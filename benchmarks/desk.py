@@ -62,12 +62,12 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from common import QUESTIONS_FILE, SOURCES_FILE, TOP_K, paired_line
+
 HERE = Path(__file__).resolve().parent
 DEFAULT_DESK = "desk"
-SOURCES_FILE = "sources.txt"
 DISTRACTORS_FILE = "distractors.txt"
 LARGE = "-large"  # the desk and home names with --distractors
-QUESTIONS_FILE = "questions.tsv"
 DATA = HERE / DEFAULT_DESK
 SOURCES = DATA / SOURCES_FILE
 QUESTIONS = DATA / QUESTIONS_FILE
@@ -75,7 +75,6 @@ DISTRACTORS: Path | None = None  # set by select_desk with --distractors
 BENCH = Path.home() / ".cache" / "sparc-local-bench"
 DESK = BENCH / DEFAULT_DESK
 HOME_PREFIX = "home"  # the default scratch home: BENCH/home, or BENCH/home-NAME for another desk (+ LARGE)
-TOP_K = 10
 MANY_FILES = 5  # a sentence in this many files or more counts as boilerplate
 MAN_WIDTH = "80"
 # the levels a hit is counted at, and what a hit there is
@@ -207,19 +206,6 @@ def check_unique(questions: list[tuple[str, str, str]], files: dict[str, list[st
             if path not in named and want in text:
                 failures.append(f"answer also in {Path(path).relative_to(DESK)}: {answer!r} ({question})")
     return failures
-
-
-def paired_line(before: dict[str, int], after: dict[str, int], seed: int = 0) -> str:
-    """Questions ranked better and worse than in BEFORE, and the mean reciprocal-rank difference
-    with a 95% bootstrap interval: is a before/after difference more than question noise?"""
-    from sparc_local.evaluation.metrics import paired_bootstrap  # numpy: the rest runs on any Python
-
-    shared = [q for q in after if q in before]
-    p = paired_bootstrap([before[q] for q in shared], [after[q] for q in shared], seed=seed)
-    h = paired_bootstrap([before[q] for q in shared], [after[q] for q in shared], seed=seed, hit_at=1)
-    return (f"paired with the earlier ranks ({p.questions} questions): {p.better} better, "
-            f"{p.worse} worse; sentence MRR@{TOP_K} {p.mean:+.4f}, 95% interval "
-            f"[{p.low:+.4f}, {p.high:+.4f}]; hit@1 {h.mean:+.4f} [{h.low:+.4f}, {h.high:+.4f}]")
 
 
 def read_ranks(path: Path) -> dict[str, int]:

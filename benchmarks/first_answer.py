@@ -8,7 +8,7 @@ training set) is built under ~/.cache/sparc-local-bench/first-answer. Per round,
 
 * extraction only: every file through the product's reader and sentence splitter
   (``extract`` + ``segment``), nothing stored;
-* `index` (``run_index``, the shipped model, a fresh database), timed to the first committed
+* `index` (``app.run.index``, the shipped model, a fresh database), timed to the first committed
   batch (the first answerable files) and to the start of the encoding pass (every file
   answerable by BM25, checked by asking a question then); the run stops there unless
   ``--full``, which also times the encoding.
@@ -20,6 +20,7 @@ extraction-only time). The VM's speed drifts, so the two are timed in the same r
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import time
@@ -79,11 +80,12 @@ def extraction_only(docs: Path) -> tuple[float, int]:
     return time.perf_counter() - t0, n
 
 
-def index_until_answerable(docs: Path, db: Path, full: bool, info, question: str) -> dict:
-    from sparc_local.index.store import Index
-    from sparc_local.model.encoder import EncoderFactory
-    from sparc_local.pipeline import run_index
-    from sparc_local.query.ask import Asker
+def index_until_answerable(docs: Path, full: bool, question: str) -> dict:
+    """`index` of docs into the data dir's index (``app.run.index``, one encoder thread, normal
+    priority), asked ``question`` (first stage, k 3) once every file is stored."""
+    from sparc_local.app import run
+    from sparc_local.app.jobs import IndexRequest
+    from sparc_local.app.requests import AskRequest
 
     marks: dict = {}
     t0 = time.perf_counter()
@@ -94,12 +96,10 @@ def index_until_answerable(docs: Path, db: Path, full: bool, info, question: str
             marks["first_batch"] = now
         if p.phase == "encoding" and "stored" not in marks:
             marks["stored"] = now
-            with Index(db) as reader:
-                marks["answers"] = len(Asker(reader, info).ask(question, k=3))
+            marks["answers"] = len(run.ask(AskRequest(question, k=3, fast=True)))
 
-    with Index(db) as idx:
-        report = run_index(idx, [str(docs)], info, EncoderFactory(info, 1), on_progress=on_progress,
-                           should_stop=(lambda: False) if full else (lambda: "stored" in marks))
+    report = run.index(IndexRequest((str(docs),), threads=1, low_priority=False), on_progress=on_progress,
+                       should_stop=(lambda: False) if full else (lambda: "stored" in marks))
     marks["total"] = time.perf_counter() - t0
     marks["sentences"] = report.sentences
     return marks
@@ -113,15 +113,21 @@ def main() -> None:
     ap.add_argument("--smoke", action="store_true",
                     help="seconds: the tiny test model, a file of each format from a tiny set (smoke.py)")
     a = ap.parse_args()
-    from sparc_local.model.info import ModelInfo, shipped_model_dir
+    from common import use_model
 
-    work, data, info, question = WORK, DATA, ModelInfo.load(shipped_model_dir()), QUESTION
+    from sparc_local.model.info import shipped_model_dir
+
+    work, data, model, question = WORK, DATA, shipped_model_dir(), QUESTION
     if a.smoke:
         import smoke
 
         s = smoke.setup()
-        work, data, info, a.files, a.rounds = s.folder / "first-answer", s.data, ModelInfo.load(s.model), 5, 1
+        work, data, model, a.files, a.rounds = s.folder / "first-answer", s.data, s.model, 5, 1
         question = reqa.load(data).queries[0][1]
+    home = work / "home"  # the data dir: a fresh index.db each round, with the model
+    home.mkdir(parents=True, exist_ok=True, mode=0o700)
+    os.environ["SPARC_LOCAL_HOME"] = str(home)
+    use_model(home, model)
     docs = work / f"docs-{a.files}"
     if not docs.exists():
         build(docs, a.files, data)
@@ -129,10 +135,10 @@ def main() -> None:
     rows = []
     for r in range(a.rounds):
         ext_s, n = extraction_only(docs)
-        db = work / "index.db"
+        db = home / "index.db"
         for suffix in ("", "-wal", "-shm"):
             Path(f"{db}{suffix}").unlink(missing_ok=True)
-        m = index_until_answerable(docs, db, a.full, info, question)
+        m = index_until_answerable(docs, a.full, question)
         rows.append((ext_s, m))
         enc = f", encoded in {m['total'] - m['stored']:.1f} s" if a.full else ""
         print(f"round {r + 1}: extraction only {ext_s:.2f} s ({n} sentences); index: first batch answerable at "
@@ -146,7 +152,7 @@ def main() -> None:
           f"first answers {first:.2f} s; every file answerable {stored:.2f} s = {ratio:.2f}x extraction "
           f"(bound: 2x)")
     for suffix in ("", "-wal", "-shm"):
-        Path(f"{work / 'index.db'}{suffix}").unlink(missing_ok=True)
+        Path(f"{home / 'index.db'}{suffix}").unlink(missing_ok=True)
 
 
 if __name__ == "__main__":

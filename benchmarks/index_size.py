@@ -3,10 +3,11 @@
     python benchmarks/index_size.py [--data ../shared/data/reqa/squad-dev] [--limit 520] [--threads 1]
     python benchmarks/index_size.py --smoke     # the tiny model on a tiny set (smoke.py)
 
-Each squad-dev passage becomes a .txt file (as benchmarks/index_squad.py writes them) and the
-real indexer runs over them. Prints the main file, the WAL, the free pages and the size the same
-database has once VACUUMed (its floor), then the same after `forget` of one file. Run it with
-PYTHONPATH pointing at another checkout to compare two versions on the same folder.
+Each squad-dev passage becomes a .txt file (as benchmarks/index_squad.py writes them) and
+`index` runs over them (``app.run.index``, at normal priority). Prints the main file, the WAL,
+the free pages and the size the same database has once VACUUMed (its floor), then the same after
+`forget` of one file (``app.run.forget``). Run it with PYTHONPATH pointing at another checkout to
+compare two versions on the same folder.
 """
 
 from __future__ import annotations
@@ -62,22 +63,20 @@ def main() -> None:
         for name in names:
             (docs / f"{name}.txt").write_text(" ".join(passages[name]) + "\n")
 
-        from sparc_local.forget import forget
-        from sparc_local.index.store import Index
-        from sparc_local.model.encoder import Encoder
-        from sparc_local.model.info import ModelInfo, active_model
-        from sparc_local.paths import db_path
-        from sparc_local.pipeline import run_index
+        from common import use_model
 
-        info = ModelInfo.load(Path(args.model)) if args.model else active_model()
+        from sparc_local.app import run
+        from sparc_local.app.jobs import ForgetRequest, IndexRequest
+        from sparc_local.paths import db_path
+
+        if args.model:
+            use_model(home, Path(args.model))
         db = db_path()
-        with Index(db) as idx:
-            t0 = time.perf_counter()
-            report = run_index(idx, [str(docs)], info, lambda: Encoder(info, threads=args.threads))
-            print(f"indexed {report.indexed} files, {report.sentences} sentences in {time.perf_counter() - t0:.0f} s")
+        t0 = time.perf_counter()
+        report = run.index(IndexRequest((str(docs),), threads=args.threads, low_priority=False))
+        print(f"indexed {report.indexed} files, {report.sentences} sentences in {time.perf_counter() - t0:.0f} s")
         print(f"after index:  {sizes(db)}")
-        with Index(db) as idx:
-            forget(idx, str(docs / f"{names[0]}.txt"))
+        run.forget(ForgetRequest(str(docs / f"{names[0]}.txt")))
         print(f"after forget: {sizes(db)}")
 
 

@@ -3,10 +3,11 @@
     python benchmarks/index_squad.py [--data ../shared/data/reqa/squad-dev] [--threads 2] [--limit N]
     python benchmarks/index_squad.py --smoke     # the tiny model on a tiny set (smoke.py), one cold ask
 
-Each passage becomes a .txt file, so the whole product path runs: walk, extract, segment,
-encode (ONNX), SQLite. Prints indexing throughput with the thread count, index bytes per
-sentence, scoring latency p50/p99 over the set's questions, and the wall time of a cold
-`sparc-local ask` process (median of 5).
+Each passage becomes a .txt file, so the whole product path runs (``app.run.index``, at normal
+priority): walk, extract, segment, encode (ONNX), SQLite. Prints indexing throughput with the
+thread count, index bytes per sentence, scoring latency p50/p99 over the set's questions (the
+query engine alone, ``Searcher.search``), and the wall time of a cold `sparc-local ask` process
+(median of 5).
 """
 
 from __future__ import annotations
@@ -53,19 +54,21 @@ def main() -> None:
         for name in names:
             (docs / f"{name}.txt").write_text(" ".join(passages[name]) + "\n")
 
-        from sparc_local.index.store import Index
-        from sparc_local.model.encoder import Encoder
-        from sparc_local.model.info import ModelInfo, active_model
-        from sparc_local.paths import db_path
-        from sparc_local.pipeline import run_index
+        from common import use_model
 
-        info = ModelInfo.load(Path(args.model)) if args.model else active_model()
+        from sparc_local.app import run
+        from sparc_local.app.jobs import IndexRequest
+        from sparc_local.index.store import Index
+        from sparc_local.model.info import active_model
+        from sparc_local.paths import db_path
+
         if args.model:
-            (home / "active-model").write_text(str(Path(args.model).resolve()))
-        with Index(db_path()) as idx:
-            t0 = time.perf_counter()
-            report = run_index(idx, [str(docs)], info, lambda: Encoder(info, threads=args.threads))
-            seconds = time.perf_counter() - t0
+            use_model(home, Path(args.model))
+        info = active_model()
+        t0 = time.perf_counter()
+        report = run.index(IndexRequest((str(docs),), threads=args.threads, low_priority=False))
+        seconds = time.perf_counter() - t0
+        with Index(db_path()) as idx:  # what it stored, and the query engine alone
             stats = idx.stats()
             print(f"model            {info.id} ({info.quantization}, K={info.top_k}, max length {info.max_length})")
             print(f"files            {report.indexed} ({len(names)} passages)")

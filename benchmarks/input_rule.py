@@ -28,8 +28,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # the clone's top: sparc_lab/ is not installed
 
 from sparc_lab.data import DU_VALIDATION_ARTICLES
+from sparc_local.app import run
+from sparc_local.app.jobs import EvalRequest
 from sparc_local.evaluation import reqa
-from sparc_local.evaluation.evaluate import evaluate
 from sparc_local.model.info import CONFIG_FILE, ModelInfo, shipped_model_dir
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "reqa"
@@ -101,7 +102,9 @@ def main() -> None:
     for name, folder in sets.items():
         for sentences in args.sentences:
             for order in args.orders if sentences > 1 else args.orders[:1]:
-                r = evaluate(folder, rule_model(base, sentences, order, work), threads=args.threads)
+                model = rule_model(base, sentences, order, work)
+                r = run.evaluate(EvalRequest(str(folder), model=str(model.path), threads=args.threads, fast=True),
+                                 model)
                 m = r["sparc"]
                 print(f"{name:9s} {sentences:9d} {order:9s} {m['mrr@10']:7.4f} {m['r@1']:6.4f} {m['r@10']:6.4f}"
                       f"  {r['queries']}", flush=True)

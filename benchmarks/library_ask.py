@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+SCRATCH = Path.home() / ".cache" / "sparc-local-bench"  # the data folder, removed at exit
 
 
 def main() -> None:
@@ -34,14 +35,16 @@ def main() -> None:
     parser.add_argument("--smoke", action="store_true", help="the tiny model, 3 rounds")
     args = parser.parse_args()
     if args.smoke:
-        from benchmarks.smoke import setup
+        import smoke
+        from common import use_model
 
-        smoke = setup()
+        s = smoke.setup()
         home = Path(os.environ["SPARC_LOCAL_HOME"])
-        (home / "active-model").write_text(str(smoke.model))
+        use_model(home, s.model)
         args.runs = 3
     else:
-        home = Path(tempfile.mkdtemp(prefix="library-ask-"))
+        SCRATCH.mkdir(parents=True, exist_ok=True)
+        home = Path(tempfile.mkdtemp(prefix="library-ask-", dir=SCRATCH))
         atexit.register(shutil.rmtree, home, ignore_errors=True)
     from sparc_local import Library
     from sparc_local.sample import sample_dir, sample_questions

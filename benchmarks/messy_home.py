@@ -41,6 +41,8 @@ import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
+from common import proc_cpu_seconds
+
 REPO = Path(__file__).resolve().parent.parent
 DATA = REPO.parent / "shared" / "data" / "reqa"
 SCRATCH = Path.home() / ".cache" / "sparc-local-bench"
@@ -238,11 +240,6 @@ def _ask(question: str, tree: Path) -> list[dict]:
         return []
 
 
-def _cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def run_index(meta: dict, tree: Path) -> dict:
     """`index` of the home: peak RSS (wait4's), the first right answer while it runs, per kind."""
     if INDEX_HOME.exists():
@@ -283,9 +280,9 @@ def run_watch(meta: dict, tree: Path, idle_seconds: float, catchup_sentences: in
     watcher = _cli(["watch", str(HOME), "--normal-priority"], tree, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         time.sleep(20)  # its start: the catch-up walk finds nothing new
-        cpu0, t0 = _cpu_seconds(watcher.pid), time.monotonic()
+        cpu0, t0 = proc_cpu_seconds(watcher.pid), time.monotonic()
         time.sleep(idle_seconds)
-        idle = (_cpu_seconds(watcher.pid) - cpu0) / (time.monotonic() - t0)
+        idle = (proc_cpu_seconds(watcher.pid) - cpu0) / (time.monotonic() - t0)
         news = _passages("newsqa-dev")
         catch = HOME / "Documents" / "catchup"
         catch.mkdir(exist_ok=True)

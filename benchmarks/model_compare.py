@@ -5,8 +5,8 @@
     python benchmarks/model_compare.py --smoke    # the tiny model, fp32 against int8 (smoke.py)
 
 For each set: MRR@10 of every `ask --mode` for both models (the same input builder, encoder,
-index and scoring as `index` and `ask`; `evaluation.evaluate`), then paired lines (questions
-better / worse, mean reciprocal-rank difference, 95% bootstrap interval; benchmarks/desk.py's
+index and scoring as `index` and `ask`; `app.run.evaluate`), then paired lines (questions
+better / worse, mean reciprocal-rank difference, 95% bootstrap interval; benchmarks/common.py's
 `paired_line`): the new model against the base in hybrid and SPARC mode, and the new model's
 hybrid and SPARC against its own BM25 (issue 31's acceptance). `--base` alone evaluates one model.
 `--pooled` adds the same lines over every set's questions together (small dev sets kept apart so
@@ -24,16 +24,19 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from desk import paired_line  # benchmarks/desk.py: the desks' paired bootstrap
+from common import paired_line  # the desks' paired bootstrap
 
-from sparc_local.evaluation.evaluate import evaluate
+from sparc_local.app import run
+from sparc_local.app.jobs import EvalRequest
 from sparc_local.evaluation.metrics import mrr
-from sparc_local.model.info import ModelInfo
 from sparc_local.query.modes import BM25, HYBRID, MODES, SPARC
 
 
 def hits_of(data: Path, folder: Path, threads: int | None) -> tuple[dict, dict[str, dict[int, int]]]:
-    m = evaluate(data, ModelInfo.load(folder), threads=threads, with_hits=True)
+    """`eval` of the model ``folder`` on ``data``, the first stage alone (``--fast``), with each
+    question's first-hit rank per mode."""
+    request = EvalRequest(str(data), model=str(folder), threads=threads, fast=True, hits=True)
+    m = run.evaluate(request, run.eval_model(request))
     return m, {mode: dict(enumerate(m[mode].pop("hits"))) for mode in MODES}
 
 

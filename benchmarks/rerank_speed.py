@@ -10,8 +10,8 @@ On the index of SPARC_LOCAL_HOME (with its active model) and a reranker folder (
 index should hold that desk, `benchmarks/desk.py` builds it):
 
 1. warm `ask`: one process, the index, tokenizer and reranker loaded; each question asked as
-   `ask -k 10` does it, with the reranker at its N and with `--fast`, back to back, the order
-   turned each round. Wall and CPU time (the process's, onnxruntime's threads included) p50/p95.
+   `ask -k 10` does it (``app.run.ask``), with the reranker at its N and with `--fast`, back to
+   back, the order turned each round. Wall and CPU time (the process's, onnxruntime's threads included) p50/p95.
 2. the table: the reranker's own time (tokenizing and scoring) on the first stage's top N passages,
    for N x max_length, every cell of a question run back to back in an order turned from question
    to question and round to round, so a load that comes and goes falls on all cells alike. The
@@ -70,16 +70,25 @@ def turned(items: list, by: int) -> list:
     return items[by:] + items[:by]
 
 
-def warm_ask(asker, reranker, questions: list[str], rounds: int) -> None:
-    """1: `ask -k 10` with the reranker and with --fast, per question back to back."""
+def warm_ask(reranker, questions: list[str], rounds: int) -> None:
+    """1: `ask -k 10` with the reranker and with --fast, per question back to back, as `ask` asks
+    (``app.run.ask``: the terminal's request, one index kept open between questions)."""
+    from sparc_local.app import run
+    from sparc_local.app.requests import AskRequest
+
+    session = run.AskSession()
+
+    def ask(q: str, fast: bool) -> object:
+        return run.ask(AskRequest(q, k=10, fast=fast, phrases=1), reranker=lambda: reranker, session=session)
+
     runs: dict[str, list[tuple[float, float]]] = {"reranked": [], "fast": []}
     for q in questions:  # caches and the page cache warm, as in a process that asked before
-        asker.ask(q, k=10, phrases=1, reranker=reranker)
+        ask(q, False)
     for r in range(rounds):
         for i, q in enumerate(questions):
             for kind in turned(["reranked", "fast"], r + i):
-                runs[kind].append(timed(lambda: asker.ask(q, k=10, phrases=1,
-                                                          reranker=reranker if kind == "reranked" else None)))
+                runs[kind].append(timed(lambda: ask(q, kind == "fast")))
+    session.close()
     print(f"\n## warm `ask -k 10`: {len(questions)} questions x {rounds} rounds, N = {reranker.n}, "
           f"max_length = {reranker.max_length}\n")
     print("| | wall p50 ms | wall p95 ms | CPU p50 ms | CPU p95 ms |\n|---|---:|---:|---:|---:|")
@@ -304,11 +313,10 @@ def main() -> None:
     print(f"index {db_path()}, reranker {folder} (N {reranker.n}, max_length {reranker.max_length}, "
           f"{reranker.threads} threads, batch {reranker.batch}); {len(questions)} questions; {os.cpu_count()} CPUs, "
           f"load average {os.getloadavg()[0]:.2f}")
-    with Index(db_path()) as idx:
-        asker = Asker(idx, active_model())
-        if "warm" not in args.skip:
-            warm_ask(asker, reranker, questions, args.rounds)
-        texts = candidates(asker, questions, max([*args.n, reranker.n]))
+    if "warm" not in args.skip:
+        warm_ask(reranker, questions, args.rounds)
+    with Index(db_path()) as idx:  # the first stage's passages, as the reranker reads them
+        texts = candidates(Asker(idx, active_model()), questions, max([*args.n, reranker.n]))
     print(f"\npassages read: {statistics.mean(len(t) for t in texts):.1f} per question, "
           f"{statistics.mean(len(x) for t in texts for x in t):.0f} characters each on average")
     if "table" not in args.skip:

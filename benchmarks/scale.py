@@ -93,11 +93,12 @@ def smoke_setup():
     """--smoke's tiny model and set (smoke.py), the set encoded by `eval` (the cache ``load_real`` reads)."""
     import smoke
 
-    from sparc_local.evaluation.evaluate import evaluate
-    from sparc_local.model.info import ModelInfo
+    from sparc_local.app import run
+    from sparc_local.app.jobs import EvalRequest
 
     s = smoke.setup()
-    evaluate(s.data, ModelInfo.load(s.model), threads=1)
+    request = EvalRequest(str(s.data), model=str(s.model), threads=1, fast=True)
+    run.evaluate(request, run.eval_model(request))
     return s
 
 

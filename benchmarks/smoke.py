@@ -65,8 +65,8 @@ class AdaptSmoke:
 
 def adapt_setup(s: Smoke, indexed: bool = False) -> AdaptSmoke:
     """What `adapt` needs beside setup()'s: a model with an MLM head and a corpus it accepts, in s.folder;
-    ``indexed``: that corpus indexed by the model in the home, as adapt_e2e.py indexes a ReQA set."""
-    from adapt_e2e import build_index
+    ``indexed``: that corpus indexed by the model in the home, as adapt_e2e.py indexes a ReQA set (common.build_index)."""
+    from common import build_index
 
     from tests.tiny import make_tiny_adapt_model, write_reqa_set
 
@@ -138,7 +138,7 @@ DESK_QUESTIONS = [("how long should green tea steep?", "tea.txt", "Green tea sho
 def write_desk(s: Smoke) -> Path:
     """A tiny desk for desk.py (and units.py --desk): its data folder (sources.txt, questions.tsv) in
     s.folder, its files as installed beside it."""
-    from desk import QUESTIONS_FILE, SOURCES_FILE
+    from common import QUESTIONS_FILE, SOURCES_FILE
 
     installed = write_tree(s.folder / "desk-sources", dict(DESK_FILES.values()))
     write_pdf(installed / DESK_PDF[0], DESK_PDF[1])

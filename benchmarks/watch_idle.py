@@ -31,7 +31,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from watch_latency import proc_cpu_seconds, proc_mem_mb
+from common import proc_cpu_seconds, proc_mem_mb
 
 SCRATCH = Path.home() / ".cache" / "sparc-local-bench"
 REPO = Path(__file__).resolve().parent.parent

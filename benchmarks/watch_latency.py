@@ -7,8 +7,9 @@
 Runs the real detached daemon (`python -m sparc_local watch --daemon`) in a throw-away
 SPARC_LOCAL_HOME and measures, from this process:
 
-* latency: a file is saved (written and closed) with a new sentence; we poll `ask` (Asker, the
-  CLI's query path) every 20 ms until that sentence is among the top 3 for its question.
+* latency: a file is saved (written and closed) with a new sentence; we poll `ask`
+  (``Library.ask``, the first stage: `--fast`) every 20 ms until that sentence is among the top 3
+  for its question.
   p50/p95 over --edits edits. The quiet period is a floor on it by design;
 * idle cost of the daemon process over --idle seconds: CPU from /proc/PID/stat (utime+stime),
   RSS and peak RSS from /proc/PID/status;
@@ -30,19 +31,11 @@ import tempfile
 import time
 from pathlib import Path
 
+from common import proc_cpu_seconds, proc_mem_mb
+
 NOUNS = ("violin harbor glacier lantern orchard tractor volcano compass falcon canyon meadow cathedral "
          "submarine telescope blacksmith lighthouse vineyard avalanche parliament monastery").split()
 CITIES = "oslo lima cairo dublin quito hanoi perth riga accra sofia".split()
-
-
-def proc_cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def proc_mem_mb(pid: int) -> tuple[float, float]:
-    kv = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":" in line)
-    return int(kv["VmRSS"].split()[0]) / 1024, int(kv["VmHWM"].split()[0]) / 1024
 
 
 def main() -> None:
@@ -72,9 +65,8 @@ def main() -> None:
         nouns, cities = WORDS[30:60], WORDS[60:]
     else:
         nouns, cities = NOUNS, CITIES
-    from sparc_local.index.store import Index
+    from sparc_local import Library
     from sparc_local.model.info import active_model
-    from sparc_local.query.ask import Asker
 
     info = active_model()
     root = Path(tempfile.mkdtemp(prefix="watch-docs-", dir=scratch))
@@ -93,8 +85,7 @@ def main() -> None:
           f"quiet period {args.quiet_period}s, encoder threads 1, {os.cpu_count()} cores "
           f"(load average {os.getloadavg()[0]:.1f}: other jobs compete for the CPU)")
     try:
-        with Index(home / "index.db") as idx:
-            asker = Asker(idx, info)
+        with Library(home) as lib:
 
             def wait_until(pred, timeout=120.0):
                 end = time.perf_counter() + timeout
@@ -103,7 +94,7 @@ def main() -> None:
                         raise TimeoutError
                     time.sleep(0.02)
 
-            wait_until(lambda: idx.file(str(note)) is not None)
+            wait_until(lambda: lib.status().files == 2)  # filler.md and note.md
             print(f"daemon started and caught up in {time.perf_counter() - t0:.2f}s")
 
             lat = []
@@ -115,7 +106,7 @@ def main() -> None:
                 tmp.write_text(f"A note.\n\n{sentence}\n")  # an editor's atomic save
                 os.replace(tmp, note)
                 saved = time.perf_counter()
-                wait_until(lambda: sentence in [x.sentence for x in asker.ask(question, k=3)], timeout=60)
+                wait_until(lambda: sentence in [x.sentence for x in lib.ask(question, k=3, fast=True)], timeout=60)
                 lat.append(time.perf_counter() - saved)
             q = statistics.quantiles(lat, n=20)
             print(f"save -> answerable over {len(lat)} edits: p50 {statistics.median(lat) * 1000:.0f} ms, "
@@ -131,14 +122,14 @@ def main() -> None:
                   f"RSS {rss:.0f} MB (peak {hwm:.0f} MB)")
 
             burst = root / "burst"
-            before = len(idx.all_files())
+            before = lib.status().files
             t1 = time.perf_counter()
             burst.mkdir()
             for i in range(args.burst):
                 (burst / f"f{i:04d}.txt").write_text(f"File {i} says the {nouns[i % len(nouns)]} is in "
                                                      f"{cities[i % len(cities)]}.\n")
             written = time.perf_counter() - t1
-            wait_until(lambda: len(idx.all_files()) == before + args.burst, timeout=600)
+            wait_until(lambda: lib.status().files == before + args.burst, timeout=600)
             dt = time.perf_counter() - t1
             print(f"burst of {args.burst} files (written in {written:.2f}s): all indexed after {dt:.2f}s "
                   f"-> {args.burst / dt:.0f} files/s end to end; daemon peak RSS {proc_mem_mb(pid)[1]:.0f} MB")

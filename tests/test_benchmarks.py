@@ -14,7 +14,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "benchmarks"
-HELPERS = {"smoke.py", "manuals.py"}  # imported by the scripts, not scripts
+HELPERS = {"smoke.py", "manuals.py", "common.py"}  # imported by the scripts, not scripts
 
 
 def smoke_scripts() -> list[str]:

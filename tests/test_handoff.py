@@ -14,13 +14,14 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from sparc_local.app import handoff
 from sparc_local.app.jobs import ForgetRequest
 from sparc_local.cli.app import app
 from sparc_local.forget import ForgetReport
 from sparc_local.index.store import Index
 from sparc_local.model.info import ModelInfo
 from sparc_local.watch import files as watchfiles
-from sparc_local.watch import handoff
+from sparc_local.watch.inbox import Inbox, is_request
 from sparc_local.watch.watcher import Watcher
 from tests.helpers import cli, indexed_paths, wait_until
 
@@ -109,7 +110,8 @@ def test_forget_is_answered_during_a_long_catch_up(tmp_path: Path, tiny_model_di
                     progress(n)
             return super().encode(paragraphs, top_k, slow)
 
-    w = Watcher([str(docs)], info, lambda: Slow(info, threads=1), inbox=sparc_home / watchfiles.INBOX)
+    w = Watcher([str(docs)], info, lambda: Slow(info, threads=1), inbox=sparc_home / watchfiles.INBOX,
+                serve=handoff.serve)
     w.start(wait=False)
     try:
         wait_until(lambda: (sparc_home / "index.db").exists() and str(private) in indexed_paths(), "first batch")
@@ -152,7 +154,7 @@ def test_command_does_it_itself_when_the_watcher_dies(tmp_path: Path, sparc_home
     t = threading.Thread(target=lambda: out.update(r=runner.invoke(app, ["forget", str(docs / "a.txt")])))
     t.start()
     inbox = sparc_home / watchfiles.INBOX
-    wait_until(lambda: inbox.exists() and any(n.endswith(handoff.REQUEST) for n in os.listdir(inbox)), "request sent")
+    wait_until(lambda: inbox.exists() and any(is_request(n) for n in os.listdir(inbox)), "request sent")
     holder.kill()
     holder.wait()
     t.join(30)
@@ -196,7 +198,7 @@ def test_a_request_with_an_unknown_field_fails_loudly(tmp_path: Path, sparc_home
 
     encode = wire.encode
     monkeypatch.setattr(wire, "encode", lambda value: {**(e := encode(value)), "fields": {**e["fields"], "colour": 1}})
-    inbox = handoff.Inbox()
+    inbox = Inbox()
     out: dict = {}
 
     def command() -> None:

@@ -1,7 +1,8 @@
 """The layers as architecture.md draws them, checked on the package's imports (lazy ones too).
 
-`model/` and `index/` never import `query/` (data flows ingest -> model -> index -> query), and the
-product never imports the lab (`sparc_lab/`) or torch: the wheel ships without them.
+`model/` and `index/` never import `query/` (data flows ingest -> model -> index -> query),
+`watch/` never imports `app/` (the application layer is on top), and the product never imports
+the lab (`sparc_lab/`) or torch: the wheel ships without them.
 """
 
 from __future__ import annotations
@@ -34,6 +35,11 @@ def offenders(folder: str, banned: tuple[str, ...]) -> list[str]:
 @pytest.mark.parametrize("folder", ["model", "index", "ingest"])
 def test_lower_layers_never_import_the_query_side(folder: str) -> None:
     assert offenders(folder, ("sparc_local.query",)) == []
+
+
+def test_the_watcher_never_imports_the_application_layer() -> None:
+    """`app/` starts the watcher and hands it what applies other commands' requests (``run.watch``)."""
+    assert offenders("watch", ("sparc_local.app",)) == []
 
 
 def test_the_product_never_imports_the_lab_or_torch() -> None:

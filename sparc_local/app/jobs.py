@@ -49,3 +49,4 @@ class EvalRequest:
     threads: int | None = None
     fast: bool = False  # the first stage alone: no reranker rows
     sample: int | None = None  # the reranker rows over a seeded sample of this many questions
+    hits: bool = False  # each mode's first-hit rank of every question too, under "hits" (paired comparisons)

@@ -22,6 +22,7 @@ from datetime import date, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from sparc_local.app import run
 from sparc_local.app.answers import AskResult
 from sparc_local.app.jobs import DEFAULT_WAIT, ForgetRequest, IndexRequest
 from sparc_local.app.requests import DEFAULT_K, AskRequest
@@ -30,8 +31,6 @@ from sparc_local.index_options import IndexOptions
 from sparc_local.query.modes import HYBRID
 
 if TYPE_CHECKING:
-
-    from sparc_local.app.run import AskSession
     from sparc_local.forget import ForgetReport
     from sparc_local.pipeline import IndexReport, Progress
     from sparc_local.query.ask import PassageScorer
@@ -110,8 +109,6 @@ class Library:
 
     def ask_request(self, request: AskRequest) -> AskResult:
         """``ask`` of a request built beforehand."""
-        from sparc_local.app import run
-
         with self._here():
             return run.ask(request, reranker=self._load_reranker, session=self._session())
 
@@ -122,23 +119,17 @@ class Library:
         read, vanished ones dropped.  ``progress`` gets a ``pipeline.Progress`` as the run goes;
         ``on_skipped(path, reason)`` each file that could not be read.  While a watcher runs on this
         data dir, it does the work."""
-        from sparc_local.app import run
-
         request = IndexRequest(tuple(str(p) for p in paths), options, threads=threads, wait=wait)
         with self._here():
             return run.index(request, on_progress=progress, on_skipped=on_skipped)
 
     def forget(self, path: str | os.PathLike[str], *, wait: float = DEFAULT_WAIT) -> ForgetReport:
         """Remove a file or folder and its sentences from the index, scrubbed from the database file."""
-        from sparc_local.app import run
-
         with self._here():
             return run.forget(ForgetRequest(str(path), wait))
 
     def status(self) -> Status:
         """What is indexed, with which model, the watcher, and the files that could not be read."""
-        from sparc_local.app import run
-
         with self._here():
             return run.status()
 
@@ -155,21 +146,17 @@ class Library:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _session(self) -> AskSession:
-        from sparc_local.app.run import AskSession
-
+    def _session(self) -> run.AskSession:
         session = getattr(self._local, "session", None)
         if session is None:
-            session = self._local.session = AskSession()
+            session = self._local.session = run.AskSession()
         return session
 
     def _load_reranker(self) -> PassageScorer | None:
         """The installed reranker, read once."""
-        from sparc_local.app.run import load_reranker
-
         with self._reranker_lock:
             if self._reranker is _UNREAD:
-                self._reranker = load_reranker()  # shared: Reranker.score serves one thread at a time
+                self._reranker = run.load_reranker()  # shared: Reranker.score serves one thread at a time
         scorer: PassageScorer | None = self._reranker
         return scorer
 

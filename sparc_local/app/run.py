@@ -1,5 +1,5 @@
-"""The operations every front end calls: ``ask``, ``index``, ``forget``, ``status``, ``evaluate``
-and the login service.  Each takes a typed request and returns a typed result; none prints.
+"""The operations every front end calls: ``ask``, ``index``, ``forget``, ``status``, ``evaluate``,
+``watch`` and the login service.  Each takes a typed request and returns a typed result; none prints.
 
 ``ask`` loads the reranker only when its request needs one (hybrid mode, not ``fast``); `status`
 and the watcher never do.  Keep module-level imports light: this is on the cold `ask` path.
@@ -22,7 +22,9 @@ if TYPE_CHECKING:
     from sparc_local.pipeline import IndexReport, Progress
     from sparc_local.query.ask import Asker, PassageScorer
     from sparc_local.status import Status
+    from sparc_local.watch.config import WatchConfig, WatchProcess
     from sparc_local.watch.service import ServiceFile
+    from sparc_local.watch.state import WatcherStatus
 
 RerankerSource = Callable[[], "PassageScorer | None"]
 
@@ -125,11 +127,15 @@ def ask(request: AskRequest, *, reranker: RerankerSource = load_reranker,
 
 def index(request: IndexRequest, *, on_progress: Callable[[Progress], None] | None = None,
           on_skipped: Callable[[str, str], None] | None = None,
-          on_capped: Callable[[str, int], None] | None = None) -> IndexReport:
+          on_capped: Callable[[str, int], None] | None = None,
+          should_stop: Callable[[], bool] | None = None) -> IndexReport:
     """Index ``request.paths`` (none: the folders indexed before), or hand the work to the running
-    watcher.  ``on_skipped(path, reason)`` and ``on_capped(path, n)`` tell each file left out or cut."""
+    watcher.  ``on_skipped(path, reason)`` and ``on_capped(path, n)`` tell each file left out or cut;
+    ``should_stop()`` true ends a run of this process before its next file, its report ``stopped``
+    (what it stored is kept, and the next run goes on from there)."""
     resolved, info = resolve_index(request)
-    return index_roots(resolved, info, on_progress=on_progress, on_skipped=on_skipped, on_capped=on_capped)
+    return index_roots(resolved, info, on_progress=on_progress, on_skipped=on_skipped, on_capped=on_capped,
+                       should_stop=should_stop)
 
 
 def resolve_index(request: IndexRequest) -> tuple[IndexRequest, ModelInfo]:
@@ -151,19 +157,20 @@ def resolve_index(request: IndexRequest) -> tuple[IndexRequest, ModelInfo]:
 
 def index_roots(request: IndexRequest, info: ModelInfo, *, on_progress: Callable[[Progress], None] | None = None,
                 on_skipped: Callable[[str, str], None] | None = None,
-                on_capped: Callable[[str, int], None] | None = None) -> IndexReport:
+                on_capped: Callable[[str, int], None] | None = None,
+                should_stop: Callable[[], bool] | None = None) -> IndexReport:
     """``index`` of a request whose paths are absolute roots, with the model ``info``."""
     from sparc_local import power
+    from sparc_local.app import handoff
     from sparc_local.app.work import index_into
     from sparc_local.model.encoder import EncoderFactory
-    from sparc_local.watch import handoff
 
     encoder = EncoderFactory(info, request.threads)
 
     def local() -> IndexReport:
         with open_index(must_exist=False) as idx:
             return index_into(idx, list(request.paths), request.options, info, encoder, on_error=on_skipped,
-                              on_capped=on_capped, on_progress=on_progress)
+                              on_capped=on_capped, on_progress=on_progress, should_stop=should_stop)
 
     def replay(kind: str, args: list[Any]) -> None:
         tell = on_skipped if kind == "error" else on_capped
@@ -178,9 +185,9 @@ def forget(request: ForgetRequest) -> ForgetReport:
     """Remove a file or folder from the index (or have the running watcher do it)."""
     from pathlib import Path
 
+    from sparc_local.app import handoff
     from sparc_local.app.jobs import ForgetRequest
     from sparc_local.app.work import forget_from
-    from sparc_local.watch import handoff
 
     target = str(Path(request.path).expanduser().absolute())
 
@@ -224,7 +231,18 @@ def evaluate(request: EvalRequest, info: ModelInfo, progress: Callable[[int], No
     from sparc_local.evaluation.evaluate import evaluate as run
 
     return run(Path(request.dataset), info, depth=request.k, top_k=request.top_k, threads=request.threads,
-               progress=progress, reranker=None if request.fast else load_reranker(), sample=request.sample)
+               progress=progress, with_hits=request.hits, reranker=None if request.fast else load_reranker(),
+               sample=request.sample)
+
+
+def watch(roots: list[str], info: ModelInfo, config: WatchConfig, process: WatchProcess, *,
+          on_tick: Callable[[WatcherStatus], None] | None = None) -> None:
+    """`watch` in this process until signalled (``watch.daemon.run``): the index kept current, and
+    what `index` and `forget` hand it applied through ``handoff.serve``."""
+    from sparc_local.app import handoff
+    from sparc_local.watch import daemon
+
+    daemon.run(roots, info, config, process, requests=handoff.serve, on_tick=on_tick)
 
 
 def install_service() -> ServiceFile:

@@ -378,10 +378,11 @@ def watch(
         typer.echo(f"Watching {', '.join(roots)} in the background (pid {pid}); log: {watchfiles.log_path()}\n"
                    "Stop it with `sparc-local watch --stop`.")
         return
+    from sparc_local.app import run
+
     console = _console()
     with (console.status("starting") if console.is_terminal else contextlib.nullcontext()) as live:
-        daemon.run(roots, info, config, process,
-                   on_tick=(lambda st: live.update(daemon.describe(st))) if live else None)
+        run.watch(roots, info, config, process, on_tick=(lambda st: live.update(daemon.describe(st))) if live else None)
 
 
 @app.command()

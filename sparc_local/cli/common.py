@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sys
 
+from sparc_local.app import run
 from sparc_local.app.requests import DEFAULT_K, AskRequest
 from sparc_local.app.run import open_index as open_index  # every command's, as the app layer opens it
 from sparc_local.errors import SparcError
@@ -87,10 +88,8 @@ def run_ask(question: str, top_k: int = DEFAULT_TOP_K, as_json: bool = False, pa
     place of "No answer found.", or on stderr beside --json's empty list.  In hybrid mode the
     reranker (``rerank/``), when there is one, orders the first stage's top ``candidates``
     passages; ``fast`` leaves it out, unread."""
-    from sparc_local.app import run
-
-    result = run.ask(ask_request(question, top_k, as_json, path, type_, explain, since, before, mode, fast,
-                                 candidates))
+    request = ask_request(question, top_k, as_json, path, type_, explain, since, before, mode, fast, candidates)
+    result = run.ask(request)
     if result.unmatched:
         from sparc_local.cli.render import format_no_match
 

@@ -42,6 +42,7 @@ from sparc_local.watch.files import (
     state_path,
     write_json,
 )
+from sparc_local.watch.inbox import Serve
 from sparc_local.watch.state import WatcherStatus
 
 log = logging.getLogger(LOG_NAME)
@@ -115,10 +116,10 @@ def serve(watcher, lock: WriterLock, on_tick: Callable[[WatcherStatus], None] | 
 
 
 def run(roots: list[str], model, config: WatchConfig = WatchConfig(), process: WatchProcess = WatchProcess(), *,
-        on_tick: Callable[[WatcherStatus], None] | None = None) -> None:
+        requests: Serve, on_tick: Callable[[WatcherStatus], None] | None = None) -> None:
     """Take the writer lock (LockHeld if another writer has it), then watch until signalled: at
     low CPU and I/O priority (``power.low_priority``), encoding only on mains power, as ``process``
-    says."""
+    says; ``requests`` applies what `forget` and `index` leave in the inbox (``app.handoff.serve``)."""
     from sparc_local import power
     from sparc_local.watch.watcher import Watcher
 
@@ -138,7 +139,7 @@ def run(roots: list[str], model, config: WatchConfig = WatchConfig(), process: W
             if prio:
                 log.info("running at nice %d, I/O priority %s", power.NICE, prio.io_set)
             # inbox: `forget` and `index` hand their writes to it
-            serve(Watcher(roots, model, encoder, config, inbox=inbox_path()), lock, on_tick=on_tick)
+            serve(Watcher(roots, model, encoder, config, inbox=inbox_path(), serve=requests), lock, on_tick=on_tick)
     finally:
         lock.release()
         logging.getLogger("sparc_local").removeHandler(handler)

@@ -6,7 +6,7 @@ pace that keeps polling cheap, and watching them is tried again every ``WATCH_RE
 Elsewhere a watchdog observer (FSEvents, kqueue, ReadDirectoryChangesW) watches the roots.
 `watch --poll`, or an OS that gives no watch at all, polls everything.
 
-Paths go to ``on_change``; a request file in the inbox (handoff.py) calls ``on_request``; an
+Paths go to ``on_change``; a request file in the inbox (inbox.py) calls ``on_request``; an
 event queue that overflowed calls ``on_overflow`` (the watcher rescans, with back-off). Roots
 that vanish (an unmounted disk) lose their watch and are checked for every ``root_poll``
 seconds; one that comes back, or whose watch died, is watched afresh and handed back to the
@@ -28,6 +28,7 @@ from sparc_local.ingest.extract import identity
 from sparc_local.paths import is_under
 from sparc_local.watch import inotify
 from sparc_local.watch.config import LOG_NAME, WatchConfig
+from sparc_local.watch.inbox import is_request
 from sparc_local.watch.poller import Poller
 from sparc_local.watch.scope import Scope
 
@@ -195,10 +196,7 @@ class Observation:
     def _dispatch(self, path: str, is_dir: bool) -> None:
         """An event from the OS or the poller: a request of another command, or a change."""
         if self.inbox is not None and is_under(path, self.inbox):
-            from sparc_local.watch.handoff import REQUEST
-
-            name = os.path.basename(path)
-            if name.endswith(REQUEST) and not name.startswith("."):  # not the watcher's own answers
+            if is_request(os.path.basename(path)):  # not the watcher's own answers
                 self.on_request()
             return
         self.on_change(path, is_dir)

@@ -33,6 +33,7 @@ from sparc_local.watch import batch as batches
 from sparc_local.watch import culprit
 from sparc_local.watch.backlog import Backlog
 from sparc_local.watch.config import LOG_NAME, WatchConfig
+from sparc_local.watch.inbox import Inbox, Serve
 from sparc_local.watch.observer import Observation, RootCheck
 from sparc_local.watch.removals import Removals, prune
 from sparc_local.watch.rescan import Rescans
@@ -50,22 +51,23 @@ class Watcher:
     ``start()`` starts the worker thread, which first runs a full incremental ``run_index`` over
     the roots (catch-up for changes made while nothing watched), then applies batches until
     ``stop()``. Thread-safe: ``note``, ``poke``, ``status``, ``stop`` may be called from any thread.
-    ``inbox``: the folder where other commands leave their writes (handoff.py).
+    ``inbox``: the folder where other commands leave their writes; ``serve`` applies them (``app.handoff``).
     """
 
     def __init__(self, roots: Iterable[str], model: ModelInfo, encoder_factory: Callable[[], object],
                  config: WatchConfig = WatchConfig(), *, db_path: str | os.PathLike | None = None,
-                 inbox: str | os.PathLike | None = None) -> None:
+                 inbox: str | os.PathLike | None = None, serve: Serve | None = None) -> None:
         from sparc_local import paths
 
         self.model, self._encoder_factory, self.config = model, encoder_factory, config
         self.db_path = Path(db_path) if db_path else paths.db_path()
         rules = Rules(config.exclude, config.include_hidden, config.ignore_files)
         self.scope = Scope(roots, config.data_dir or self.db_path.parent, rules)
-        self._inbox = None  # requests of other commands (handoff.py), served by the worker thread
+        self._inbox: Inbox | None = None  # requests of other commands (inbox.py), served by the worker thread
+        self._serve = serve
         if inbox is not None:
-            from sparc_local.watch.handoff import Inbox
-
+            if serve is None:
+                raise ValueError("an inbox needs the serve that applies its requests")
             self._inbox = Inbox(Path(inbox))
         self._backlog = Backlog(config.quiet_period, config.max_delay, config.retry_delays)
         self._removals = Removals(self._backlog)  # deletions first, even in the middle of a run
@@ -121,7 +123,7 @@ class Watcher:
 
     def status(self) -> WatcherStatus:
         """A snapshot: phase, queue, counters, last_error, observer kind, and whether it takes
-        requests of other commands (handoff.py)."""
+        requests of other commands (inbox.py)."""
         queue = self._backlog.size()
         cov = self._observation.coverage()
         with self._lock:
@@ -296,15 +298,13 @@ class Watcher:
         return self._stopping.is_set() or self._paused
 
     def _serve_requests(self, idx) -> None:
-        """Apply the waiting requests of other commands (``handoff.serve``)."""
-        from sparc_local.watch.handoff import serve
-
+        """Apply the waiting requests of other commands (``serve``)."""
         self._poked = False
-        assert self._inbox is not None  # only a request left in the inbox pokes the watcher (``Observation``)
+        assert self._inbox is not None and self._serve is not None  # only a request in the inbox pokes it
         self._serving = True
         try:
-            serve(self._inbox, idx, self.model, self._encoder_once, should_stop=self._stopping.is_set,
-                  on_done=lambda req, done: self._requested(idx, req, done))
+            self._serve(self._inbox, idx, self.model, self._encoder_once, should_stop=self._stopping.is_set,
+                        on_done=lambda req, done: self._requested(idx, req, done))
         finally:
             self._serving = False
         self._report()

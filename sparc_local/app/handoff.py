@@ -2,11 +2,12 @@
 
 A watcher is the one writer while it runs (``lock.py``). A command that must write does not fail
 on it, nor make the user stop it: it hands its request to the watcher. It writes
-``requests/<id>.json`` in the data dir (0700: only this user can), atomically; the watcher
-notices it (an observer event on that folder, else its periodic root check), claims it by
-renaming it to ``<id>.taken``, applies it in its worker thread with the very library call the
-command would make (``forget.forget``, ``pipeline.run_index``), and writes ``<id>.done`` with the
-outcome (while it indexes, ``<id>.progress`` holds the latest ``pipeline.Progress``). The command
+``requests/<id>.json`` in the data dir (0700: only this user can; the watcher's ``inbox``),
+atomically; the watcher notices it (an observer event on that folder, else its periodic root
+check), claims it by renaming it to ``<id>.taken``, applies it in its worker thread through
+``serve``, which whoever starts the watcher hands it (``run.watch``), with the very call the
+command would make (``app.work``), and writes ``<id>.done`` with the outcome (while it indexes,
+``<id>.progress`` holds the latest ``pipeline.Progress``). The command
 waits for the answer and prints what it prints when it does the work itself. If the watcher
 exits without answering, the command takes the lock and does the work itself: `index` and
 `forget` are safe to run again (an unchanged file is skipped; a forget that committed leaves the
@@ -24,7 +25,6 @@ import logging
 import os
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from sparc_local.app import wire
@@ -33,6 +33,7 @@ from sparc_local.errors import SparcError
 from sparc_local.index.lock import LockHeld, WriterLock, pid_alive
 from sparc_local.watch.config import LOG_NAME
 from sparc_local.watch.files import COMMAND, POLL, inbox_path, log_path, read_json, running_pid, state_path, write_json
+from sparc_local.watch.inbox import DONE, PROGRESS, REQUEST, TAKEN, Inbox, Taken
 from sparc_local.watch.state import WatcherStatus
 
 if TYPE_CHECKING:
@@ -41,9 +42,6 @@ if TYPE_CHECKING:
     from sparc_local.model.info import ModelInfo
     from sparc_local.pipeline import IndexReport, Progress
 
-REQUEST, TAKEN, DONE, PROGRESS = ".json", ".taken", ".done", ".progress"
-STALE = 3600.0  # seconds after which an answer nobody collected is deleted
-PROGRESS_EVERY = 0.2  # seconds between two progress files
 TAKE_TIMEOUT = 60.0  # a live watcher takes a request within one encoder batch (or its 5 s root check)
 
 T = TypeVar("T")
@@ -58,15 +56,6 @@ class _WatcherGone(Exception):
 
 class WatcherFailed(SparcError):
     """The watcher could not apply a request for a reason that is not the user's to fix."""
-
-
-@dataclasses.dataclass(frozen=True)
-class Taken:
-    """A request the watcher claimed: its id and its file's data, decoded when it is applied (so a
-    request it cannot read is answered with the reason)."""
-
-    id: str
-    data: dict[str, Any]
 
 
 def _watcher_pid(record: dict[str, Any] | None) -> int | None:
@@ -211,57 +200,6 @@ def _request(data: dict[str, Any]) -> Request:
     request = wire.decode(data, IndexRequest, ForgetRequest)
     assert isinstance(request, IndexRequest | ForgetRequest)
     return request
-
-
-class Inbox:
-    """The watcher's side: claim requests, publish progress, answer."""
-
-    def __init__(self, folder: Path | None = None) -> None:
-        self.folder = Path(folder) if folder else inbox_path()
-        self.folder.mkdir(mode=0o700, exist_ok=True)
-        self._progress_at = 0.0
-
-    def take(self) -> list[Taken]:
-        """Claim every waiting request, oldest first (a request withdrawn meanwhile is skipped)."""
-        out = []
-        now = time.time()
-        try:
-            names = sorted(os.listdir(self.folder))
-        except OSError:
-            return []
-        for name in names:
-            path = self.folder / name
-            if name.endswith(DONE):
-                with contextlib.suppress(OSError):
-                    if now - path.stat().st_mtime > STALE:  # its command is long gone
-                        path.unlink()
-            if not name.endswith(REQUEST) or name.startswith("."):
-                continue
-            rid = name[: -len(REQUEST)]
-            try:
-                os.rename(path, self.folder / f"{rid}{TAKEN}")
-            except FileNotFoundError:
-                continue
-            out.append(Taken(rid, read_json(self.folder / f"{rid}{TAKEN}")))
-        return out
-
-    def progress(self, request: Taken, snapshot: dict[str, Any]) -> None:
-        now = time.monotonic()
-        if now - self._progress_at >= PROGRESS_EVERY:
-            self._progress_at = now
-            with contextlib.suppress(OSError):
-                write_json(self.folder / f"{request.id}{PROGRESS}", snapshot)
-
-    def answer(self, request: Taken, outcome: dict[str, Any]) -> None:
-        write_json(self.folder / f"{request.id}{DONE}", outcome)
-        for suffix in (TAKEN, PROGRESS):
-            (self.folder / f"{request.id}{suffix}").unlink(missing_ok=True)
-
-    def pending(self) -> bool:
-        try:
-            return any(n.endswith(REQUEST) and not n.startswith(".") for n in os.listdir(self.folder))
-        except OSError:
-            return False
 
 
 def index(request: IndexRequest, local: Callable[[], IndexReport], *,
