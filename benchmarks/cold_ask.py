@@ -74,6 +74,7 @@ def main() -> None:
     ap.add_argument("--folder", type=Path, default=Path(__file__).resolve().parent.parent / "sparc_local" / "sample")
     ap.add_argument("--question", default=QUESTION)
     ap.add_argument("--python", default=sys.executable)
+    ap.add_argument("--fast", action="store_true", help="`ask --fast`: the first stage alone, in every tree")
     ap.add_argument("--floor", action="store_true", help="also time `python -c 'import numpy'`")
     ap.add_argument("--model", type=Path, help="the model each tree indexes and asks with (default: the shipped one)")
     ap.add_argument("--smoke", action="store_true",
@@ -98,7 +99,8 @@ def main() -> None:
             if args.model:
                 point_to_model(args.python, env, args.model)
             run([args.python, "-m", "sparc_local", "index", str(args.folder.resolve()), "-q"], env)
-            rows.append((str(tree), [args.python, "-m", "sparc_local", "ask", args.question], env))
+            fast = ["--fast"] if args.fast else []
+            rows.append((str(tree), [args.python, "-m", "sparc_local", "ask", args.question, *fast], env))
         if args.floor:  # what no `ask` can go below: the interpreter and numpy, as `ask` loads it
             rows.append(("floor: python -c 'import numpy'", [args.python, "-c", "import numpy"],
                          {**tree_env(trees[-1], work / "floor"), "OPENBLAS_NUM_THREADS": "1"}))
