@@ -1,7 +1,7 @@
 """The `sparc-local` console entry point: a plain `ask` answers without building the Typer app.
 
-Importing Typer (and the click it carries) and building the app take ~30 ms, a third of a cold
-`ask` (benchmarks/cold_ask.py).  ``main`` runs an `ask` whose arguments ``plain_ask`` reads in
+Importing Typer (and the click it carries) and building the app cost a large share of a cold
+`ask` (the cold-ask benchmark measures it).  ``main`` runs an `ask` whose arguments ``plain_ask`` reads in
 full, and hands everything else to the Typer app in app.py: help, shell completion, the other
 commands, and every argument it does not know or cannot convert, so usage errors read as Typer
 writes them.  Both ways run ``run_ask``, and ``report`` prints their errors.
