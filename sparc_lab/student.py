@@ -20,7 +20,6 @@ The teacher runs forward, without gradient, on the same inputs at every step; a 
 from __future__ import annotations
 
 import argparse
-import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -30,7 +29,7 @@ import torch.nn.functional as F
 
 from sparc_lab.distill import kl_term
 from sparc_lab.model import TorchEncoder
-from sparc_lab.train import Trainer, in_batch_ce
+from sparc_lab.train import Trainer, in_batch_ce, run
 from sparc_lab.train import parse_args as train_args
 from sparc_local.model.folder import load_encoder_weights
 from sparc_local.model.info import ModelInfo
@@ -112,16 +111,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> None:
-    args = parse_args(argv)
-    trainer = StudentTrainer(args)
-    if args.snapshot:
-        print(f"step {trainer.step} written to {trainer.export(Path(args.snapshot).expanduser())}")
-        return
-    print(f"student of {trainer.cfg.layers} layers; {len(trainer.pool.train)} training questions, "
-          f"{len(trainer.pool.texts)} sentences; starting at step {trainer.step}", flush=True)
-    trainer.train()
-    print(f"exported {trainer.run / 'final.npz'}", file=sys.stderr)
-
+    run(StudentTrainer(parse_args(argv)))
 
 if __name__ == "__main__":
     main()

@@ -325,16 +325,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def main(argv: list[str] | None = None) -> None:
-    args = parse_args(argv)
-    trainer = Trainer(args)
-    if args.snapshot:  # a running run's last checkpoint, to evaluate it while it trains on
-        print(f"step {trainer.step} written to {trainer.export(Path(args.snapshot).expanduser())}")
+def run(trainer: Trainer) -> None:
+    """Train to the end (resuming where the run stopped), or with --snapshot write its last checkpoint."""
+    if trainer.args.snapshot:  # a running run's last checkpoint, to evaluate it while it trains on
+        print(f"step {trainer.step} written to {trainer.export(Path(trainer.args.snapshot).expanduser())}")
         return
-    print(f"{len(trainer.pool.train)} training questions, {len(trainer.pool.valid)} validation, "
-          f"{len(trainer.pool.texts)} sentences; starting at step {trainer.step}", flush=True)
+    print(f"{trainer.cfg.layers} layers; {len(trainer.pool.train)} training questions, {len(trainer.pool.valid)} "
+          f"validation, {len(trainer.pool.texts)} sentences; starting at step {trainer.step}", flush=True)
     trainer.train()
     print(f"exported {trainer.run / 'final.npz'}", file=sys.stderr)
+
+
+def main(argv: list[str] | None = None) -> None:
+    run(Trainer(parse_args(argv)))
 
 
 if __name__ == "__main__":
