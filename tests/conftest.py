@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -22,6 +23,25 @@ def first_stage_only(monkeypatch: pytest.MonkeyPatch) -> None:
     from sparc_local.model.info import NO_RERANKER, RERANKER_VAR
 
     monkeypatch.setenv(RERANKER_VAR, NO_RERANKER)
+
+
+@pytest.fixture(autouse=True)
+def index_at_the_tests_priority(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`index`, `watch` and Library calls made in this process keep the test run's own priority.
+
+    At nice 19 and idle I/O (``power.lower``) they get only what every other program on the machine
+    leaves: beside a busy job at nice 0, test_hostile's 10,000-message mbox ran over 20 minutes on 2
+    cores for ~50 s of CPU. And without the privilege to raise it back, the first such call leaves
+    the whole test process at nice 19. The priority itself is test_power.py's, whose tests are marked
+    ``low_priority`` and get the real one; commands run as subprocesses lower their own, as for a user."""
+    if request.node.get_closest_marker("low_priority") is not None:
+        return
+    from sparc_local import power
+
+    def unchanged() -> power.Priority:
+        return power.Priority(os.getpriority(os.PRIO_PROCESS, 0), None, "unchanged (tests: conftest.py)")
+
+    monkeypatch.setattr(power, "lower", unchanged)
 
 
 @pytest.fixture(scope="session")

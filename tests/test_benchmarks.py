@@ -8,6 +8,7 @@ import os
 import re
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -38,10 +39,32 @@ def test_every_script_has_a_smoke_run_or_a_reason() -> None:
                                              f"named but gone: {sorted(set(reasons) - scripts)}")
 
 
+SMOKE_WORKERS = 2  # smoke runs at a time: mostly one busy core each, seconds of start-up and waiting
+
+
+@pytest.fixture(scope="module")
+def smoke_runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
+    """The selected scripts' smoke runs, started SMOKE_WORKERS at a time when the first test asks,
+    each in its own process and data dir: script -> a future of its CompletedProcess."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def run(script: str) -> subprocess.CompletedProcess:
+        env = {**os.environ, "SPARC_LOCAL_HOME": str(tmp_path_factory.mktemp("smoke") / "home"),
+               "OMP_NUM_THREADS": "1"}
+        return subprocess.run([sys.executable, str(BENCH / script), "--smoke"], cwd=ROOT, env=env,
+                              capture_output=True, text=True, timeout=300)
+
+    selected = [item.callspec.params["script"] for item in request.session.items
+                if item.originalname == "test_smoke_run" and item.module is request.module]
+    pool = ThreadPoolExecutor(SMOKE_WORKERS)
+    try:
+        yield {script: pool.submit(run, script) for script in selected}
+    finally:
+        pool.shutdown(cancel_futures=True)
+
+
 @pytest.mark.parametrize("script", smoke_scripts())
-def test_smoke_run(script: str, tmp_path: Path) -> None:
-    env = {**os.environ, "SPARC_LOCAL_HOME": str(tmp_path / "home"), "OMP_NUM_THREADS": "1"}
-    done = subprocess.run([sys.executable, str(BENCH / script), "--smoke"], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=300)
+def test_smoke_run(script: str, smoke_runs: dict) -> None:
+    done = smoke_runs[script].result()
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert done.stdout.strip(), "a smoke run prints its figures"

@@ -2,19 +2,21 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
+import pickle
 import random
 import signal
 import sqlite3
-import subprocess
-import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from sparc_local.index.store import Index
 from tests.crash_index import index_and_merge
+from tests.forkserver import ForkServer
 
 TRIALS = 20
 # tests/crash_index.py's run, printing "batch" at each committed batch
@@ -28,6 +30,21 @@ def on_progress(p):
         print("batch", flush=True)
 index_and_merge(*sys.argv[1:4], on_progress=on_progress)
 """
+
+
+# what the killed runs import, once, in the fork server (tests/forkserver.py)
+IMPORTS = ("from sparc_local.model.runtime import onnxruntime; onnxruntime(); import numpy, tokenizers; "
+           "import sparc_local.pipeline, sparc_local.model.encoder, sparc_local.ingest.extract, sparc_local.forget, "
+           "sparc_local.index.store, tests.crash_index")
+
+
+@pytest.fixture(scope="module")
+def forks(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ForkServer]:
+    """One interpreter that has imported sparc_local and forks each run the tests kill."""
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1]),
+           "SPARC_LOCAL_HOME": str(tmp_path_factory.mktemp("crash_home"))}
+    with ForkServer(IMPORTS, env=env) as server:
+        yield server
 
 
 def _corpus(root: Path, n_files: int = 100) -> None:
@@ -77,20 +94,18 @@ def _check_consistent(db: Path) -> None:
 
 
 @pytest.mark.parametrize("seed", [0])
-def test_kill_during_index_and_merge(tmp_path: Path, tiny_model_dir: Path, seed: int):
+def test_kill_during_index_and_merge(tmp_path: Path, tiny_model_dir: Path, seed: int, forks: ForkServer):
     corpus = tmp_path / "corpus"
     corpus.mkdir()
     _corpus(corpus, n_files=50)  # ~290 sentences: ~70 batches of 4
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
 
-    def run(db: Path) -> subprocess.Popen:
-        return subprocess.Popen([sys.executable, "-c", INDEX_SCRIPT, str(corpus), str(tiny_model_dir), str(db)],
-                                env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    def run(db: Path):
+        return forks.run(INDEX_SCRIPT, str(corpus), str(tiny_model_dir), str(db), stderr=tmp_path / "stderr")
 
     ref_db = tmp_path / "ref.db"
     proc = run(ref_db)
-    n_batches = proc.stdout.read().count("batch")
-    assert proc.wait(timeout=120) == 0, proc.stderr.read()
+    n_batches = proc.read().count("batch")
+    assert proc.wait(timeout=120) == 0, proc.stderr()
     _check_consistent(ref_db)
     reference = _content(ref_db)
     assert len(reference[0]) > 100 and n_batches > 20
@@ -106,9 +121,9 @@ def test_kill_during_index_and_merge(tmp_path: Path, tiny_model_dir: Path, seed:
         proc = run(db)
         target = rng.randint(1, n_batches - 3)
         for _ in range(target):
-            proc.stdout.readline()
+            proc.readline()
         time.sleep(rng.uniform(0, 0.02))
-        proc.send_signal(signal.SIGKILL)
+        proc.kill()
         killed_mid_run += proc.wait() == -signal.SIGKILL
         _check_consistent(db)
         with Index(db) as idx:
@@ -163,7 +178,7 @@ def _db_bytes(db: Path) -> bytes:
     return b"".join(p.read_bytes() for p in (db, Path(f"{db}-wal")) if p.exists())
 
 
-def test_kill_during_forget(tmp_path: Path, tiny_model_dir: Path):
+def test_kill_during_forget(tmp_path: Path, tiny_model_dir: Path, forks: ForkServer):
     """`forget` of an indexed folder, killed just before each of its SQL statements in turn: the
     index is consistent and holds either the folder, untouched, or nothing of it (no root, no
     file, no text row) and remembers it as forgotten, never a mix that the next `index` would
@@ -191,24 +206,25 @@ def test_kill_during_forget(tmp_path: Path, tiny_model_dir: Path):
         roots = idx.roots()
         assert roots == [str(docs), str(private)]
     before = _content(base)
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
 
-    def run(db: Path, kill_at: int) -> subprocess.CompletedProcess:
+    def run(db: Path, kill_at: int) -> tuple[int, str, str]:
+        """The exit code, stdout and stderr of FORGET_SCRIPT on a fresh copy of the base index."""
         for suffix in ("", "-wal", "-shm"):
             Path(f"{db}{suffix}").unlink(missing_ok=True)
         shutil.copyfile(base, db)
-        return subprocess.run([sys.executable, "-c", FORGET_SCRIPT, str(db), str(private), str(kill_at)],
-                              env=env, capture_output=True, text=True, timeout=120)
+        proc = forks.run(FORGET_SCRIPT, str(db), str(private), str(kill_at), stderr=tmp_path / "stderr")
+        out = proc.read(timeout=120)
+        return proc.wait(), out, proc.stderr()
 
     db = tmp_path / "trial.db"
-    dry = run(db, 0)
-    assert dry.returncode == 0, dry.stderr
-    statements = dry.stdout.splitlines()
+    code, out, err = run(db, 0)
+    assert code == 0, err
+    statements = out.splitlines()
     assert SECRET.encode() not in _db_bytes(db)
     outcomes = []
     for n in range(1, len(statements) + 1):
-        proc = run(db, n)
-        assert proc.returncode == -signal.SIGKILL, (statements[n - 1], proc.stderr)
+        code, _, err = run(db, n)
+        assert code == -signal.SIGKILL, (statements[n - 1], err)
         _check_consistent(db)
         with Index(db) as idx:
             gone = str(private) in idx.forgotten()
@@ -274,26 +290,47 @@ def _synthetic_index(db: Path) -> None:
         idx.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
 
-def _live_arrays(db: Path):
+_SENTENCES_SQL = "SELECT s.id, f.path, s.text FROM sentences s JOIN files f ON f.id = s.file_id ORDER BY s.id"
+
+
+def _decoded(idx: Index):
     """Live postings as sorted (token, sentence id, quantized weight) arrays, and live sentences
     as (id, path, text) rows: ids never change in a merge, so they can be compared directly."""
     import numpy as np
 
-    with Index(db) as idx:
-        dead = idx.tombstones()
-        toks, sids, qs = [], [], []
-        tokens = [r[0] for r in idx.conn.execute("SELECT DISTINCT token_id FROM postings")]
-        for tok, ids, q in idx.postings(tokens):
-            toks.append(np.full(len(ids), tok, np.int64))
-            sids.append(ids)
-            qs.append(q)
-        sentences = idx.conn.execute(
-            "SELECT s.id, f.path, s.text FROM sentences s JOIN files f ON f.id = s.file_id ORDER BY s.id").fetchall()
-    t, i, q = np.concatenate(toks), np.concatenate(sids), np.concatenate(qs)
+    dead = idx.tombstones()
+    tokens = [r[0] for r in idx.conn.execute("SELECT DISTINCT token_id FROM postings")]
+    lists = idx.postings(tokens)
+    t = np.repeat(np.array([tok for tok, _, _ in lists], np.int64), [len(ids) for _, ids, _ in lists])
+    i = np.concatenate([ids for _, ids, _ in lists])
+    q = np.concatenate([q for _, _, q in lists])
+    sentences = idx.conn.execute(_SENTENCES_SQL).fetchall()
     keep = ~np.isin(i, dead)
     t, i, q = t[keep], i[keep], q[keep]
     order = np.lexsort((i, t))
     return t[order], i[order], q[order], sentences
+
+
+class _LiveArrays:
+    """``_decoded`` of an index, decoded once per distinct content: the rows it is computed from
+    (every posting blob by token and segment, the tombstones, the sentences it lists) are hashed,
+    and an index whose rows are byte for byte those of one decoded before has its result. A killed
+    merge leaves either the rows it started from or the merged ones, so most trials decode nothing;
+    any other rows are decoded and compared in full."""
+
+    def __init__(self) -> None:
+        self._seen: dict[bytes, tuple] = {}
+
+    def __call__(self, db: Path):
+        with Index(db) as idx:
+            digest = hashlib.sha256()
+            for sql in ("SELECT token_id, segment_id, blob FROM postings ORDER BY token_id, segment_id",
+                        "SELECT sentence_id FROM tombstones ORDER BY sentence_id", _SENTENCES_SQL):
+                digest.update(pickle.dumps(idx.conn.execute(sql).fetchall()))
+            key = digest.digest()
+            if key not in self._seen:
+                self._seen[key] = _decoded(idx)
+        return self._seen[key]
 
 
 def _same(a, b) -> bool:
@@ -317,7 +354,7 @@ def _check_files_whole(db: Path) -> None:
 
 
 @pytest.mark.slow  # ~15 s: 20 trials of a ~0.3 s merge
-def test_kill_during_segment_merge(tmp_path: Path):
+def test_kill_during_segment_merge(tmp_path: Path, forks: ForkServer):
     """A synthetic index of 60 segments (~58k postings, built through the store API without a
     model) is merged by a process killed at random points of the merge; each time the index stays
     consistent with the same live content, and a rerun of the merge yields exactly the
@@ -325,7 +362,7 @@ def test_kill_during_segment_merge(tmp_path: Path):
     if the process died before it printed the merge's end."""
     import shutil
 
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    _live_arrays = _LiveArrays()
     base = tmp_path / "base.db"
     _synthetic_index(base)
     with Index(base) as idx:
@@ -333,15 +370,14 @@ def test_kill_during_segment_merge(tmp_path: Path):
     reference = _live_arrays(base)
     assert len(reference[0]) > 50_000
 
-    def merge(db: Path) -> subprocess.Popen:
-        return subprocess.Popen([sys.executable, "-c", MERGE_SCRIPT, str(db)], env=env,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    def merge(db: Path):
+        return forks.run(MERGE_SCRIPT, str(db), stderr=tmp_path / "stderr")
 
     probe = tmp_path / "probe.db"
     shutil.copyfile(base, probe)
     proc = merge(probe)
-    out = proc.stdout.read().split()
-    assert proc.wait(timeout=300) == 0
+    out = proc.read(timeout=300).split()
+    assert proc.wait() == 0, proc.stderr()
     duration = float(out[-1])  # the merge itself, without interpreter start-up
     merged = _live_arrays(probe)
     assert _same(merged, reference)
@@ -352,11 +388,10 @@ def test_kill_during_segment_merge(tmp_path: Path):
         db = tmp_path / "m.db"
         shutil.copyfile(base, db)
         proc = merge(db)
-        assert proc.stdout.readline().strip() == "start"  # the merge transaction begins now
+        assert proc.readline().strip() == "start"  # the merge transaction begins now
         time.sleep(rng.uniform(0, 0.8 * duration))
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
-        rest = proc.stdout.read()
+        proc.kill()
+        rest = proc.read()
         mid += proc.returncode == -signal.SIGKILL and rest == ""  # died before the merge ended
         _check_files_whole(db)
         assert _same(_live_arrays(db), reference)  # killed or not, the live content never changes

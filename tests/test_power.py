@@ -21,7 +21,7 @@ from sparc_local.watch.watcher import Watcher
 from tests.helpers import indexed_paths, wait_until
 
 runner = CliRunner()
-pytestmark = pytest.mark.usefixtures("active_tiny")
+pytestmark = [pytest.mark.usefixtures("active_tiny"), pytest.mark.low_priority]  # the real power.lower (conftest.py)
 linux = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux priorities")
 IDLE = power.IOPRIO_CLASS_IDLE << power.IOPRIO_CLASS_SHIFT
 
