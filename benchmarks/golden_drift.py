@@ -29,7 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.golden.make_golden import compare, float_twin, reference
+from tests.golden.make_golden import compare, export_as, float_twin, reference
 
 EVAL_MARGIN = 0.003  # issue 46: eval's MRR@10, int8 kernels against float compute
 
@@ -92,16 +92,7 @@ def main() -> None:
     other = f"emulated {args.cpu}" if args.cpu else "native again (no qemu)"
     with tempfile.TemporaryDirectory(dir=scratch) as tmp:
         if args.dynamic:
-            from sparc_local.model.export import export_model
-            from sparc_local.model.folder import load_encoder_weights
-
-            info = ModelInfo.load(models[0])
-            cfg, w = load_encoder_weights(info)
-            models.append(export_model(cfg, w, info.tokenizer_path, Path(tmp) / "dynamic", name=info.name,
-                                       source="golden_drift", sparsity_w=info.sparsity_w, top_k=info.top_k,
-                                       max_length=info.max_length, quant=QUANT_DYNAMIC,
-                                       inputs={"context_sentences": info.context_sentences,
-                                               "context_order": info.context_order}).path)
+            models.append(export_as(models[0], Path(tmp) / "dynamic", QUANT_DYNAMIC))
         for model in models:
             info = ModelInfo.load(model)
             expected = reference(model)

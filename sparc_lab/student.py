@@ -113,5 +113,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> None:
     run(StudentTrainer(parse_args(argv)))
 
+
 if __name__ == "__main__":
     main()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -29,25 +28,19 @@ def test_encoder_matches_golden_values():
 
 def _variant(tmp_path: Path, change: str) -> Path:
     """The shipped weights exported again, changed as ``change`` says."""
-    from sparc_local.model.export import QUANT_DYNAMIC, QUANT_WEIGHTS, export_model
-    from sparc_local.model.folder import load_encoder_weights
+    from sparc_lab.student import student_weights
+    from sparc_local.model.export import QUANT_DYNAMIC, QUANT_WEIGHTS
+    from tests.golden.make_golden import export_as
 
-    info = ModelInfo.load(shipped_model_dir())
-    cfg, w = load_encoder_weights(info)
+    def changed(cfg, w):
+        if change == "one LayerNorm 1% off":
+            w[f"l{cfg.layers - 1}.ln2.w"] = w[f"l{cfg.layers - 1}.ln2.w"] * 1.01
+        if change == "half its layers, int8 kernels":
+            return student_weights(cfg, w, list(range(0, cfg.layers, 2)))
+        return cfg, w
+
     quant = QUANT_WEIGHTS if change == "one LayerNorm 1% off" else QUANT_DYNAMIC
-    if change == "one LayerNorm 1% off":
-        w[f"l{cfg.layers - 1}.ln2.w"] = w[f"l{cfg.layers - 1}.ln2.w"] * 1.01
-    if change == "half its layers, int8 kernels":
-        drop = {f"l{i}." for i in range(1, cfg.layers, 2)}
-        kept = [i for i in range(cfg.layers) if f"l{i}." not in drop]
-        w = {k: v for k, v in w.items() if k[:3] not in drop}
-        for new, old in enumerate(kept):
-            w.update({f"l{new}.{k[len(f'l{old}.'):]}": w.pop(k) for k in list(w) if k.startswith(f"l{old}.")})
-        cfg = replace(cfg, layers=len(kept))
-    return export_model(cfg, w, info.tokenizer_path, tmp_path / "m", name=info.name, source="test",
-                        sparsity_w=info.sparsity_w, top_k=info.top_k, max_length=info.max_length, quant=quant,
-                        inputs={"context_sentences": info.context_sentences,
-                                "context_order": info.context_order}).path
+    return export_as(shipped_model_dir(), tmp_path / "m", quant, changed)
 
 
 @pytest.mark.parametrize("change", ["one LayerNorm 1% off", "half its layers, int8 kernels"])

@@ -59,21 +59,32 @@ def golden(model_dir: Path | None = None) -> dict:
             "rows": rows}
 
 
-def float_twin(model_dir: Path, out: Path) -> Path:
-    """``model_dir``'s weights exported to compute in float (export.QUANT_WEIGHTS) at ``out``; the
-    folder itself when it already does."""
-    from sparc_local.model.export import QUANT_DYNAMIC, QUANT_WEIGHTS, export_model
+def export_as(model_dir: Path, out: Path, quant: str, change=None) -> Path:
+    """``model_dir``'s weights (after ``change``, if given, of its config and weights) exported
+    again at ``out`` with the compute ``quant`` (export.QUANTS) and the folder's own settings."""
+    from sparc_local.model.export import export_model
     from sparc_local.model.folder import load_encoder_weights
     from sparc_local.model.info import ModelInfo
 
     info = ModelInfo.load(model_dir)
-    if info.quantization != QUANT_DYNAMIC:
-        return model_dir
     cfg, w = load_encoder_weights(info)
+    if change is not None:
+        cfg, w = change(cfg, w)
     return export_model(cfg, w, info.tokenizer_path, out, name=info.name, source=info.source,
                         sparsity_w=info.sparsity_w, top_k=info.top_k, max_length=info.max_length,
-                        quant=QUANT_WEIGHTS, inputs={"context_sentences": info.context_sentences,
-                                                     "context_order": info.context_order}).path
+                        quant=quant, inputs={"context_sentences": info.context_sentences,
+                                             "context_order": info.context_order}).path
+
+
+def float_twin(model_dir: Path, out: Path) -> Path:
+    """``model_dir``'s weights exported to compute in float (export.QUANT_WEIGHTS) at ``out``; the
+    folder itself when it already does."""
+    from sparc_local.model.export import QUANT_DYNAMIC, QUANT_WEIGHTS
+    from sparc_local.model.info import ModelInfo
+
+    if ModelInfo.load(model_dir).quantization != QUANT_DYNAMIC:
+        return model_dir
+    return export_as(model_dir, out, QUANT_WEIGHTS)
 
 
 def reference(model_dir: Path | None = None) -> dict:
