@@ -22,17 +22,25 @@ QUESTIONS_FILE = "questions.tsv"
 TOP_K = 10  # the answers a question is scored on: MRR@10
 
 
-def paired_line(before: dict[str, int], after: dict[str, int], seed: int = 0) -> str:
+def paired_line(before: dict[str, int], after: dict[str, int], seed: int = 0, level: str = "sentence",
+                recall: int = 0) -> str:
     """Questions ranked better and worse than in BEFORE, and the mean reciprocal-rank difference
-    with a 95% bootstrap interval: is a before/after difference more than question noise?"""
+    with a 95% bootstrap interval: is a before/after difference more than question noise? Ranks
+    past TOP_K count as misses for MRR and hit@1; with ``recall`` N also the difference in how
+    often the rank is within N (both runs must have asked for the top N)."""
     from sparc_local.evaluation.metrics import paired_bootstrap  # numpy: the rest runs on any Python
 
     shared = [q for q in after if q in before]
-    p = paired_bootstrap([before[q] for q in shared], [after[q] for q in shared], seed=seed)
-    h = paired_bootstrap([before[q] for q in shared], [after[q] for q in shared], seed=seed, hit_at=1)
-    return (f"paired with the earlier ranks ({p.questions} questions): {p.better} better, "
-            f"{p.worse} worse; sentence MRR@{TOP_K} {p.mean:+.4f}, 95% interval "
+    old, new = ([r if r <= TOP_K else 0 for r in (ranks[q] for q in shared)] for ranks in (before, after))
+    p = paired_bootstrap(old, new, seed=seed)
+    h = paired_bootstrap(old, new, seed=seed, hit_at=1)
+    line = (f"paired with the earlier ranks ({p.questions} questions): {p.better} better, "
+            f"{p.worse} worse; {level} MRR@{TOP_K} {p.mean:+.4f}, 95% interval "
             f"[{p.low:+.4f}, {p.high:+.4f}]; hit@1 {h.mean:+.4f} [{h.low:+.4f}, {h.high:+.4f}]")
+    if recall:
+        r = paired_bootstrap([before[q] for q in shared], [after[q] for q in shared], seed=seed, hit_at=recall)
+        line += f"; in the top {recall} {r.mean:+.4f} [{r.low:+.4f}, {r.high:+.4f}]"
+    return line
 
 
 def use_model(home: Path, model: Path) -> None:

@@ -9,6 +9,7 @@
     python benchmarks/desk.py --smoke         # a tiny desk on the tiny test model (smoke.py), then --check
     python benchmarks/desk.py --reuse --fast --recall 50 --ranks FAST   # the first stage alone, its top-50 ceiling
     python benchmarks/desk.py --reuse --ranks RERANKED --against FAST   # the default (reranked), paired with it
+    python benchmarks/desk.py --compare FAST_A FAST_B --recall 50        # two models' first stages, paired
 
 The desk is documentation that Debian packages ship (benchmarks/desk/sources.txt: HTML from
 DocBook, gtk-doc and Node.js's API pages, Markdown and reST from pip, plain text from util-linux,
@@ -40,10 +41,12 @@ and the retrieval look like the tracker's check (~800 files, issue 16). That des
 home get their own names (suffix -large), and --check also fails a question whose answer lies in
 one sentence of a file it does not name: the answer must stay unique.
 
-Before/after (adapt, another tree): --ranks FILE writes each question's sentence-level rank
-(0: not in the top 10); --against FILE compares this run with such a file question by question:
-how many questions rank better and worse, and the mean difference in reciprocal rank with a 95%
-bootstrap interval over questions (the same questions, so the pairing removes their difficulty).
+Before/after (adapt, another tree, another model): --ranks FILE writes each question's
+sentence-level and passage-level ranks (0: not in the top 10, or for the passage not in the top
+--recall N); --against FILE compares this run with such a file question by question: how many
+questions rank better and worse, and the mean difference in reciprocal rank and hit@1 with a 95%
+bootstrap interval over questions (the same questions, so the pairing removes their difficulty),
+at both levels, and with --recall N the difference in how often the passage is in the top N.
 --compare BEFORE AFTER compares two such files without asking anything; the files of desks with
 their own questions, joined (cat), pool them for more power than one desk's few hundred.
 """
@@ -208,13 +211,34 @@ def check_unique(questions: list[tuple[str, str, str]], files: dict[str, list[st
     return failures
 
 
-def read_ranks(path: Path) -> dict[str, int]:
-    """A --ranks file; a question twice (two desks that share questions.tsv joined) would pair wrongly."""
-    rows = [line.rsplit("\t", 1) for line in path.read_text(encoding="utf-8").splitlines() if line]
-    ranks = {question: int(rank) for question, rank in rows}
+RANK_COLUMNS = ("sentence", "passage")  # a --ranks row: question, then these levels' ranks
+
+
+def read_ranks(path: Path, level: str = "sentence") -> dict[str, int]:
+    """A --ranks file's ranks at ``level``; a question twice (two desks that share questions.tsv
+    joined) would pair wrongly. Files written before the passage column have the sentence's only."""
+    rows = [line.split("\t") for line in path.read_text(encoding="utf-8").splitlines() if line]
+    column = 1 + RANK_COLUMNS.index(level)
+    if any(len(row) <= column for row in rows):
+        sys.exit(f"{path} has no {level} ranks: write it again with --ranks")
+    ranks = {row[0]: int(row[column]) for row in rows}
     if len(ranks) != len(rows):
         sys.exit(f"{path}: {len(rows) - len(ranks)} questions appear twice; join only desks with their own questions")
     return ranks
+
+
+def has_passages(path: Path) -> bool:
+    first = next(iter(path.read_text(encoding="utf-8").splitlines()), "")
+    return len(first.split("\t")) > len(RANK_COLUMNS)
+
+
+def paired_lines(before: Path, after: dict[str, dict[str, int]], recall: int = 0) -> list[str]:
+    """The sentence level's paired line and, when BEFORE has them too, the passage level's, with
+    the share in the top ``recall`` (both runs must have asked for that many answers)."""
+    lines = [paired_line(read_ranks(before), after["sentence"])]
+    if has_passages(before) and "passage" in after:
+        lines.append(paired_line(read_ranks(before, "passage"), after["passage"], level="passage", recall=recall))
+    return lines
 
 
 def select_desk(name: str, distractors: bool = False, rows: Path = HERE, copies: Path = BENCH) -> None:
@@ -250,7 +274,8 @@ def main() -> None:
     ap.add_argument("--home", type=Path, default=None,
                     help=f"the scratch SPARC_LOCAL_HOME (one per concurrent run; default {BENCH}/{HOME_PREFIX}, "
                          f"or {HOME_PREFIX}-NAME for another desk, {HOME_PREFIX}-NAME{LARGE} with --distractors)")
-    ap.add_argument("--ranks", type=Path, help="write each question's sentence rank to this file (0: not found)")
+    ap.add_argument("--ranks", type=Path, help="write each question's sentence and passage ranks to this file (0: not found; the "
+                         "passage's within the top --recall)")
     ap.add_argument("--against", type=Path, help="compare question by question with an earlier --ranks file")
     ap.add_argument("--compare", type=Path, nargs=2, metavar=("BEFORE", "AFTER"),
                     help="only compare two --ranks files question by question (no index)")
@@ -260,13 +285,15 @@ def main() -> None:
     ap.add_argument("--fast", action="store_true", help="ask --fast: the first stage alone, without the reranker")
     ap.add_argument("--recall", type=int, default=0, metavar="N",
                     help="also ask for the top N and print how often the answer's passage is among them "
-                         "(the first stage's ceiling, with --fast)")
+                         "(the first stage's ceiling, with --fast); with --against or --compare, paired too")
     ap.add_argument("--smoke", action="store_true",
                     help="seconds: a tiny desk (smoke.py) on the tiny test model, --ranks and --against itself, "
                          "then its --check")
     args = ap.parse_args()
     if args.compare:
-        print(paired_line(*(read_ranks(f) for f in args.compare)))
+        before, after = args.compare
+        levels = RANK_COLUMNS if has_passages(after) else RANK_COLUMNS[:1]
+        print(*paired_lines(before, {level: read_ranks(after, level) for level in levels}, args.recall), sep="\n")
         return
     if args.smoke:
         import smoke
@@ -315,19 +342,20 @@ def main() -> None:
     level_ranks: dict[str, list[int]] = {level: [] for level, _ in LEVELS}  # per question; 0: not in the top
     unlikely = Counter()  # (hit at 1, top answer called unlikely)
     sentence_ranks: dict[str, int] = {}
+    passage_ranks: dict[str, int] = {}  # within the top --recall when it asks for more than TOP_K
     recall = 0  # questions whose answer's passage is in the top --recall
     for question, name, answer in questions:
         mode = ["--mode", args.mode] if args.mode else []  # "": the tree's only way (before --mode existed)
         fast = ["--fast"] if args.fast else []
         shown = max(TOP_K, args.recall)
         results = json.loads(cli(tree, home, "ask", "--json", "-k", str(shown), *mode, *fast, question).stdout)
-        if args.recall:
-            recall += any(r["path"] in {str(DESK / n) for n in name.split("|")} and any(
-                norm(answer) in norm(s) for s in [r["sentence"], *(c["sentence"] for c in r.get("collapsed", []))])
-                for r in results[:args.recall])
-            results = results[:TOP_K]
         targets = {str(DESK / n) for n in name.split("|")}
         want = norm(answer)
+        deep = [i for i, r in enumerate(results[:shown], 1) if r["path"] in targets and any(
+            want in norm(s) for s in [r["sentence"], *(c["sentence"] for c in r.get("collapsed", []))])]
+        passage_ranks[question] = deep[0] if deep else 0
+        recall += bool(args.recall and deep and deep[0] <= args.recall)
+        results = results[:TOP_K]
         ranks: dict[str, int] = {}
         for i, r in enumerate(results, 1):
             if r["path"] in targets:
@@ -360,9 +388,11 @@ def main() -> None:
         print(f"top answer called unlikely: {unlikely[True, True]} of {unlikely[True, True] + unlikely[True, False]} "
               f"hits at 1, {unlikely[False, True]} of {unlikely[False, True] + unlikely[False, False]} others")
     if args.ranks:
-        args.ranks.write_text("".join(f"{q}\t{r}\n" for q, r in sentence_ranks.items()), encoding="utf-8")
+        args.ranks.write_text("".join(f"{q}\t{r}\t{passage_ranks[q]}\n" for q, r in sentence_ranks.items()),
+                              encoding="utf-8")
     if args.against:
-        print(paired_line(read_ranks(args.against), sentence_ranks))
+        print(*paired_lines(args.against, {"sentence": sentence_ranks, "passage": passage_ranks}, args.recall),
+              sep="\n")
     if args.smoke:
         failures = check_questions(questions, files)
         print(f"--check: questions: {len(questions)}, failures: {len(failures)}", *failures, sep="\n")

@@ -1,19 +1,21 @@
-"""Indexing speed of two model folders, or of two checkouts, on the same real files, paired in one run (issue #13).
+"""Indexing speed of model folders, or of checkouts, on the same real files, paired in one run (issue #13).
 
-    python benchmarks/index_speed.py MODEL_A MODEL_B [--passages 300] [--rounds 2] [--threads 2]
-    python benchmarks/index_speed.py --trees OLD NEW --docs FOLDER [--keep DIR]   # two checkouts (issue 32)
+    python benchmarks/index_speed.py MODEL_A MODEL_B [...] [--passages 300] [--rounds 2] [--threads 2]
+    python benchmarks/index_speed.py --trees OLD NEW [...] --docs FOLDER [--keep DIR]   # checkouts (issue 32)
     python benchmarks/index_speed.py --smoke     # the tiny model, fp32 against int8 (smoke.py)
 
 With --trees each checkout's code indexes FOLDER (e.g. the desk, ~/.cache/sparc-local-bench/desk)
-with the model it ships; --keep DIR keeps each run's home (DIR/home-ROUND-A|B) for desk.py --reuse --home.
+with the model it ships; --keep DIR keeps each run's home (DIR/home-ROUND-A|B|...) for desk.py
+--reuse --home. Three arms (issue 46: a baseline commit, today's main and a candidate) give both
+comparisons from the same rounds.
 
 squad-dev's first passages are written as .txt files (one per passage), and each model indexes
 them with `sparc-local index` in a fresh process and a fresh home: walk, extract, segment, the
 input builder, the encoder and SQLite, as a user runs it. Runs alternate A B A B ..., so the
-VM's drifting speed hits both alike; printed per model are the best and median sentences/s,
-peak RSS, and the median of the per-round speed ratios B/A; the same per CPU second (user + system
-time of the index process and its threads), which other jobs on the machine disturb far less than
-wall time.
+VM's drifting speed hits every arm alike; printed per arm are the best and median sentences/s,
+peak RSS, and the median of the per-round speed ratios to A; the same per CPU second (user +
+system time of the index process and its threads), which other jobs on the machine disturb far
+less than wall time.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from pathlib import Path
 from sparc_local.evaluation import reqa
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "reqa" / "squad-dev"
+ARM_NAMES = "ABCDEFGH"  # the arms in the order given; ratios are against A
 
 
 def index_once(model: Path | None, docs: Path, home: Path, threads: int,
@@ -57,8 +60,8 @@ def index_once(model: Path | None, docs: Path, home: Path, threads: int,
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("models", nargs="*", type=Path, help="two model folders (or --trees)")
-    p.add_argument("--trees", nargs=2, type=Path, help="two checkouts instead, each with its shipped model")
+    p.add_argument("models", nargs="*", type=Path, help="two or more model folders (or --trees)")
+    p.add_argument("--trees", nargs="+", type=Path, help="two or more checkouts instead, each with its shipped model")
     p.add_argument("--docs", type=Path, help="index this folder instead of squad-dev passages")
     p.add_argument("--keep", type=Path, help="keep each run's home under this folder")
     p.add_argument("--data", type=Path, default=DATA)
@@ -73,8 +76,8 @@ def main() -> None:
         s = smoke.setup()
         args.models, args.data, args.rounds, args.threads = [s.model, s.model_int8], s.data, 1, 1
     arms = args.trees or args.models
-    if len(arms) != 2:
-        p.error("give two model folders or --trees OLD NEW")
+    if len(arms) < 2:
+        p.error("give two or more model folders, or --trees OLD NEW [NEWER ...]")
     with tempfile.TemporaryDirectory(dir=Path.home()) as tmp:
         if args.docs:
             docs, what = args.docs, f"{args.docs}"
@@ -90,22 +93,27 @@ def main() -> None:
         runs: dict[Path, list[tuple[float, int, int, float]]] = {m: [] for m in arms}
         for r in range(args.rounds):
             for i, m in enumerate(arms):
-                home = homes / f"home-{r}-{'AB'[i]}"
+                home = homes / f"home-{r}-{ARM_NAMES[i]}"
                 runs[m].append(index_once(None if args.trees else m, docs, home, args.threads,
                                           m if args.trees else None))
-        print(f"{what}, {args.threads} threads, {args.rounds} rounds (A B A B ...)")
+        names = " ".join(ARM_NAMES[: len(arms)])
+        print(f"{what}, {args.threads} threads, {args.rounds} rounds ({names}, {names}, ...)")
         for m, rs in runs.items():
             speeds = [n / s for s, n, _, _ in rs]
             cpu = [n / c for _, n, _, c in rs]
             print(f"{str(m):28s} {rs[0][1]} sentences  best {max(speeds):7.1f} sentences/s  median "
                   f"{statistics.median(speeds):7.1f}  peak RSS {max(r[2] for r in rs) / 1024:.0f} MB  "
                   f"per round: {' '.join(f'{x:.1f}' for x in speeds)}; per CPU second: {' '.join(f'{x:.1f}' for x in cpu)}")
-        a, b = (runs[m] for m in arms)
-        ratios = [(nb / sb) / (na / sa) for (sa, na, *_), (sb, nb, *_) in zip(a, b)]
-        cpu_ratios = [(nb / cb) / (na / ca) for (_, na, _, ca), (_, nb, _, cb) in zip(a, b)]
-        print(f"speed ratio B/A per round: {' '.join(f'{x:.2f}' for x in ratios)}; median {statistics.median(ratios):.2f}")
-        print(f"per CPU second, B/A per round: {' '.join(f'{x:.2f}' for x in cpu_ratios)}; "
-              f"median {statistics.median(cpu_ratios):.2f}")
+        a = runs[arms[0]]
+        for name, m in zip(ARM_NAMES[1:], arms[1:]):
+            b = runs[m]
+            ratios = [(nb / sb) / (na / sa) for (sa, na, *_), (sb, nb, *_) in zip(a, b)]
+            cpu_ratios = [(nb / cb) / (na / ca) for (_, na, _, ca), (_, nb, _, cb) in zip(a, b)]
+            print(f"speed ratio {name}/A per round: {' '.join(f'{x:.2f}' for x in ratios)}; "
+                  f"median {statistics.median(ratios):.2f}")
+            print(f"per CPU second, {name}/A per round: {' '.join(f'{x:.2f}' for x in cpu_ratios)}; "
+                  f"median {statistics.median(cpu_ratios):.2f}")
+
 
 if __name__ == "__main__":
     main()

@@ -1,7 +1,8 @@
 """Two model folders on the same ReQA sets through `eval`'s path, paired question by question.
 
     SPARC_LOCAL_HOME=~/.cache/sparc-local-bench/compare python benchmarks/model_compare.py \\
-        --base exported_models/sparc-minilm-l6 --new DIR --data SET [SET ...] [--ranks DIR] [--pooled]
+        --base exported_models/sparc-minilm-l6 --new DIR --data SET [SET ...] [--ranks DIR] [--pooled] \
+        [--rerank N]
     python benchmarks/model_compare.py --smoke    # the tiny model, fp32 against int8 (smoke.py)
 
 For each set: MRR@10 of every `ask --mode` for both models (the same input builder, encoder,
@@ -10,7 +11,9 @@ better / worse, mean reciprocal-rank difference, 95% bootstrap interval; benchma
 `paired_line`): the new model against the base in hybrid and SPARC mode, and the new model's
 hybrid and SPARC against its own BM25 (issue 31's acceptance). `--base` alone evaluates one model.
 `--pooled` adds the same lines over every set's questions together (small dev sets kept apart so
-that each keeps its encoding cache).
+that each keeps its encoding cache). `--rerank N` also asks a seeded sample of N questions (0: all)
+as `ask` does by default, reranked, one answer per passage, and pairs the two models' answers there
+and their first stages' (the reranker costs time per question; the sample is the same for both).
 Encoded corpora are cached per model in the data dir, so a rerun costs only the ranking.
 """
 
@@ -31,13 +34,23 @@ from sparc_local.app.jobs import EvalRequest
 from sparc_local.evaluation.metrics import mrr
 from sparc_local.query.modes import BM25, HYBRID, MODES, SPARC
 
+STAGES = ("passages", "reranked")  # eval's rows of what `ask` shows: the first stage alone, and reranked
 
-def hits_of(data: Path, folder: Path, threads: int | None) -> tuple[dict, dict[str, dict[int, int]]]:
-    """`eval` of the model ``folder`` on ``data``, the first stage alone (``--fast``), with each
-    question's first-hit rank per mode."""
-    request = EvalRequest(str(data), model=str(folder), threads=threads, fast=True, hits=True)
+
+def hits_of(data: Path, folder: Path, threads: int | None,
+            rerank: int | None = None) -> tuple[dict, dict[str, dict[int, int]]]:
+    """`eval` of the model ``folder`` on ``data``, with each question's first-hit rank per mode;
+    the first stage alone (``--fast``) unless ``rerank`` (a sample size, 0: all) asks for the
+    stages' rows too."""
+    request = EvalRequest(str(data), model=str(folder), threads=threads, fast=rerank is None, hits=True,
+                          sample=rerank or None)
     m = run.evaluate(request, run.eval_model(request))
-    return m, {mode: dict(enumerate(m[mode].pop("hits"))) for mode in MODES}
+    ranks = {mode: dict(enumerate(m[mode].pop("hits"))) for mode in MODES}
+    if rerank is not None:
+        if "stages" not in m:
+            sys.exit("--rerank: no reranker is installed")
+        ranks.update(m["stages"].pop("hits"))
+    return m, ranks
 
 
 def main() -> None:
@@ -48,6 +61,8 @@ def main() -> None:
     ap.add_argument("--threads", type=int)
     ap.add_argument("--ranks", type=Path, help="write each model's rank of every question here, per set and mode")
     ap.add_argument("--pooled", action="store_true", help="also the paired lines over all sets' questions together")
+    ap.add_argument("--rerank", type=int, metavar="N",
+                    help="also `ask`'s default answers, reranked, on a seeded sample of N questions (0: all)")
     ap.add_argument("--smoke", action="store_true", help="a few seconds on the tiny test model (benchmarks/smoke.py)")
     args = ap.parse_args()
     if args.smoke:
@@ -59,13 +74,19 @@ def main() -> None:
         ap.error("--base and --data are required")
     models = {"base": args.base, **({"new": args.new} if args.new else {})}
     pooled: dict[str, dict[str, dict[str, int]]] = {which: {mode: {} for mode in MODES} for which in models}
+    if args.rerank is not None:
+        for which in models:
+            pooled[which].update({stage: {} for stage in STAGES})
     for n, data in enumerate(args.data):
         ranks: dict[str, dict[str, dict[int, int]]] = {}
         for which, folder in models.items():
-            m, ranks[which] = hits_of(data, folder, args.threads)
+            m, ranks[which] = hits_of(data, folder, args.threads, args.rerank)
+            stages = [f"{stage} {m['stages'][stage]['mrr@10']:.4f} hit@1 {m['stages'][stage]['r@1']:.4f}"
+                      for stage in STAGES if stage in m.get("stages", {})]
             print(f"{data.name} {which} ({m['model']}, {m['queries']} q): "
-                  + "  ".join(f"{mode} {m[mode]['mrr@10']:.4f}" for mode in MODES), flush=True)
-            for mode in MODES:
+                  + "  ".join(f"{mode} {m[mode]['mrr@10']:.4f}" for mode in MODES)
+                  + (f"; {m['stages']['questions']} asked: " + "  ".join(stages) if stages else ""), flush=True)
+            for mode in pooled[which]:
                 pooled[which][mode].update({f"{n}|{q}": r for q, r in ranks[which][mode].items()})
         print_lines(ranks)
         if args.ranks:
@@ -85,6 +106,8 @@ def print_lines(ranks: dict[str, dict[str, Any]]) -> None:
     if "new" in ranks:
         lines = [("new vs base, hybrid", ranks["base"][HYBRID], ranks["new"][HYBRID]),
                  ("new vs base, sparc", ranks["base"][SPARC], ranks["new"][SPARC]), *lines]
+        lines = [(f"new vs base, ask {stage}", ranks["base"][stage], ranks["new"][stage])
+                 for stage in STAGES if stage in ranks["base"]] + lines
     for label, before, after in lines:
         print(f"  {label}: {paired_line(before, after)}", flush=True)
 

@@ -366,3 +366,18 @@ def test_eval_reports_what_ask_shows_by_both_stages_paired(tmp_path: Path, tiny_
     assert fast.exit_code == 0 and "stages" not in json.loads(fast.stdout)
     shown = runner.invoke(app, ["eval", str(dataset), "--model", str(tiny_model_dir)])
     assert "  reranked - first stage: MRR@10 " in shown.output
+
+
+def test_eval_gives_each_stages_rank_of_every_question_asked_for_paired_model_comparisons(
+        tmp_path: Path, tiny_model_dir: Path, reranker: Path):
+    from sparc_local.app import run
+    from sparc_local.app.jobs import EvalRequest
+    from sparc_local.evaluation.metrics import mrr
+    from tests.test_fusion import _tea_set
+
+    request = EvalRequest(str(_tea_set(tmp_path)), model=str(tiny_model_dir), hits=True, sample=1)
+    stages = run.evaluate(request, run.eval_model(request))["stages"]
+    for stage in ("passages", "reranked"):
+        ranks = stages["hits"][stage]
+        assert len(ranks) == stages["questions"] == 1
+        assert mrr(list(ranks.values())) == pytest.approx(stages[stage]["mrr@10"])

@@ -143,10 +143,11 @@ def rank(ev: EvalIndex, mode: str, depth: int = 10, with_hits: bool = False) -> 
 
 
 def rank_stages(ev: EvalIndex, index: Index, info: ModelInfo, reranker: PassageScorer, depth: int = 10,
-                sample: int | None = None) -> dict:
+                sample: int | None = None, with_hits: bool = False) -> dict:
     """What `ask` shows, one answer per passage, by the first stage alone (``passages``) and
     reranked (``reranked``), paired question by question (``paired``: reciprocal ranks; ``paired_hit1``);
-    over a seeded ``sample`` of the questions when given (the reranker costs time per question)."""
+    over a seeded ``sample`` of the questions when given (the reranker costs time per question).
+    ``with_hits``: each stage's first-hit ranks too, under ``hits``, keyed by question index."""
     from sparc_local.errors import NoQueryTokens
     from sparc_local.evaluation.metrics import paired_bootstrap
     from sparc_local.query.ask import Asker
@@ -176,6 +177,8 @@ def rank_stages(ev: EvalIndex, index: Index, info: ModelInfo, reranker: PassageS
         p = paired_bootstrap(hits["passages"], hits["reranked"], hit_at=at)
         out[name] = {"mean": p.mean, "low": p.low, "high": p.high, "better": p.better, "worse": p.worse}
     out["reranked_latency_ms_p50"] = float(np.percentile(latency, 50)) if latency else 0.0
+    if with_hits:
+        out["hits"] = {name: dict(zip(chosen, h)) for name, h in hits.items()}
     return out
 
 
@@ -190,7 +193,7 @@ def evaluate(ds_dir: Path, info: ModelInfo, *, depth: int = 10, top_k: int | Non
     with eval_index(ds_dir, info, top_k=top_k, threads=threads, progress=progress) as ev:
         results: dict[str, dict] = {mode: rank(ev, mode, depth, with_hits) for mode in MODES}
         if reranker is not None:
-            results["stages"] = rank_stages(ev, ev.searcher.index, info, reranker, depth, sample)
+            results["stages"] = rank_stages(ev, ev.searcher.index, info, reranker, depth, sample, with_hits)
     ds = ev.ds
     words = BM25(ds.texts)  # the classic baseline: words, not WordPiece, and the sentence alone
     words_ranked = [[ds.ids[i] for i in words.search(q, depth)[0]] for _, q, _ in ds.queries]
