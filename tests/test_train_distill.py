@@ -132,3 +132,14 @@ def test_vector_term_needs_a_teacher(setup: dict[str, Path], tmp_path: Path) -> 
 
     with pytest.raises(UserError, match="needs a teacher"):
         train.Trainer(train.parse_args(train_args(setup, tmp_path / "r") + ["--distill-vectors", "1"]))
+
+
+def test_the_rank_estimate_counts_the_exact_top_k_its_candidates_keep():
+    import numpy as np
+
+    from sparc_lab.rank_estimate import overlaps
+
+    scores = np.array([5.0, 4.0, 3.0, 2.0, 1.0, -1.0])
+    assert overlaps(scores, scores, k=3, candidates=4) == 1.0
+    assert overlaps(scores, -scores, k=3, candidates=4) == pytest.approx(1 / 3)  # rows 0 and 1 are not candidates
+    assert overlaps(np.array([2.0, -1.0, -2.0]), np.array([0.0, 1.0, 2.0]), k=2, candidates=2) == 0.0
