@@ -80,6 +80,7 @@ DESK = BENCH / DEFAULT_DESK
 HOME_PREFIX = "home"  # the default scratch home: BENCH/home, or BENCH/home-NAME for another desk (+ LARGE)
 MANY_FILES = 5  # a sentence in this many files or more counts as boilerplate
 MAN_WIDTH = "80"
+RANK_COLUMNS = ("sentence", "passage")  # a --ranks row: question, then these levels' ranks
 # the levels a hit is counted at, and what a hit there is
 LEVELS = (("sentence", "the sentence shown"), ("passage", "the sentence shown or one collapsed under it"),
           ("file", ""))
@@ -211,34 +212,23 @@ def check_unique(questions: list[tuple[str, str, str]], files: dict[str, list[st
     return failures
 
 
-RANK_COLUMNS = ("sentence", "passage")  # a --ranks row: question, then these levels' ranks
-
-
-def read_ranks(path: Path, level: str = "sentence") -> dict[str, int]:
-    """A --ranks file's ranks at ``level``; a question twice (two desks that share questions.tsv
-    joined) would pair wrongly. Files written before the passage column have the sentence's only."""
+def read_ranks(path: Path) -> dict[str, dict[str, int]]:
+    """A --ranks file's ranks per level it holds (files written before the passage column hold the
+    sentence's only); a question twice (two desks that share questions.tsv joined) would pair wrongly."""
     rows = [line.split("\t") for line in path.read_text(encoding="utf-8").splitlines() if line]
-    column = 1 + RANK_COLUMNS.index(level)
-    if any(len(row) <= column for row in rows):
-        sys.exit(f"{path} has no {level} ranks: write it again with --ranks")
-    ranks = {row[0]: int(row[column]) for row in rows}
-    if len(ranks) != len(rows):
-        sys.exit(f"{path}: {len(rows) - len(ranks)} questions appear twice; join only desks with their own questions")
+    levels = RANK_COLUMNS[: min((len(row) - 1 for row in rows), default=1)]
+    ranks = {level: {row[0]: int(row[1 + i]) for row in rows} for i, level in enumerate(levels)}
+    if len(ranks["sentence"]) != len(rows):
+        sys.exit(f"{path}: {len(rows) - len(ranks['sentence'])} questions appear twice; "
+                 "join only desks with their own questions")
     return ranks
 
 
-def has_passages(path: Path) -> bool:
-    first = next(iter(path.read_text(encoding="utf-8").splitlines()), "")
-    return len(first.split("\t")) > len(RANK_COLUMNS)
-
-
-def paired_lines(before: Path, after: dict[str, dict[str, int]], recall: int = 0) -> list[str]:
-    """The sentence level's paired line and, when BEFORE has them too, the passage level's, with
-    the share in the top ``recall`` (both runs must have asked for that many answers)."""
-    lines = [paired_line(read_ranks(before), after["sentence"])]
-    if has_passages(before) and "passage" in after:
-        lines.append(paired_line(read_ranks(before, "passage"), after["passage"], level="passage", recall=recall))
-    return lines
+def paired_lines(before: dict[str, dict[str, int]], after: dict[str, dict[str, int]], recall: int = 0) -> list[str]:
+    """A paired line per level both runs hold; the passage level's with the share in the top
+    ``recall`` (both runs must have asked for that many answers)."""
+    return [paired_line(before[level], after[level], level=level, recall=recall if level == "passage" else 0)
+            for level in RANK_COLUMNS if level in before and level in after]
 
 
 def select_desk(name: str, distractors: bool = False, rows: Path = HERE, copies: Path = BENCH) -> None:
@@ -291,9 +281,7 @@ def main() -> None:
                          "then its --check")
     args = ap.parse_args()
     if args.compare:
-        before, after = args.compare
-        levels = RANK_COLUMNS if has_passages(after) else RANK_COLUMNS[:1]
-        print(*paired_lines(before, {level: read_ranks(after, level) for level in levels}, args.recall), sep="\n")
+        print(*paired_lines(*(read_ranks(f) for f in args.compare), args.recall), sep="\n")
         return
     if args.smoke:
         import smoke
@@ -362,8 +350,8 @@ def main() -> None:
                 ranks.setdefault("file", i)
                 if want in norm(r["sentence"]):
                     ranks.setdefault("sentence", i)
-                if any(want in norm(s) for s in [r["sentence"], *(c["sentence"] for c in r.get("collapsed", []))]):
-                    ranks.setdefault("passage", i)
+        if deep and deep[0] <= TOP_K:
+            ranks["passage"] = deep[0]
         for level, got in level_ranks.items():
             got.append(ranks.get(level, 0))
         rank = ranks.get("sentence")
@@ -391,8 +379,8 @@ def main() -> None:
         args.ranks.write_text("".join(f"{q}\t{r}\t{passage_ranks[q]}\n" for q, r in sentence_ranks.items()),
                               encoding="utf-8")
     if args.against:
-        print(*paired_lines(args.against, {"sentence": sentence_ranks, "passage": passage_ranks}, args.recall),
-              sep="\n")
+        print(*paired_lines(read_ranks(args.against), {"sentence": sentence_ranks, "passage": passage_ranks},
+                            args.recall), sep="\n")
     if args.smoke:
         failures = check_questions(questions, files)
         print(f"--check: questions: {len(questions)}, failures: {len(failures)}", *failures, sep="\n")
