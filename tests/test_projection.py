@@ -110,3 +110,49 @@ def test_a_paragraph_seen_before_is_not_encoded_again(models):
     headed = rows(enc.encode([Paragraph(PARAGRAPHS[1], heading="Brewing guide")]))
     assert enc.memo.reused == 4 and headed != again  # so is the heading, context of every sentence
     assert rows(Encoder(info, threads=1, memo_sentences=0).encode(PARAGRAPHS[:1] * 2)) == alone[:3] * 2
+
+
+def every_row(info, paragraphs=PARAGRAPHS) -> list[dict[int, float]]:
+    """Each sentence's f(v,s) for every vocabulary row that scores, by the full projection."""
+    return rows(Encoder(info, threads=1, full_projection=True).encode(paragraphs, top_k=info.vocab_size))
+
+
+def overlap(got: list[dict[int, float]], want: list[dict[int, float]]) -> float:
+    return sum(len(set(a) & set(b)) for a, b in zip(got, want)) / sum(map(len, want))
+
+
+def test_a_low_rank_estimate_picks_rows_scored_exactly_and_nothing_is_encoded_again(models, tmp_path):
+    full, _ = models
+    info = make_tiny_model(tmp_path / "r1", int8=True, top_k=K, projection=Projection(candidates=K, rank=1))
+    assert Projection.from_extra(info.extra) == Projection(candidates=K, rank=1)
+    enc = Encoder(info, threads=1)
+    got = rows(enc.encode(PARAGRAPHS))
+    assert enc.uncertified == 0  # not certified, never encoded again: every sentence counts as certified
+    exact = every_row(full)
+    for row, f in zip(got, exact):  # whatever rows it picks, each is scored exactly
+        assert np.allclose([row[t] for t in row], [f[t] for t in row], atol=1e-5)
+    want = rows(Encoder(full, threads=1).encode(PARAGRAPHS))
+    assert overlap(got, want) < 1  # a rank-1 estimate with K candidates misses some of the top K
+    graph_rows, certified = run_graph(enc, K)
+    assert certified.all() and graph_rows == got
+
+
+def test_the_low_rank_estimate_follows_embeddings_that_adapt_swaps(models, tmp_path):
+    from sparc_local.adapt.model_folder import replace_embeddings
+    from sparc_local.model.folder import load_encoder_weights
+
+    full, _ = models
+    # full rank: P spans the hidden space, so only quantization separates the estimate from H·Eᵀ
+    info = make_tiny_model(tmp_path / "lr", int8=True, top_k=K, projection=Projection(candidates=2 * K, rank=32))
+    # new rows for every token the paragraphs do not use: H stays, the top K moves
+    E = load_encoder_weights(full)[1]["emb.word"]
+    used = {i for item in paragraph_inputs(Encoder(full).tokenizer, PARAGRAPHS, full.inputs) for i in item[0]}
+    fresh = np.array([i not in used for i in range(len(E))])
+    new_e = E.copy()
+    new_e[fresh] = 3 * np.random.default_rng(7).standard_normal((fresh.sum(), E.shape[1])).astype(np.float32)
+    swapped_full = make_tiny_model(tmp_path / "full", int8=True, top_k=K, projection=FULL_PROJECTION)
+    for m in (info, swapped_full):
+        replace_embeddings(m.onnx_path, m.onnx_path, new_e)
+    want = rows(Encoder(swapped_full, threads=1).encode(PARAGRAPHS))
+    assert overlap(rows(Encoder(full, threads=1).encode(PARAGRAPHS)), want) < 0.5  # an estimate of the old rows would miss
+    assert overlap(rows(Encoder(info, threads=1).encode(PARAGRAPHS)), want) >= 0.95

@@ -42,6 +42,7 @@ from sparc_local.model.projection import (
     PROJECTION,
     Projection,
     keep_rows,
+    low_rank_basis,
     project,
 )
 from sparc_local.model.runtime import onnxruntime
@@ -105,8 +106,12 @@ def _graph(cfg: ArchConfig, w: Weights, sparsity_w: float, int8_embeddings: bool
     # slots: they are out of the projection, whose columns map back to vocabulary ids through keep
     keep = const(keep_rows(cfg.vocab_size, skip), "query_vocab")
     candidate = not projection.full and e8 is not None
+    basis = None
+    if candidate and projection.rank:
+        rows = w["emb.word"].astype(np.float32)[keep_rows(cfg.vocab_size, skip)]
+        basis = const(low_rank_basis(rows, projection.rank), "projection_basis")
     scores, cols, certified = project(b.ops(), hm, E, e8 if candidate else None,
-                                      e_scale, keep, cfg.hidden)  # (B, L, C), (B, C), (B,)
+                                      e_scale, keep, cfg.hidden, basis)  # (B, L, C), (B, C), (B,)
     pooled = op("ReduceMax", [scores], axes=[1], keepdims=0)
     f = op("Log", [op("Add", [op("Mul", [op("Relu", [pooled]), scale]), one])])
     values, indices = op("TopK", [f, "top_k"], n_out=2, axis=-1, largest=1, sorted=1)
@@ -259,9 +264,13 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--candidates", type=int, default=None,
                    help=f"rows scored exactly per sentence after the int8 estimate (default "
                         f"{CANDIDATE_PROJECTION.candidates}, or a re-exported folder's own; 0: the full projection)")
+    p.add_argument("--rank", type=int, default=0,
+                   help="choose the candidates by a rank-R estimate, not certified (projection.py); 0: certified")
     args = p.parse_args(argv)
     src = Path(args.weights)
-    projection = None if args.candidates is None else Projection(args.candidates)
+    projection = (None if args.candidates is None and not args.rank
+                  else Projection(CANDIDATE_PROJECTION.candidates if args.candidates is None else args.candidates,
+                                  args.rank))
     if (src / CONFIG_FILE).is_file():
         reexport(src, Path(args.out_dir), projection)
         print(f"re-exported {src} to {args.out_dir}")
