@@ -104,12 +104,12 @@ def _graph(cfg: ArchConfig, w: Weights, sparsity_w: float, int8_embeddings: bool
     hm = op("Mul", [x, op("Unsqueeze", [pool_mask, const(np.array([2], np.int64))])])
     # tokens that are never query terms (specials, [unused], punctuation) would only waste top-K
     # slots: they are out of the projection, whose columns map back to vocabulary ids through keep
-    keep = const(keep_rows(cfg.vocab_size, skip), "query_vocab")
+    kept = keep_rows(cfg.vocab_size, skip)
+    keep = const(kept, "query_vocab")
     candidate = not projection.full and e8 is not None
     basis = None
     if candidate and projection.rank:
-        rows = w["emb.word"].astype(np.float32)[keep_rows(cfg.vocab_size, skip)]
-        basis = const(low_rank_basis(rows, projection.rank), "projection_basis")
+        basis = const(low_rank_basis(w["emb.word"].astype(np.float32)[kept], projection.rank), "projection_basis")
     scores, cols, certified = project(b.ops(), hm, E, e8 if candidate else None,
                                       e_scale, keep, cfg.hidden, basis)  # (B, L, C), (B, C), (B,)
     pooled = op("ReduceMax", [scores], axes=[1], keepdims=0)

@@ -125,24 +125,6 @@ def project(g: GraphOps, hm: str, E: str, e8: str | None, e_scale: str | None, k
         scores, cols, _ = full()
         return scores, cols, None
 
-    def quantized(x: str) -> tuple[str, str, str]:
-        """x (rows, cols) as u8 in [0, LEVELS] with one step and zero point for the batch."""
-        from onnx import TensorProto
-
-        zero = const(np.array(0.0, np.float32))
-        lo = op("Min", [op("ReduceMin", [x], keepdims=0), zero])
-        hi = op("Max", [op("ReduceMax", [x], keepdims=0), zero])
-        step = op("Max", [op("Div", [op("Sub", [hi, lo]), const(np.array(LEVELS, np.float32))]),
-                          const(np.array(1e-12, np.float32))])
-        zp = op("Cast", [op("Round", [op("Div", [op("Neg", [lo]), step])])], to=TensorProto.UINT8)
-        return op("QuantizeLinear", [x, step, zp]), step, zp
-
-    def pooled_estimate(q: str, zp: str, rows8: str) -> str:
-        """max over each sentence's inputs of q·rows8 (B·L, V') in int32: (B, V')."""
-        ints = op("MatMulInteger", [q, rows8, zp])
-        return op("ReduceMax", [op("Reshape", [ints, op("Concat", [batch, length, rows], axis=0)])],
-                  axes=[1], keepdims=0)
-
     def exact(cand: str) -> str:
         """The candidates' exact scores (B, L, C)."""
         chosen = op("Gather", [E, op("Gather", [keep, cand])])  # (B, C, d)
@@ -152,11 +134,18 @@ def project(g: GraphOps, hm: str, E: str, e8: str | None, e_scale: str | None, k
         from onnx import TensorProto
 
         zero = const(np.array(0.0, np.float32))
-        q, step, zp = quantized(flat)  # u8 in [0, LEVELS]
+        lo = op("Min", [op("ReduceMin", [flat], keepdims=0), zero])
+        hi = op("Max", [op("ReduceMax", [flat], keepdims=0), zero])
+        step = op("Max", [op("Div", [op("Sub", [hi, lo]), const(np.array(LEVELS, np.float32))]),
+                          const(np.array(1e-12, np.float32))])
+        zp = op("Cast", [op("Round", [op("Div", [op("Neg", [lo]), step])])], to=TensorProto.UINT8)
+        q = op("QuantizeLinear", [flat, step, zp])  # u8 in [0, LEVELS]
         rho = op("ReduceL2", [op("Sub", [flat, op("DequantizeLinear", [q, step, zp])])], axes=[1], keepdims=0)
         rho = op("ReduceMax", [op("Reshape", [rho, op("Concat", [batch, length], axis=0)])], axes=[1])  # (B, 1)
         e8_kept = op("Transpose", [op("Gather", [e8, keep])], perm=[1, 0])  # (d, V') int8, folded at load
-        pooled = pooled_estimate(q, zp, e8_kept)  # (B, V') int32
+        ints = op("MatMulInteger", [q, e8_kept, zp])  # (B·L, V') int32
+        pooled = op("ReduceMax", [op("Reshape", [ints, op("Concat", [batch, length, rows], axis=0)])],
+                    axes=[1], keepdims=0)  # (B, V') int32
         est = op("Mul", [op("Cast", [pooled], to=TensorProto.FLOAT), op("Mul", [op("Gather", [e_scale, keep]), step])])
         norms = op("Gather", [op("ReduceL2", [E], axes=[1], keepdims=0), keep])  # (V',), folded at load
         bound = op("Add", [est, op("Mul", [rho, norms])])
