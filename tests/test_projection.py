@@ -156,3 +156,26 @@ def test_the_low_rank_estimate_follows_embeddings_that_adapt_swaps(models, tmp_p
     want = rows(Encoder(swapped_full, threads=1).encode(PARAGRAPHS))
     assert overlap(rows(Encoder(full, threads=1).encode(PARAGRAPHS)), want) < 0.5  # an estimate of the old rows would miss
     assert overlap(rows(Encoder(info, threads=1).encode(PARAGRAPHS)), want) >= 0.95
+
+
+def test_eval_encodes_a_low_rank_model_on_its_own_path(tmp_path):
+    """`eval` must score the vectors `index` writes: a low-rank model's candidates pick its top K,
+    so its corpus is encoded at the candidate count, not at CACHE_K (where the encoder would run
+    the full projection), and the candidate count is part of the model's identity."""
+    from sparc_local.evaluation import reqa
+    from sparc_local.evaluation.evaluate import CACHE_K, cache_k, encode_corpus
+    from sparc_local.model.info import ModelInfo
+    from tests.tiny import write_reqa_set
+
+    info = make_tiny_model(tmp_path / "lr", int8=True, top_k=K, projection=Projection(candidates=2 * K, rank=1))
+    assert cache_k(info) == 2 * K and cache_k(info, top_k=4 * K) == CACHE_K
+    write_reqa_set(tmp_path / "set", seed=3, articles=["a", "b"])
+    ds = reqa.load(tmp_path / "set")
+    want = rows(Encoder(info, threads=1).encode(ds.paragraphs()))
+    assert rows(encode_corpus(ds, tmp_path / "set", info, threads=1).head(K)) == want
+    at_full = rows(encode_corpus(ds, tmp_path / "set", info, threads=1, top_k=4 * K).head(K))
+    assert at_full != want  # above the candidates the full projection runs: other rows
+    other = ModelInfo.load(info.path)
+    other.extra["projection"] = Projection(candidates=4 * K, rank=1).to_dict()
+    exact = make_tiny_model(tmp_path / "exact", int8=True, top_k=K, projection=Projection(candidates=K))
+    assert other.id != info.id and "/" not in exact.id

@@ -24,6 +24,7 @@ from sparc_local.evaluation import reqa
 from sparc_local.evaluation.metrics import first_hits, summary
 from sparc_local.model.info import INDEX_MODEL_KEY, ModelInfo, load_tokenizer
 from sparc_local.model.lexical import Lexical
+from sparc_local.model.projection import Projection
 from sparc_local.model.sparse import SparseVectors
 
 if TYPE_CHECKING:
@@ -34,26 +35,38 @@ if TYPE_CHECKING:
 CACHE_K = 1000  # encode once at the largest K we study; smaller K is a prefix of it
 
 
-def cache_file(ds_dir: Path, info: ModelInfo) -> Path:
-    """Where the set's corpus, encoded by ``info``, is cached (benchmarks/scale.py reads it too)."""
+def cache_k(info: ModelInfo, top_k: int | None = None) -> int:
+    """The K to encode at so that the top ``top_k`` is a prefix of what `index` encodes at
+    ``top_k``: a low-rank projection's own candidate count up to it (above it, the encoder runs
+    the full projection), else CACHE_K."""
+    projection = Projection.from_extra(info.extra)
+    k = top_k or info.top_k
+    return CACHE_K if projection.exact or k > projection.candidates else projection.candidates
+
+
+def cache_file(ds_dir: Path, info: ModelInfo, top_k: int | None = None) -> Path:
+    """Where the set's corpus, encoded by ``info`` for ``top_k`` (default: the model's K), is
+    cached (benchmarks/scale.py reads it too)."""
     h = hashlib.sha256()
     for name in ("corpus.jsonl.gz",):
         h.update((ds_dir / name).read_bytes())
-    h.update(f"inputs-v3|{info.id}|{info.inputs}|{CACHE_K}".encode())
+    h.update(f"inputs-v3|{info.id}|{info.inputs}|{cache_k(info, top_k)}".encode())
     folder = paths.user_dir() / "cache" / "eval"
     folder.mkdir(parents=True, exist_ok=True, mode=0o700)
     return folder / f"{h.hexdigest()[:24]}.npz"
 
 
 def encode_corpus(ds: reqa.ReqaSet, ds_dir: Path, info: ModelInfo, threads: int | None,
-                  progress: Callable[[int], None] | None = None) -> SparseVectors:
-    cache = cache_file(ds_dir, info)
+                  progress: Callable[[int], None] | None = None, top_k: int | None = None) -> SparseVectors:
+    """The set's passages encoded as `index` encodes them, at ``top_k`` or more (cached)."""
+    cache = cache_file(ds_dir, info, top_k)
     if cache.exists():
         with np.load(cache) as z:
             return SparseVectors(z["indptr"], z["token_ids"], z["weights"])
     from sparc_local.model.encoder import EncoderFactory
 
-    vectors = EncoderFactory(info, threads)().encode(ds.paragraphs(), top_k=CACHE_K, progress=progress)
+    vectors = EncoderFactory(info, threads)().encode(ds.paragraphs(), top_k=cache_k(info, top_k),
+                                                    progress=progress)
     tmp = cache.with_suffix(".tmp.npz")
     np.savez(tmp, indptr=vectors.indptr, token_ids=vectors.token_ids, weights=vectors.weights)
     tmp.replace(cache)
@@ -112,7 +125,7 @@ def eval_index(ds_dir: Path, info: ModelInfo, *, top_k: int | None = None, threa
 
     ds_dir = Path(ds_dir)
     ds = reqa.load(ds_dir)
-    vectors = encode_corpus(ds, ds_dir, info, threads, progress).head(top_k or info.top_k)
+    vectors = encode_corpus(ds, ds_dir, info, threads, progress, top_k).head(top_k or info.top_k)
     tokenizer = load_tokenizer(info.tokenizer_path)
     skip = info.skip_array()
     with tempfile.TemporaryDirectory(dir=paths.user_dir()) as tmp:

@@ -12,6 +12,7 @@ import numpy as np
 
 from sparc_local.errors import ModelDamaged, ModelMissing
 from sparc_local.model.inputs import InputSpec
+from sparc_local.model.projection import Projection
 
 CONFIG_FILE = "sparc.json"
 SHIPPED_MODEL = "sparc-minilm-l6"
@@ -70,8 +71,12 @@ class ModelInfo(ModelFiles):
 
     @property
     def id(self) -> str:
-        """Stable identity of the exact weights: the index records it to know when to re-encode."""
-        return f"{self.name}@{self.extra.get('digest', 'unknown')[:12]}"
+        """Stable identity of what encodes: the index records it to know when to re-encode. The
+        weights' digest, and a low-rank projection's candidate count (a sparc.json setting that
+        changes the vectors)."""
+        projection = Projection.from_extra(self.extra)
+        rows = "" if projection.exact else f"/c{projection.candidates}"
+        return f"{self.name}@{self.extra.get('digest', 'unknown')[:12]}{rows}"
 
     @property
     def inputs(self) -> InputSpec:

@@ -55,6 +55,11 @@ class Projection:
     def full(self) -> bool:
         return self.candidates == FULL
 
+    @property
+    def exact(self) -> bool:
+        """Every vector equals the full projection's: full, or certified (rank 0)."""
+        return self.full or not self.rank
+
     def to_dict(self) -> dict:
         return {"candidates": self.candidates, **({"rank": self.rank} if self.rank else {})}
 
