@@ -12,6 +12,11 @@ and some tokens of a sentence's top K, differently on AVX2 and VNNI CPUs (onnxru
 every sample question's answer at its rank, and a median top-K overlap per sentence of at least
 MIN_OVERLAP against float compute. (The third check, `eval`'s MRR@10 on squad-dev within 0.003 of
 float compute, is golden_drift.py's `--eval`.)
+
+Float compute keeps the model's own projection (`export_as`). A low-rank candidate estimate
+(projection.py, `export --rank`) is part of the model, like its layer count, and is judged end to
+end with the model; its integer products never saturate, so it gives the same candidates for the
+same H on every CPU. The checks measure what the int8 kernels change.
 """
 
 from __future__ import annotations
@@ -65,6 +70,7 @@ def export_as(model_dir: Path, out: Path, quant: str, change=None) -> Path:
     from sparc_local.model.export import export_model
     from sparc_local.model.folder import load_encoder_weights
     from sparc_local.model.info import ModelInfo
+    from sparc_local.model.projection import Projection
 
     info = ModelInfo.load(model_dir)
     cfg, w = load_encoder_weights(info)
@@ -73,7 +79,8 @@ def export_as(model_dir: Path, out: Path, quant: str, change=None) -> Path:
     return export_model(cfg, w, info.tokenizer_path, out, name=info.name, source=info.source,
                         sparsity_w=info.sparsity_w, top_k=info.top_k, max_length=info.max_length,
                         quant=quant, inputs={"context_sentences": info.context_sentences,
-                                             "context_order": info.context_order}).path
+                                             "context_order": info.context_order},
+                        projection=Projection.from_extra(info.extra)).path
 
 
 def float_twin(model_dir: Path, out: Path) -> Path:
