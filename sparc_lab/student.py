@@ -40,7 +40,7 @@ from sparc_lab.train import parse_args as train_args
 from sparc_local.model.folder import load_encoder_weights
 from sparc_local.model.info import ModelInfo
 from sparc_local.model.inputs import pad_batch
-from sparc_local.model.weights import ArchConfig, Weights
+from sparc_local.model.weights import ArchConfig, Weights, load_canonical
 
 
 def student_weights(cfg: ArchConfig, w: Weights, keep: list[int]) -> tuple[ArchConfig, Weights]:
@@ -64,6 +64,11 @@ class StudentTrainer(Trainer):
         with torch.no_grad():
             self.teacher_model.sparsity.fill_(info.sparsity_w)
         self.args.w_init = info.sparsity_w
+        if self.args.init:  # a student's own weights and w, trained further
+            scfg, sw = load_canonical(self.args.init)
+            if "sparsity.w" in sw:
+                self.args.w_init = float(sw["sparsity.w"])
+            return scfg, sw
         keep = [int(i) for i in self.args.keep.split(",")]
         return student_weights(cfg, w, keep)
 
@@ -106,6 +111,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     own = argparse.ArgumentParser(add_help=False)
     own.add_argument("--teacher", required=True, help="the teacher's model folder (e.g. exported_models/sparc-minilm-l6)")
     own.add_argument("--keep", default="0,2,5", help="the teacher's layers the student starts from")
+    own.add_argument("--init", type=Path, help="start from this student's canonical .npz (a run's final.npz) instead")
     own.add_argument("--column-sample", type=int, default=1024, help="uniform vocabulary sample of the f term")
     own.add_argument("--f-weight", type=float, default=1.0, help="weight of the f(v, s) term")
     own.add_argument("--h-weight", type=float, default=1.0, help="weight of the hidden-state term")
