@@ -7,7 +7,8 @@
 For each model folder (default: the shipped one), the golden paragraphs of
 tests/golden/make_golden.py are encoded natively and under `qemu-x86_64 -cpu Haswell`, so
 onnxruntime picks its AVX2 kernels as on an AVX2-only AMD EPYC, and each is held to the golden
-checks (`compare`) against the model's weights computed in float (`make_golden.reference`).
+checks (`compare`) against the model's weights computed in float, with its own projection
+(`make_golden.reference`).
 `--dynamic` adds the same weights exported with onnxruntime's int8 kernels (export.QUANT_DYNAMIC).
 Printed per sentence: top-K overlap against float compute, largest weight difference, and
 whether the golden checks pass. `--eval DATA` (e.g. ../shared/data/reqa/squad-dev) adds the third
