@@ -24,7 +24,7 @@ from sparc_local.evaluation import reqa
 from sparc_local.evaluation.metrics import first_hits, summary
 from sparc_local.model.info import INDEX_MODEL_KEY, ModelInfo, load_tokenizer
 from sparc_local.model.lexical import Lexical
-from sparc_local.model.projection import Projection
+from sparc_local.model.projection import FULL, Projection
 from sparc_local.model.sparse import SparseVectors
 
 if TYPE_CHECKING:
@@ -40,8 +40,8 @@ def cache_k(info: ModelInfo, top_k: int | None = None) -> int:
     ``top_k``: a low-rank projection's own candidate count up to it (above it, the encoder runs
     the full projection), else CACHE_K."""
     projection = Projection.from_extra(info.extra)
-    k = top_k or info.top_k
-    return CACHE_K if projection.exact or k > projection.candidates else projection.candidates
+    rows = projection.rows_at(top_k or info.top_k)
+    return CACHE_K if projection.exact or rows == FULL else rows
 
 
 def cache_file(ds_dir: Path, info: ModelInfo, top_k: int | None = None) -> Path:

@@ -14,7 +14,7 @@ import numpy as np
 from sparc_local.errors import ModelDamaged, ModelMissing
 from sparc_local.model.info import ModelInfo, load_tokenizer, model_remedy
 from sparc_local.model.inputs import pad_batch, paragraph_inputs, sentence_span
-from sparc_local.model.projection import CANDIDATES_INPUT, CERTIFIED, FULL, Projection, keep_rows
+from sparc_local.model.projection import CANDIDATES_INPUT, CERTIFIED, FULL, FULL_PROJECTION, Projection, keep_rows
 from sparc_local.model.reuse import MEMO_SENTENCES, ParagraphMemo
 from sparc_local.model.runtime import onnxruntime
 from sparc_local.model.sparse import MAX_POSITION, NO_POSITION, POSITIONS, SparseVectors
@@ -58,9 +58,9 @@ class Encoder:
                                f"{', '.join(missing)})", model_remedy(info.path))
         self.token_budget = token_budget
         # a graph with the candidate projection takes its row count per run (FULL: every row)
-        self.candidates = FULL if full_projection else Projection.from_extra(info.extra).candidates
+        self.projection = FULL_PROJECTION if full_projection else Projection.from_extra(info.extra)
         self.has_candidates = CANDIDATES_INPUT in inputs
-        if self.candidates != FULL and not self.has_candidates:
+        if not self.projection.full and not self.has_candidates:
             raise ModelDamaged(f"{info.onnx_path} was exported by another version of sparc-local (no input "
                                f"{CANDIDATES_INPUT})", model_remedy(info.path))
         # the most a TopK can keep: the rows the projection scores (no specials, no punctuation;
@@ -86,8 +86,7 @@ class Encoder:
                 progress: Callable[[int], None] | None) -> SparseVectors:
         info = self.info
         k = min(top_k or info.top_k, self.rows)
-        # more than the candidates asked for: the full projection
-        candidates = FULL if self.candidates < k else self.candidates
+        candidates = self.projection.rows_at(k)
         items = paragraph_inputs(self.tokenizer, paragraphs, info.inputs)
         rows: list[tuple[np.ndarray, ...] | None] = [None] * len(items)
         todo = list(range(len(items)))

@@ -60,6 +60,11 @@ class Projection:
         """Every vector equals the full projection's: full, or certified (rank 0)."""
         return self.full or not self.rank
 
+    def rows_at(self, k: int) -> int:
+        """The candidate count a run asking for the top ``k`` uses: ``k`` above the candidates
+        runs the full projection (FULL)."""
+        return FULL if self.candidates < k else self.candidates
+
     def to_dict(self) -> dict:
         return {"candidates": self.candidates, **({"rank": self.rank} if self.rank else {})}
 
