@@ -14,13 +14,18 @@ hybrid and SPARC against its own BM25 (issue 31's acceptance). `--base` alone ev
 that each keeps its encoding cache). `--rerank N` also asks a seeded sample of N questions (0: all)
 as `ask` does by default, reranked, one answer per passage, and pairs the two models' answers there
 and their first stages' (the reranker costs time per question; the sample is the same for both).
-Encoded corpora are cached per model in the data dir, so a rerun costs only the ranking.
+Encoded corpora are cached per model in the data dir, so a rerun costs only the ranking; the
+reranker's logit of each (question, passage text) is cached there too (``MemoScorer``: the same
+Reranker and the same `ask` fusion, each pair scored once), so the base, and every passage both
+models rank, is read once.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
+import sqlite3
 import sys
 from pathlib import Path
 from typing import Any
@@ -29,26 +34,68 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import paired_line  # the desks' paired bootstrap
 
+from sparc_local import paths
 from sparc_local.app import run
 from sparc_local.app.jobs import EvalRequest
+from sparc_local.evaluation.evaluate import evaluate
 from sparc_local.evaluation.metrics import mrr
 from sparc_local.query.modes import BM25, HYBRID, MODES, SPARC
 
 STAGES = ("passages", "reranked")  # eval's rows of what `ask` shows: the first stage alone, and reranked
 
 
+class MemoScorer:
+    """The installed reranker (a ``PassageScorer``) with each (question, text)'s logit kept in a
+    SQLite file per reranker (its weights, tokenizer and settings hashed): a pair that another
+    model, or an earlier run, already had scored is read, not run again. Batches of like lengths
+    pad differently, so a logit may differ from a fresh one in its last float bits."""
+
+    def __init__(self, scorer: Any):
+        self._scorer = scorer
+        info = scorer.info
+        h = hashlib.sha256(info.to_json(read_length=scorer.max_length).encode())
+        for f in (info.onnx_path, info.tokenizer_path):
+            h.update(f.read_bytes())
+        folder = paths.user_dir() / "cache" / "rerank"
+        folder.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(folder / f"{h.hexdigest()[:16]}.sqlite")
+        self._db.execute("CREATE TABLE IF NOT EXISTS logits (pair BLOB PRIMARY KEY, logit REAL) WITHOUT ROWID")
+        self.n, self.alpha, self.likely = scorer.n, scorer.alpha, scorer.likely
+        self.fresh = self.read = 0
+
+    def score(self, question: str, texts: list[str]) -> Any:
+        import numpy as np
+
+        keys = [hashlib.sha256(f"{question}\x00{t}".encode()).digest() for t in texts]
+        known = dict(self._db.execute(f"SELECT pair, logit FROM logits WHERE pair IN ({','.join('?' * len(keys))})",
+                                      keys).fetchall()) if keys else {}
+        todo = [i for i, k in enumerate(keys) if k not in known]
+        if todo:
+            logits = self._scorer.score(question, [texts[i] for i in todo])
+            with self._db:
+                self._db.executemany("INSERT OR REPLACE INTO logits VALUES (?, ?)",
+                                     [(keys[i], float(x)) for i, x in zip(todo, logits)])
+            known.update((keys[i], float(x)) for i, x in zip(todo, logits))
+        self.fresh += len(todo)
+        self.read += len(keys) - len(todo)
+        return np.array([known[k] for k in keys], np.float32)
+
+
 def hits_of(data: Path, folder: Path, threads: int | None,
-            rerank: int | None = None) -> tuple[dict, dict[str, dict[int, int]]]:
+            rerank: int | None = None, scorer: MemoScorer | None = None) -> tuple[dict, dict[str, dict[int, int]]]:
     """`eval` of the model ``folder`` on ``data``, with each question's first-hit rank per mode;
     the first stage alone (``--fast``) unless ``rerank`` (a sample size, 0: all) asks for the
-    stages' rows too."""
+    stages' rows too, reranked by ``scorer``."""
     request = EvalRequest(str(data), model=str(folder), threads=threads, fast=rerank is None, hits=True,
                           sample=rerank or None)
-    m = run.evaluate(request, run.eval_model(request))
+    info = run.eval_model(request)
+    if rerank is None:
+        m = run.evaluate(request, info)
+    else:
+        m = evaluate(Path(request.dataset), info, depth=request.k, top_k=request.top_k, threads=threads,
+                     with_hits=True, reranker=scorer, sample=request.sample)
     ranks = {mode: dict(enumerate(m[mode].pop("hits"))) for mode in MODES}
     if rerank is not None:
-        if "stages" not in m:
-            sys.exit("--rerank: no reranker is installed")
         ranks.update(m["stages"].pop("hits"))
     return m, ranks
 
@@ -74,18 +121,24 @@ def main() -> None:
         ap.error("--base and --data are required")
     models = {"base": args.base, **({"new": args.new} if args.new else {})}
     pooled: dict[str, dict[str, dict[str, int]]] = {which: {mode: {} for mode in MODES} for which in models}
+    scorer = None
     if args.rerank is not None:
         for which in models:
             pooled[which].update({stage: {} for stage in STAGES})
+        installed = run.load_reranker()
+        if installed is None:
+            sys.exit("--rerank: no reranker is installed")
+        scorer = MemoScorer(installed)
     for n, data in enumerate(args.data):
         ranks: dict[str, dict[str, dict[int, int]]] = {}
         for which, folder in models.items():
-            m, ranks[which] = hits_of(data, folder, args.threads, args.rerank)
+            m, ranks[which] = hits_of(data, folder, args.threads, args.rerank, scorer)
             stages = [f"{stage} {m['stages'][stage]['mrr@10']:.4f} hit@1 {m['stages'][stage]['r@1']:.4f}"
                       for stage in STAGES if stage in m.get("stages", {})]
             print(f"{data.name} {which} ({m['model']}, {m['queries']} q): "
                   + "  ".join(f"{mode} {m[mode]['mrr@10']:.4f}" for mode in MODES)
-                  + (f"; {m['stages']['questions']} asked: " + "  ".join(stages) if stages else ""), flush=True)
+                  + (f"; {m['stages']['questions']} asked: " + "  ".join(stages) if stages else "")
+                  + (f" (reranker: {scorer.fresh} pairs scored, {scorer.read} cached)" if scorer else ""), flush=True)
             for mode in pooled[which]:
                 pooled[which][mode].update({f"{n}|{q}": r for q, r in ranks[which][mode].items()})
         print_lines(ranks)
