@@ -34,7 +34,7 @@ from sparc_local.ingest import machine
 from sparc_local.ingest.extract import MAX_CHARS, VANISHED, ExtractError, extract, iter_files, path_key
 from sparc_local.ingest.sentences import MAX_SENTENCE_CHARS, Paragraph, paragraphs, segment
 from sparc_local.model.encoder import LazyEncoder
-from sparc_local.model.info import INDEX_MODEL_KEY, ModelInfo, index_is_stale
+from sparc_local.model.info import ModelInfo, index_is_stale, record_model
 from sparc_local.model.lexical import Lexical
 from sparc_local.model.sparse import SparseVectors
 from sparc_local.paths import is_under
@@ -383,8 +383,8 @@ def _run_index(run: _Run, index: Index, roots: list[str], model: ModelInfo, enco
             index.add_roots(roots)
         ignored = index.forgotten()
         force = index_is_stale(index, model)  # a new model re-encodes everything
-        if index.get_meta(INDEX_MODEL_KEY) is None:
-            index.set_meta(INDEX_MODEL_KEY, model.id)
+        if not force:  # a new index, or one that records no settings yet
+            record_model(index, model)
     todo = _scan(run, index, walk_roots, ignored, force, opts)
     run.progress.phase = IndexPhase.INDEXING
     run.tell()
@@ -412,7 +412,7 @@ def _run_index(run: _Run, index: Index, roots: list[str], model: ModelInfo, enco
         if vanished:
             report.removed = index.remove_files(vanished)
     if force:
-        index.set_meta(INDEX_MODEL_KEY, model.id)
+        record_model(index, model)
     index.set_meta(MODEL_PATH, str(model.path))
     index.set_meta(LAST_UPDATE, str(time.time()))
     index.maybe_merge()

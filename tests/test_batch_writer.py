@@ -13,7 +13,14 @@ import pytest
 from sparc_local.batch_writer import BatchWriter
 from sparc_local.index.store import FileUpdate, Index, SentenceRow
 from sparc_local.model.encoder import Encoder, EncoderFactory, LazyEncoder
-from sparc_local.model.info import CONFIG_FILE, INDEX_MODEL_KEY, ModelInfo, index_is_stale
+from sparc_local.model.info import (
+    CONFIG_FILE,
+    INDEX_MODEL_KEY,
+    INDEX_SETTINGS_KEY,
+    ModelInfo,
+    index_is_stale,
+    record_model,
+)
 from sparc_local.model.sparse import SparseVectors
 
 FILES = {  # path -> paragraphs of sentences: 3, 2 and 4 sentences
@@ -138,3 +145,38 @@ def test_index_is_stale_only_for_another_model(tmp_path: Path, tiny_model_dir: P
         assert not index_is_stale(index, info)
         index.set_meta(INDEX_MODEL_KEY, "other-model@0123456789ab")
         assert index_is_stale(index, info)
+
+
+def test_index_is_stale_for_the_same_weights_at_another_window(tmp_path: Path, tiny_model_dir: Path) -> None:
+    """The same weights exported at another max_length share the id (the onnx digest) and encode
+    other vectors: the index records the settings too, and `index` re-encodes every sentence. An
+    index that recorded no settings is taken as the model's own and gets them at its next run."""
+    from sparc_local.index_options import IndexOptions
+    from sparc_local.pipeline import run_index
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.txt").write_text("The green tea was built in Paris. The tower is by the river.\n\nBoil the water.\n")
+    info = ModelInfo.load(tiny_model_dir)
+    wide = tmp_path / "wide"
+    shutil.copytree(tiny_model_dir, wide)
+    config = json.loads((wide / CONFIG_FILE).read_text())
+    config["max_length"] += 32
+    (wide / CONFIG_FILE).write_text(json.dumps(config))
+    other = ModelInfo.load(wide)
+    assert other.id == info.id and other.settings != info.settings
+    with Index(tmp_path / "index.db") as index:
+        record_model(index, info)
+        assert not index_is_stale(index, info) and index_is_stale(index, other)
+        index.set_meta(INDEX_SETTINGS_KEY, None)  # an index encoded before settings were recorded
+        assert not index_is_stale(index, info) and not index_is_stale(index, other)
+
+    with Index(tmp_path / "built.db") as index:
+        first = run_index(index, [str(docs)], info, lambda: Encoder(info, threads=1), IndexOptions())
+        assert first.encoded == 3 and index.get_meta(INDEX_SETTINGS_KEY) == info.settings
+        assert run_index(index, [str(docs)], info, lambda: Encoder(info, threads=1), IndexOptions()).encoded == 0
+        again = run_index(index, [str(docs)], other, lambda: Encoder(other, threads=1), IndexOptions())
+        assert again.encoded == 3 and index.get_meta(INDEX_SETTINGS_KEY) == other.settings
+        index.set_meta(INDEX_SETTINGS_KEY, None)
+        assert run_index(index, [str(docs)], other, lambda: Encoder(other, threads=1), IndexOptions()).encoded == 0
+        assert index.get_meta(INDEX_SETTINGS_KEY) == other.settings and not index_is_stale(index, other)

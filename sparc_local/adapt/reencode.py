@@ -20,10 +20,10 @@ from sparc_local.batch_writer import BatchWriter, stored_update
 from sparc_local.index.db import LAST_UPDATE, MODEL_PATH, WEIGHT_SCALE, remove_database
 from sparc_local.index.store import FileStatus, FileUpdate, Index
 from sparc_local.model.encoder import Encoder, LazyEncoder
-from sparc_local.model.info import INDEX_MODEL_KEY, ModelInfo
+from sparc_local.model.info import INDEX_MODEL_KEY, INDEX_SETTINGS_KEY, ModelInfo, record_model
 from sparc_local.model.lexical import Lexical
 
-_SKIP_META = {WEIGHT_SCALE, INDEX_MODEL_KEY, MODEL_PATH, LAST_UPDATE}
+_SKIP_META = {WEIGHT_SCALE, INDEX_MODEL_KEY, INDEX_SETTINGS_KEY, MODEL_PATH, LAST_UPDATE}
 
 
 def reencode(src: Index, dst_path: Path, info: ModelInfo, encoder_factory: Callable[[], Encoder], *,
@@ -62,7 +62,7 @@ def reencode(src: Index, dst_path: Path, info: ModelInfo, encoder_factory: Calla
             writer.add(*stored_update(rec, src.sentences(ids) if ids else [], lexical))
         writer.flush()
         dst.merge_all()
-        dst.set_meta(INDEX_MODEL_KEY, info.id)
+        record_model(dst, info)
         dst.set_meta(MODEL_PATH, str(info.path))
         last = src.get_meta(LAST_UPDATE)
         if last is not None:

@@ -22,7 +22,7 @@ import numpy as np
 from sparc_local import paths
 from sparc_local.evaluation import reqa
 from sparc_local.evaluation.metrics import first_hits, summary
-from sparc_local.model.info import INDEX_MODEL_KEY, ModelInfo, load_tokenizer
+from sparc_local.model.info import ModelInfo, load_tokenizer, record_model
 from sparc_local.model.lexical import Lexical
 from sparc_local.model.projection import FULL, Projection
 from sparc_local.model.sparse import SparseVectors
@@ -94,7 +94,7 @@ def fill_index(index: Index, ds: reqa.ReqaSet, vectors: SparseVectors, info: Mod
     from sparc_local.batch_writer import BatchWriter
     from sparc_local.index.store import FileUpdate, SentenceRow
 
-    index.set_meta(INDEX_MODEL_KEY, info.id)
+    record_model(index, info)
     by_passage: dict[str, list[int]] = {}
     for i, p in enumerate(ds.passages):
         if keep is None or keep(p):

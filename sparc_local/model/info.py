@@ -27,6 +27,8 @@ ACTIVE_POINTER = "active-model"  # a file in the data dir naming the adapted mod
 # extra key: the axis of the int8 weights' scales (export.QUANT_WEIGHTS); 1 when absent
 WEIGHT_AXIS = "weight_axis"
 INDEX_MODEL_KEY = "model"  # the index meta key holding the id of the model that encoded it
+# ... and the one holding its settings that change the vectors of the same weights (ModelInfo.settings)
+INDEX_SETTINGS_KEY = "model_settings"
 _REINSTALL = "Reinstall sparc-local."
 # the one encoder input scheme, "[CLS] sentence [SEP] context [SEP]": sparc.json records it. Model v2's
 # paragraph windows ("window", issue 13; tag v2-research) matched none of v1's figures and are gone
@@ -77,6 +79,13 @@ class ModelInfo(ModelFiles):
         projection = Projection.from_extra(self.extra)
         rows = "" if projection.exact else f"/c{projection.candidates}"
         return f"{self.name}@{self.extra.get('digest', 'unknown')[:12]}{rows}"
+
+    @property
+    def settings(self) -> str:
+        """The sparc.json settings beside the weights that change what a sentence encodes to: its
+        input window, the K pairs kept and the context rule (one set of weights may ship at
+        another window). The index records them beside ``id``."""
+        return f"L{self.max_length}/K{self.top_k}/ctx{self.context_sentences}-{self.context_order}"
 
     @property
     def inputs(self) -> InputSpec:
@@ -177,11 +186,24 @@ def active_model() -> ModelInfo:
 class _Meta(Protocol):
     def get_meta(self, key: str) -> str | None: ...
 
+    def set_meta(self, key: str, value: str | None) -> None: ...
+
+
+def record_model(index: _Meta, info: ModelInfo) -> None:
+    """The index's vectors are ``info``'s: its id and its settings (``index_is_stale`` reads them)."""
+    index.set_meta(INDEX_MODEL_KEY, info.id)
+    index.set_meta(INDEX_SETTINGS_KEY, info.settings)
+
 
 def index_is_stale(index: _Meta, info: ModelInfo) -> bool:
-    """The index was encoded by another model than `info`: its vectors do not match this model's
-    query side until every sentence is encoded again. An index that records no model is not stale."""
-    return index.get_meta(INDEX_MODEL_KEY) not in (None, info.id)
+    """The index was encoded by another model than `info`, or by its weights at other settings
+    (window, K, context): its vectors do not match this model's query side until every sentence is
+    encoded again. An index that records no model is not stale, nor one that records no settings
+    (encoded before they were recorded) by the same weights."""
+    if index.get_meta(INDEX_MODEL_KEY) in (None, info.id):
+        settings = index.get_meta(INDEX_SETTINGS_KEY)
+        return index.get_meta(INDEX_MODEL_KEY) is not None and settings not in (None, info.settings)
+    return True
 
 
 def load_tokenizer(path: str | Path):
