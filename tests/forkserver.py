@@ -116,7 +116,11 @@ class Run:
         """The child's next line of stdout with its newline; "" once it has ended."""
         if self.returncode is not None:
             return ""
-        line = self._server._line(time.monotonic() + (timeout or self._server.timeout))
+        try:
+            line = self._server._line(time.monotonic() + (timeout or self._server.timeout))
+        except TimeoutError as err:  # where the child and the server were (a child in the kernel's
+            # uninterruptible sleep dies of SIGKILL only when its call returns)
+            raise TimeoutError(f"{err}: child {_where(self.pid)}; server {_where(self._server._proc.pid)}") from None
         if line.startswith(f"{_MARK} exit "):
             self.returncode = int(line.rsplit(" ", 1)[1])
             return ""
@@ -143,3 +147,13 @@ class Run:
 
     def stderr(self) -> str:
         return self._stderr.read_text() if self._stderr.exists() else ""
+
+
+def _where(pid: int) -> str:
+    """A process's pid, state letter and kernel wait channel (/proc), or that it is gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        wchan = Path(f"/proc/{pid}/wchan").read_text() or "-"
+    except OSError:
+        return f"{pid} gone"
+    return f"{pid} state {stat.rsplit(')', 1)[1].split()[0]} in {wchan}"
