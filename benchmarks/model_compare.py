@@ -30,6 +30,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import paired_line  # the desks' paired bootstrap
@@ -63,9 +65,7 @@ class MemoScorer:
         self.n, self.alpha, self.likely = scorer.n, scorer.alpha, scorer.likely
         self.fresh = self.read = 0
 
-    def score(self, question: str, texts: list[str]) -> Any:
-        import numpy as np
-
+    def score(self, question: str, texts: list[str]) -> np.ndarray:
         keys = [hashlib.sha256(f"{question}\x00{t}".encode()).digest() for t in texts]
         known = dict(self._db.execute(f"SELECT pair, logit FROM logits WHERE pair IN ({','.join('?' * len(keys))})",
                                       keys).fetchall()) if keys else {}

@@ -200,10 +200,10 @@ def index_is_stale(index: _Meta, info: ModelInfo) -> bool:
     (window, K, context): its vectors do not match this model's query side until every sentence is
     encoded again. An index that records no model is not stale, nor one that records no settings
     (encoded before they were recorded) by the same weights."""
-    if index.get_meta(INDEX_MODEL_KEY) in (None, info.id):
-        settings = index.get_meta(INDEX_SETTINGS_KEY)
-        return index.get_meta(INDEX_MODEL_KEY) is not None and settings not in (None, info.settings)
-    return True
+    model = index.get_meta(INDEX_MODEL_KEY)
+    if model is None:
+        return False
+    return model != info.id or index.get_meta(INDEX_SETTINGS_KEY) not in (None, info.settings)
 
 
 def load_tokenizer(path: str | Path):
