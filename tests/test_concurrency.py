@@ -97,3 +97,22 @@ def test_asks_during_index_runs(tmp_path: Path, sparc_home: Path):
     assert errors == []
     assert len(seen_sizes) >= 3  # the writer committed batches while we asked
     assert not any("locked" in e for e in errors)
+
+
+def test_an_index_opened_while_another_connection_writes_it_waits_instead_of_failing(tmp_path: Path):
+    """The watcher and an `ask` may open a new index at the same moment. SQLite refuses the switch
+    to WAL at once, without the busy handler, while another connection holds a write lock (its
+    deadlock rule): the opener waits for that write instead of failing with "database is locked"."""
+    import sqlite3
+    import threading
+
+    path = tmp_path / "index.sqlite"
+    first = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    first.execute("CREATE TABLE early (x)")  # a database still in the rollback journal's mode
+    first.execute("BEGIN IMMEDIATE")
+    first.execute("INSERT INTO early VALUES (1)")
+    threading.Timer(0.3, first.execute, ["COMMIT"]).start()
+    with Index(path) as idx:
+        assert idx.encoded_counts() == (0, 0)
+        assert idx.conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    first.close()

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Self
@@ -74,6 +75,24 @@ def remove_database(path: Path) -> None:
             os.unlink(f"{path}{suffix}")
 
 
+def _use_wal(c: sqlite3.Connection, busy_timeout_ms: int) -> None:
+    """Put the database in WAL mode, waiting out another connection that opens it at the same time.
+
+    Changing the journal mode needs an exclusive lock, and SQLite refuses it at once, without the
+    busy handler, while another connection writes (its deadlock rule): two first opens of a new
+    index (the watcher and an `ask`) would race. So retry here, for as long as the busy timeout."""
+    deadline = time.monotonic() + busy_timeout_ms / 1000
+    while True:
+        try:
+            if c.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+                c.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as err:
+            if not is_busy(err) or time.monotonic() > deadline:
+                raise
+        time.sleep(0.01)
+
+
 def _secure_file(path: Path) -> None:
     """Create ``path`` 0600 if missing; tighten it to 0600 if it is wider."""
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
@@ -118,8 +137,7 @@ class Database:
         # header): lets merge_all() give freed pages back with PRAGMA incremental_vacuum
         if c.execute("PRAGMA user_version").fetchone()[0] == 0:
             c.execute("PRAGMA auto_vacuum = INCREMENTAL")
-        if c.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
-            c.execute("PRAGMA journal_mode = WAL")
+        _use_wal(c, busy_timeout_ms)
         c.execute("PRAGMA synchronous = NORMAL")  # WAL + NORMAL: atomic and consistent; fsync at checkpoints
         c.execute(f"PRAGMA journal_size_limit = {WAL_LIMIT_BYTES}")
         c.execute("PRAGMA foreign_keys = ON")
