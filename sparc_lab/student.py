@@ -9,6 +9,9 @@
         --candidates 1024
     python -m sparc_lab.mlm_head --encoder OUT --model OUT --steps 300    # the head adapt trains E through
 
+The whole chain from nothing (technical build, three stages, export, comparisons), resumable:
+`bash sparc_lab/recipes/student46.sh`.
+
 The student starts from the teacher's own weights with the other layers dropped (DistilBERT's
 initialisation, Sanh et al. 2019) and keeps the frozen E that `adapt` retrains (SPARC §5.1). Each
 step trains on train.py's batches (the same questions, hard negatives and top-K-aware f) with:

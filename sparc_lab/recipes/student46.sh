@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Issue 46's 3-layer student at 128 tokens, from nothing: the technical build, the three training
+# stages, the export and the paired comparisons against the shipped encoder, reranked.
+#
+#   bash sparc_lab/recipes/student46.sh            # from the repository's root, in the lab's venv
+#
+# Resumable: a stage whose output exists is skipped, and the training stages resume from their last
+# checkpoint. Everything it writes lives under ~/.cache/sparc-local-train and ~/.cache/sparc-local-bench.
+set -euo pipefail
+C=~/.cache/sparc-local-train
+B=~/.cache/sparc-local-bench
+T=exported_models/sparc-minilm-l6
+mkdir -p "$C/lr46" "$B"
+
+# 1. The technical build: Debian's documentation packages 0-1,944 and the man pages of 300 program
+#    packages (sparc_lab/techdata.py; the kept-out packages and the test sets are never read).
+[ -e "$C/tech-v2/split.json" ] || python -m sparc_lab.techdata --out "$C/tech-v2" --max-doc 1000 --max-man 300
+[ -e "$C/tech-v3new/split.json" ] || python -m sparc_lab.techdata --out "$C/tech-v3new" --max-doc 1945 --max-man 0 --doc-from 1000
+[ -e "$C/tech-v3/split.json" ] || python -m sparc_lab.techdata --out "$C/tech-v3" --join "$C/tech-v2" "$C/tech-v3new"
+
+# 2. The student: the teacher's layers 0, 2 and 5, then two stages from its own weights; the last
+#    one with a quarter of the batches technical instead of half.
+DATA=(--teacher "$T" --tech "$C/tech-v3" --tech-rewrite 0.5 --tech-natural-first --batch 16 --topk 128
+      --topk-temp 0.2 --threads 2 --valid-every 200 --ckpt-every 20)
+stage() {  # RUN, then the stage's own flags
+  local run=$1; shift
+  [ -e "$C/$run/final.npz" ] || python -m sparc_lab.student "${DATA[@]}" --run "$C/$run" "$@"
+}
+stage student3 --keep 0,2,5 --tech-share 0.5 --steps 900 --lr 1e-4 --warmup 50 --seed 46
+stage student3b --init "$C/student3/final.npz" --tech-share 0.5 --steps 600 --lr 5e-5 --warmup 30 --seed 47
+stage student3c --init "$C/student3b/final.npz" --tech-share 0.25 --steps 400 --lr 5e-5 --warmup 30 --seed 48
+
+# 3. The export, as it would ship: int8 kernels, a rank-96 candidate projection, 128 tokens.
+OUT=$C/lr46/c46c-L128
+[ -e "$OUT/sparc.json" ] || python -m sparc_local.model.export "$C/student3c/final.npz" "$OUT" \
+  --name sparc-minilm-l3 --tokenizer "$T/tokenizer.json" --top-k 128 --max-length 128 --quant int8 \
+  --rank 96 --candidates 512
+
+# 4. Paired against the teacher, reranked, one answer per passage (the FAQ set: benchmarks/faq_set.py).
+[ -e "$B/faq" ] || python benchmarks/faq_set.py --out "$B/faq"
+for set in ../shared/data/reqa/squad-dev "$B/faq" ../shared/data/reqa/newsqa-dev; do
+  log=$C/lr46/c46c-L128-$(basename "$set").log
+  if [ ! -e "$log" ]; then
+    SPARC_LOCAL_HOME=$B/compare python benchmarks/model_compare.py --base "$T" --new "$OUT" \
+      --data "$set" --rerank 0 > "$log.part" 2>&1
+    mv "$log.part" "$log"
+  fi
+done
