@@ -48,6 +48,13 @@ def _need(*tools: str) -> None:
         pytest.skip(f"not installed: {', '.join(missing)} (apt-get install man-db groff ghostscript)")
 
 
+def _need_groff(device: str) -> None:
+    """groff with this output device: Debian's groff-base has the terminal ones, not html."""
+    _need("groff")
+    if subprocess.run(["groff", f"-T{device}"], input="", capture_output=True).returncode:
+        pytest.skip(f"groff has no {device} device (apt-get install groff)")
+
+
 @pytest.fixture
 def man_source(tmp_path: Path) -> Path:
     path = tmp_path / "teapot.1"
@@ -77,7 +84,7 @@ def test_a_man_page_rendered_by_man_has_no_head_or_foot(man_source: Path, tmp_pa
 
 def test_a_man_page_rendered_by_groff_to_html_has_no_title_sentence(man_source: Path, tmp_path: Path):
     """groff's HTML: its <title> and the headings are context, its table of contents is dropped."""
-    _need("groff")
+    _need_groff("html")
     done = subprocess.run(["groff", "-man", "-Thtml", str(man_source)], capture_output=True, text=True, check=True,
                           cwd=tmp_path)  # grohtml writes its images into the current folder
     assert "<title>TEAPOT</title>" in done.stdout
@@ -167,7 +174,8 @@ def test_a_groff_pdf_with_tight_word_spaces_reads_as_pdftotext_spaces_it(tmp_pat
     """groff's PostScript through ps2pdf draws narrow word spaces (`.ss 6`) as gaps PDFium's text
     runs together ("anyexisting", "no newentries"): the characters' boxes put them back. The cover
     page (title, author, date) and the section titles are context, never answers."""
-    _need("groff", "ps2pdf")
+    _need("ps2pdf")
+    _need_groff("ps")
     ps = subprocess.run(["groff", "-ms", "-Tps"], input=TIGHT_MS, capture_output=True, text=True, check=True).stdout
     path = tmp_path / "handbook.pdf"
     subprocess.run(["ps2pdf", "-", str(path)], input=ps.encode(), capture_output=True, check=True)
@@ -200,7 +208,7 @@ Green leaves steep for two minutes, black leaves for four.
 def test_an_mdoc_page_in_groff_html_has_no_head_foot_or_title_sentence(tmp_path: Path):
     """groff's HTML of an mdoc page keeps the page's head (`TEAPOT(1) General Commands Manual
     TEAPOT(1)`) and foot as paragraphs, and sets section titles as paragraphs all in bold."""
-    _need("groff")
+    _need_groff("html")
     done = subprocess.run(["groff", "-mdoc", "-Thtml"], input=MDOC_PAGE, capture_output=True, text=True, check=True,
                           cwd=tmp_path)
     assert "<b>DESCRIPTION</b>" in done.stdout and "TEAPOT(1)" in done.stdout
