@@ -451,7 +451,9 @@ def test_completion_of_commands_options_and_values(line: str, expected: str):
 @pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
 def test_install_completion(tmp_path: Path):
     """Run from bash, as a user would: Typer finds the shell among the command's parents."""
-    cmd = f"{shlex.quote(sys.executable)} -m sparc_local --install-completion"
+    # not the script's last command, so bash stays its parent instead of exec'ing it: pytest's own
+    # parents may hold no shell at all (a job started in the background)
+    cmd = f"{shlex.quote(sys.executable)} -m sparc_local --install-completion; exit $?"
     done = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, cwd=REPO,
                           env={**os.environ, "HOME": str(tmp_path)})
     script = tmp_path / ".bash_completions" / "sparc-local.sh"
