@@ -46,3 +46,21 @@ for set in ../shared/data/reqa/squad-dev "$B/faq" ../shared/data/reqa/newsqa-dev
     mv "$log.part" "$log"
   fi
 done
+
+# 5. The two desks, end to end: index with each model, then the first stage alone (recall@50) and
+#    the default reranked answers; the candidate paired against the teacher question by question.
+E=$C/e2e46
+mkdir -p "$E"
+for desk in desk desk-science; do
+  for arm in teacher:$T candidate:$OUT; do
+    tag=${arm%%:*} model=${arm#*:}
+    if [ ! -e "$E/$tag-$desk-R" ]; then
+      python benchmarks/desk.py --desk "$desk" --model "$model" --home "$E/home-$tag-$desk" --fast --recall 50 \
+        --ranks "$E/$tag-$desk-F" > "$E/$tag-$desk-F.log" 2>&1
+      python benchmarks/desk.py --desk "$desk" --model "$model" --home "$E/home-$tag-$desk" --reuse \
+        --ranks "$E/$tag-$desk-R" --against "$E/$tag-$desk-F" > "$E/$tag-$desk-R.log" 2>&1
+    fi
+  done
+  python benchmarks/desk.py --compare "$E/teacher-$desk-F" "$E/candidate-$desk-F" --recall 50 > "$E/compare-$desk-F.log"
+  python benchmarks/desk.py --compare "$E/teacher-$desk-R" "$E/candidate-$desk-R" > "$E/compare-$desk-R.log"
+done
