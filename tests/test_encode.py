@@ -1,3 +1,5 @@
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -162,3 +164,19 @@ def test_per_input_int8_grid_keeps_a_fine_tune_of_an_int8_model(tmp_path):
     again = reexport(tmp_path / "a0", tmp_path / "r0")
     assert again.extra[WEIGHT_AXIS] == 0
     assert all(np.array_equal(got[0][k], v) for k, v in load_encoder_weights(again)[1].items())
+
+
+def test_reexporting_a_folder_refuses_the_settings_it_would_ignore(tiny_model_dir: Path, tmp_path: Path, capsys):
+    """A model folder keeps its own quantization, K and window when exported again: an option that
+    asks for another one is an error, not silently dropped; the projection's options are taken."""
+    from sparc_local.model import export
+
+    with pytest.raises(SystemExit) as exit_:
+        export.main([str(tiny_model_dir), str(tmp_path / "out"), "--quant", "int8", "--max-length=96"])
+    assert exit_.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "python -m sparc_local.model.export: error: --quant, --max-length=96: a model folder is re-exported with its own settings; "
+        "only --candidates and --rank change (export its training weights to change the rest)")
+    assert not (tmp_path / "out").exists()
+    export.main([str(tiny_model_dir), str(tmp_path / "out"), "--candidates", "16"])
+    assert ModelInfo.load(tmp_path / "out").max_length == ModelInfo.load(tiny_model_dir).max_length

@@ -16,6 +16,7 @@ import hashlib
 import json
 import math
 import shutil
+import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -234,6 +235,9 @@ def reexport(src: Path, out_dir: Path, projection: Projection | None = None) -> 
     return ModelInfo.load(out_dir)
 
 
+FOLDER_OPTIONS = ("--candidates", "--rank")  # what a re-export of a model folder takes
+
+
 def main(argv: list[str] | None = None) -> None:
     """python -m sparc_local.model.export WEIGHTS OUT_DIR --name NAME [--fp32] [--top-k K]
 
@@ -242,7 +246,8 @@ def main(argv: list[str] | None = None) -> None:
 
     from sparc_local.model.weights import load_canonical, load_checkpoint
 
-    p = argparse.ArgumentParser(description="Export SPARC weights to an ONNX model folder.")
+    p = argparse.ArgumentParser(prog="python -m sparc_local.model.export", allow_abbrev=False,
+                                description="Export SPARC weights to an ONNX model folder.")
     p.add_argument("weights", help="HF folder (config.json + model.safetensors), a canonical .npz from training, "
                                    "or a model folder to re-export with its own settings")
     p.add_argument("out_dir")
@@ -272,6 +277,11 @@ def main(argv: list[str] | None = None) -> None:
                   else Projection(CANDIDATE_PROJECTION.candidates if args.candidates is None else args.candidates,
                                   args.rank))
     if (src / CONFIG_FILE).is_file():
+        ignored = [a for a in (argv if argv is not None else sys.argv[1:])
+                   if a.startswith("--") and a.split("=")[0] not in FOLDER_OPTIONS]
+        if ignored:  # a folder keeps its own settings: an option that would be dropped is an error
+            p.error(f"{', '.join(ignored)}: a model folder is re-exported with its own settings; "
+                    "only --candidates and --rank change (export its training weights to change the rest)")
         reexport(src, Path(args.out_dir), projection)
         print(f"re-exported {src} to {args.out_dir}")
         return
