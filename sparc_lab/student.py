@@ -1,15 +1,12 @@
 """Distil a smaller SPARC encoder from a shipped one: fewer layers, the same E and head (issue 46).
 
     python -m sparc_lab.student --teacher exported_models/sparc-minilm-l6 --keep 0,2,5 \
-        --tech ~/.cache/sparc-local-train/tech-0-485 --tech-share 0.5 --tech-rewrite 0.5 --tech-natural-first \
+        --tech ~/.cache/sparc-local-train/tech-v3 --tech-share 0.5 --tech-rewrite 0.5 --tech-natural-first \
         --run ~/.cache/sparc-local-train/student3 --steps 900 --batch 16 --lr 1e-4 --warmup 50 \
         --topk 128 --topk-temp 0.2 --threads 2 --valid-every 200 --ckpt-every 20 --seed 46
-    python -m sparc_local.model.export ~/.cache/sparc-local-train/student3/final.npz OUT --name sparc-minilm-l3 \
-        --tokenizer exported_models/sparc-minilm-l6/tokenizer.json --top-k 128 --max-length 96 --quant int8 \
-        --candidates 1024
-    python -m sparc_lab.mlm_head --encoder OUT --model OUT --steps 300    # the head adapt trains E through
 
-The whole chain from nothing (technical build, three stages, export, comparisons), resumable:
+The whole chain from nothing (the technical build, the three stages, the export as it ships, the
+MLM head and the comparisons), resumable, and the one place its settings are written:
 `bash sparc_lab/recipes/student46.sh`.
 
 The student starts from the teacher's own weights with the other layers dropped (DistilBERT's

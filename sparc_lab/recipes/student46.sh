@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Issue 46's 3-layer student at 128 tokens, from nothing: the technical build, the three training
-# stages, the export and the paired comparisons against the shipped encoder, reranked.
+# stages, the export, the paired comparisons against the shipped encoder (reranked), its MLM head,
+# the golden checks, adapt's cost and effect, and the speed paired against 6eb2a8d and main.
 #
 #   bash sparc_lab/recipes/student46.sh            # from the repository's root, in the lab's venv
 #
@@ -64,3 +65,34 @@ for desk in desk desk-science; do
   python benchmarks/desk.py --compare "$E/teacher-$desk-F" "$E/candidate-$desk-F" --recall 50 > "$E/compare-$desk-F.log"
   python benchmarks/desk.py --compare "$E/teacher-$desk-R" "$E/candidate-$desk-R" > "$E/compare-$desk-R.log"
 done
+
+# 6. The MLM head `adapt` trains E through, on the student's own encoder (the card's recipe).
+[ -e "$OUT/mlm_head.npz" ] || python -m sparc_lab.mlm_head --encoder "$OUT" --model "$OUT" --steps 300 \
+  > "$C/lr46/mlm_head.log" 2>&1
+
+# 7. The golden checks by what a user sees: native and emulated AVX2, and eval's MRR@10 against
+#    float compute (issue 46's decisions).
+[ -e "$C/lr46/golden.log" ] || { python benchmarks/golden_drift.py "$OUT" --eval ../shared/data/reqa/squad-dev \
+  > "$C/lr46/golden.log.part" 2>&1; mv "$C/lr46/golden.log.part" "$C/lr46/golden.log"; }
+
+# 8. adapt on the student: its cost against the budget (10 min, 1 GB) and its effect on the FAQ set,
+#    the card's two commands with the student as the base.
+[ -e "$C/lr46/adapt-cost.log" ] || { python benchmarks/adapt_e2e.py --model "$OUT" --home "$B/adapt46-cost" \
+  --data ../shared/data/reqa/wikiqa-train --first 8000 --force > "$C/lr46/adapt-cost.log.part" 2>&1
+  mv "$C/lr46/adapt-cost.log.part" "$C/lr46/adapt-cost.log"; }
+[ -e "$C/lr46/adapt-faq.log" ] || { python benchmarks/adapt_e2e.py --model "$OUT" --home "$B/adapt46-faq" \
+  --data "$B/faq" --no-switch --eval --paired --force > "$C/lr46/adapt-faq.log.part" 2>&1
+  mv "$C/lr46/adapt-faq.log.part" "$C/lr46/adapt-faq.log"; }
+
+# 9. Speed with the trained weights, paired in one run: 6eb2a8d, main and main with the student in
+#    the shipped model's folder (a worktree outside git's tree, never committed from).
+W=$C/wt46
+if [ ! -e "$C/lr46/speed-desk.log" ]; then
+  [ -e "$W/base" ] || git worktree add --detach "$W/base" 6eb2a8d
+  [ -e "$W/main" ] || git worktree add --detach "$W/main" HEAD
+  [ -e "$W/cand" ] || { git worktree add --detach "$W/cand" HEAD; cp "$OUT"/* "$W/cand/$T/"; }
+  python benchmarks/index_speed.py --trees "$W/base" "$W/main" "$W/cand" --docs "$B/desk" --rounds 3 \
+    > "$C/lr46/speed-desk.log.part" 2>&1 && mv "$C/lr46/speed-desk.log.part" "$C/lr46/speed-desk.log"
+fi
+[ -e "$C/lr46/speed-squad.log" ] || { python benchmarks/index_speed.py --trees "$W/base" "$W/main" "$W/cand" \
+  --rounds 3 > "$C/lr46/speed-squad.log.part" 2>&1; mv "$C/lr46/speed-squad.log.part" "$C/lr46/speed-squad.log"; }
