@@ -85,10 +85,13 @@ RANK_COLUMNS = ("sentence", "passage")  # a --ranks row: question, then these le
 LEVELS = (("sentence", "the sentence shown"), ("passage", "the sentence shown or one collapsed under it"),
           ("file", ""))
 _WS = re.compile(r"\s+")
+_PUNCT_GAP = re.compile(r" ?([,;:()\[\]]) ?")
 
 
 def norm(text: str) -> str:
-    return _WS.sub(" ", text).strip()
+    """Text as answers are matched: runs of white space as one, and none beside , ; : ( ) [ ],
+    where PDF text layers differ between versions ("[r,R]" in one, "[r, R]" in another)."""
+    return _PUNCT_GAP.sub(r"\1", _WS.sub(" ", text).strip())
 
 
 def read_sources() -> list[tuple[str, Path, str]]:
