@@ -90,7 +90,7 @@ W=$C/wt46
 if [ ! -e "$C/lr46/speed-desk.log" ]; then
   [ -e "$W/base" ] || git worktree add --detach "$W/base" 6eb2a8d
   [ -e "$W/main" ] || git worktree add --detach "$W/main" HEAD
-  [ -e "$W/cand" ] || { git worktree add --detach "$W/cand" HEAD; cp "$OUT"/* "$W/cand/$T/"; }
+  [ -e "$W/cand" ] || { git worktree add --detach "$W/cand" HEAD; rm -r "${W:?}/cand/$T"; cp -r "$OUT" "$W/cand/$T"; }
   python benchmarks/index_speed.py --trees "$W/base" "$W/main" "$W/cand" --docs "$B/desk" --rounds 3 \
     > "$C/lr46/speed-desk.log.part" 2>&1 && mv "$C/lr46/speed-desk.log.part" "$C/lr46/speed-desk.log"
 fi
