@@ -1,6 +1,6 @@
 """Distil a smaller SPARC encoder from a shipped one: fewer layers, the same E and head (issue 46).
 
-    python -m sparc_lab.student --teacher exported_models/sparc-minilm-l6 --keep 0,2,5 \
+    python -m sparc_lab.student --teacher ~/.cache/sparc-local-train/teacher-l6 --keep 0,2,5 \
         --tech ~/.cache/sparc-local-train/tech-v3 --tech-share 0.5 --tech-rewrite 0.5 --tech-natural-first \
         --run ~/.cache/sparc-local-train/student3 --steps 900 --batch 16 --lr 1e-4 --warmup 50 \
         --topk 128 --topk-temp 0.2 --threads 2 --valid-every 200 --ckpt-every 20 --seed 46
@@ -109,7 +109,7 @@ class StudentTrainer(Trainer):
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     own = argparse.ArgumentParser(add_help=False)
-    own.add_argument("--teacher", required=True, help="the teacher's model folder (e.g. exported_models/sparc-minilm-l6)")
+    own.add_argument("--teacher", required=True, help="the teacher's model folder (student46.sh takes sparc-minilm-l6 from git)")
     own.add_argument("--keep", default="0,2,5", help="the teacher's layers the student starts from")
     own.add_argument("--init", type=Path, help="start from this student's canonical .npz (a run's final.npz) instead")
     own.add_argument("--column-sample", type=int, default=1024, help="uniform vocabulary sample of the f term")

@@ -10,8 +10,10 @@
 set -euo pipefail
 C=~/.cache/sparc-local-train
 B=~/.cache/sparc-local-bench
-T=exported_models/sparc-minilm-l6
 mkdir -p "$C/lr46" "$B"
+# The teacher: the encoder shipped before this student (exported_models/sparc-minilm-l6 at e080205).
+T=$C/teacher-l6
+[ -e "$T/sparc.json" ] || { mkdir -p "$T"; git archive e080205 exported_models/sparc-minilm-l6 | tar -x --strip-components=2 -C "$T"; }
 
 # 1. The technical build: Debian's documentation packages 0-1,944 and the man pages of 300 program
 #    packages (sparc_lab/techdata.py; the kept-out packages and the test sets are never read).
@@ -31,16 +33,17 @@ stage student3 --keep 0,2,5 --tech-share 0.5 --steps 900 --lr 1e-4 --warmup 50 -
 stage student3b --init "$C/student3/final.npz" --tech-share 0.5 --steps 600 --lr 5e-5 --warmup 30 --seed 47
 stage student3c --init "$C/student3b/final.npz" --tech-share 0.25 --steps 400 --lr 5e-5 --warmup 30 --seed 48
 
-# 3. The export, as it would ship: int8 kernels, a rank-96 candidate projection, 128 tokens.
-OUT=$C/lr46/c46c-L128
+# 3. The export, as it ships: int8 kernels, a rank-96 candidate projection scoring 1,024 candidates
+#    exactly, 128 tokens.
+OUT=$C/lr46/c46c-r96c1024
 [ -e "$OUT/sparc.json" ] || python -m sparc_local.model.export "$C/student3c/final.npz" "$OUT" \
   --name sparc-minilm-l3 --tokenizer "$T/tokenizer.json" --top-k 128 --max-length 128 --quant int8 \
-  --rank 96 --candidates 512
+  --rank 96 --candidates 1024
 
 # 4. Paired against the teacher, reranked, one answer per passage (the FAQ set: benchmarks/faq_set.py).
 [ -e "$B/faq" ] || python benchmarks/faq_set.py --out "$B/faq"
 for set in ../shared/data/reqa/squad-dev "$B/faq" ../shared/data/reqa/newsqa-dev; do
-  log=$C/lr46/c46c-L128-$(basename "$set").log
+  log=$C/lr46/$(basename "$OUT")-$(basename "$set").log
   if [ ! -e "$log" ]; then
     SPARC_LOCAL_HOME=$B/compare python benchmarks/model_compare.py --base "$T" --new "$OUT" \
       --data "$set" --rerank 0 > "$log.part" 2>&1
@@ -66,7 +69,9 @@ for desk in desk desk-science; do
   python benchmarks/desk.py --compare "$E/teacher-$desk-R" "$E/candidate-$desk-R" > "$E/compare-$desk-R.log"
 done
 
-# 6. The MLM head `adapt` trains E through, on the student's own encoder (the card's recipe).
+# 6. What `adapt` needs in the folder: the MLM head it trains E through, on the student's own encoder
+#    (the card's recipe), and its gate's token counts of the training text (the teacher's, byte for byte).
+[ -e "$OUT/reference_counts.npz" ] || python -m sparc_lab.reference "$OUT" > "$C/lr46/reference.log" 2>&1
 [ -e "$OUT/mlm_head.npz" ] || python -m sparc_lab.mlm_head --encoder "$OUT" --model "$OUT" --steps 300 \
   > "$C/lr46/mlm_head.log" 2>&1
 
@@ -84,13 +89,15 @@ done
   --data "$B/faq" --no-switch --eval --paired --force > "$C/lr46/adapt-faq.log.part" 2>&1
   mv "$C/lr46/adapt-faq.log.part" "$C/lr46/adapt-faq.log"; }
 
-# 9. Speed with the trained weights, paired in one run: 6eb2a8d, main and main with the student in
-#    the shipped model's folder (a worktree outside git's tree, never committed from).
+# 9. Speed with the trained weights, paired in one run: 6eb2a8d, the teacher's last commit (e080205)
+#    and that commit with the student in the shipped model's folder (worktrees outside git's tree,
+#    never committed from).
 W=$C/wt46
 if [ ! -e "$C/lr46/speed-desk.log" ]; then
+  M=exported_models/sparc-minilm-l6
   [ -e "$W/base" ] || git worktree add --detach "$W/base" 6eb2a8d
-  [ -e "$W/main" ] || git worktree add --detach "$W/main" HEAD
-  [ -e "$W/cand" ] || { git worktree add --detach "$W/cand" HEAD; rm -r "${W:?}/cand/$T"; cp -r "$OUT" "$W/cand/$T"; }
+  [ -e "$W/main" ] || git worktree add --detach "$W/main" e080205
+  [ -e "$W/cand" ] || { git worktree add --detach "$W/cand" e080205; rm -r "${W:?}/cand/$M"; cp -r "$OUT" "$W/cand/$M"; }
   python benchmarks/index_speed.py --trees "$W/base" "$W/main" "$W/cand" --docs "$B/desk" --rounds 3 \
     > "$C/lr46/speed-desk.log.part" 2>&1 && mv "$C/lr46/speed-desk.log.part" "$C/lr46/speed-desk.log"
 fi
