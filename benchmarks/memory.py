@@ -38,7 +38,9 @@ SCRATCH = Path.home() / ".cache" / "sparc-local-bench" / "memory"
 
 
 def _prose(path: Path, mb: float, seed: int = 48) -> None:
-    vocab_file = REPO / "exported_models" / "sparc-minilm-l6" / "tokenizer.json"
+    from sparc_local.model.info import TOKENIZER_FILE, shipped_model_dir
+
+    vocab_file = shipped_model_dir() / TOKENIZER_FILE
     vocab = [w for w in vocab_file.read_text().split('"') if w.isalpha() and len(w) > 4]
     rng = random.Random(seed)
     with open(path, "w") as fh:

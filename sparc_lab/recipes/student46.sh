@@ -40,9 +40,10 @@ OUT=$C/lr46/c46c-r96c1024
   --name sparc-minilm-l3 --tokenizer "$T/tokenizer.json" --top-k 128 --max-length 128 --quant int8 \
   --rank 96 --candidates 1024
 
-# 4. Paired against the teacher, reranked, one answer per passage (the FAQ set: benchmarks/faq_set.py).
+# 4. Paired against the teacher, reranked, one answer per passage. The FAQ set (the natural test
+#    questions, benchmarks/faq_set.py) first: it is where the students fall short, and the cheapest.
 [ -e "$B/faq" ] || python benchmarks/faq_set.py --out "$B/faq"
-for set in ../shared/data/reqa/squad-dev "$B/faq" ../shared/data/reqa/newsqa-dev; do
+for set in "$B/faq" ../shared/data/reqa/newsqa-dev ../shared/data/reqa/squad-dev; do
   log=$C/lr46/$(basename "$OUT")-$(basename "$set").log
   if [ ! -e "$log" ]; then
     SPARC_LOCAL_HOME=$B/compare python benchmarks/model_compare.py --base "$T" --new "$OUT" \
