@@ -11,9 +11,11 @@ set -euo pipefail
 C=~/.cache/sparc-local-train
 B=~/.cache/sparc-local-bench
 mkdir -p "$C/lr46" "$B"
-# The teacher: the encoder shipped before this student (exported_models/sparc-minilm-l6 at e080205).
+# The teacher: the shipped encoder's folder M as of e080205, taken from git so that the recipe runs
+# whatever folder ships later.
+M=exported_models/sparc-minilm-l6
 T=$C/teacher-l6
-[ -e "$T/sparc.json" ] || { mkdir -p "$T"; git archive e080205 exported_models/sparc-minilm-l6 | tar -x --strip-components=2 -C "$T"; }
+[ -e "$T/sparc.json" ] || { mkdir -p "$T"; git archive e080205 "$M" | tar -x --strip-components=2 -C "$T"; }
 
 # 1. The technical build: Debian's documentation packages 0-1,944 and the man pages of 300 program
 #    packages (sparc_lab/techdata.py; the kept-out packages and the test sets are never read).
@@ -33,7 +35,7 @@ stage student3 --keep 0,2,5 --tech-share 0.5 --steps 900 --lr 1e-4 --warmup 50 -
 stage student3b --init "$C/student3/final.npz" --tech-share 0.5 --steps 600 --lr 5e-5 --warmup 30 --seed 47
 stage student3c --init "$C/student3b/final.npz" --tech-share 0.25 --steps 400 --lr 5e-5 --warmup 30 --seed 48
 
-# 3. The export, as it ships: int8 kernels, a rank-96 candidate projection scoring 1,024 candidates
+# 3. The export, as it would ship: int8 kernels, a rank-96 candidate projection scoring 1,024 candidates
 #    exactly, 128 tokens.
 OUT=$C/lr46/c46c-r96c1024
 [ -e "$OUT/sparc.json" ] || python -m sparc_local.model.export "$C/student3c/final.npz" "$OUT" \
@@ -95,7 +97,6 @@ done
 #    never committed from).
 W=$C/wt46
 if [ ! -e "$C/lr46/speed-desk.log" ]; then
-  M=exported_models/sparc-minilm-l6
   [ -e "$W/base" ] || git worktree add --detach "$W/base" 6eb2a8d
   [ -e "$W/main" ] || git worktree add --detach "$W/main" e080205
   [ -e "$W/cand" ] || { git worktree add --detach "$W/cand" e080205; rm -r "${W:?}/cand/$M"; cp -r "$OUT" "$W/cand/$M"; }
