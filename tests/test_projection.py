@@ -179,3 +179,26 @@ def test_eval_encodes_a_low_rank_model_on_its_own_path(tmp_path):
     other.extra["projection"] = Projection(candidates=4 * K, rank=1).to_dict()
     exact = make_tiny_model(tmp_path / "exact", int8=True, top_k=K, projection=Projection(candidates=K))
     assert other.id != info.id and "/" not in exact.id
+
+
+def test_int8_kernels_keep_one_float_copy_of_e_at_load(tmp_path):
+    """onnxruntime's dynamic quantization splits the full projection's Gemm (H·Eᵀ) into
+    Transpose(E) and MatMul; loaded as the encoder loads it, that Transpose would be folded into a
+    second float E beside the first. The export puts the Gemm back, so a session holds E once."""
+    import onnxruntime as ort
+    from onnx import numpy_helper
+
+    from sparc_local.model.export import QUANT_DYNAMIC
+
+    info = make_tiny_model(tmp_path / "m", top_k=K, quant=QUANT_DYNAMIC, projection=Projection(candidates=2 * K, rank=8))
+    opts = ort.SessionOptions()
+    opts.add_session_config_entry("session.disable_quant_qdq", "1")  # as Encoder loads it
+    opts.optimized_model_filepath = str(tmp_path / "loaded.onnx")
+    ort.InferenceSession(str(info.onnx_path), opts, providers=["CPUExecutionProvider"])
+
+    def floats(graph) -> list[tuple[int, ...]]:
+        own = [tuple(t.dims) for t in graph.initializer if numpy_helper.to_array(t).dtype == np.float32]
+        return own + [s for n in graph.node for a in n.attribute if a.g.node for s in floats(a.g)]
+
+    whole = info.vocab_size * info.hidden
+    assert [s for s in floats(onnx.load(tmp_path / "loaded.onnx").graph) if np.prod(s) == whole] == [(info.vocab_size, info.hidden)]

@@ -181,7 +181,7 @@ def export_model(cfg: ArchConfig, w: Weights, tokenizer_json: Path, out_dir: Pat
             quantize_dynamic(fp32, Path(tmp) / "int8.onnx", op_types_to_quantize=["MatMul", "Attention"],
                              weight_type=QuantType.QInt8, per_channel=per_channel,
                              extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
-            shutil.move(str(Path(tmp) / "int8.onnx"), target)
+            onnx.save(gemms_restored(onnx.load(Path(tmp) / "int8.onnx")), target)
     else:
         onnx.save(model, target)
     # the shipped tokenizer carries no padding/truncation: lengths are sparc-local's to decide
@@ -200,6 +200,38 @@ def export_model(cfg: ArchConfig, w: Weights, tokenizer_json: Path, out_dir: Pat
     )
     (out_dir / CONFIG_FILE).write_text(info.to_json() + "\n")
     return info
+
+
+def gemms_restored(model: Any) -> Any:
+    """`model` with each Gemm that onnxruntime's dynamic quantization split into Transpose(B) and
+    MatMul put back together (Gemm transB=1), in every subgraph.
+
+    The quantizer splits every Gemm, including the full projection's H·Eᵀ, whose B is E's
+    dequantized rows: onnxruntime would fold that Transpose at load into a float copy of Eᵀ
+    (45 MB) beside E."""
+    from onnx import helper
+
+    def restore(graph: Any) -> None:
+        made = {n.output[0]: n for n in graph.node if n.op_type == "Transpose" and n.output[0].endswith("_Transposed")
+                and not n.attribute}
+        readers = [i for n in graph.node for i in n.input]
+        joined = {n.input[1] for n in graph.node
+                  if n.op_type == "MatMul" and n.input[1] in made and readers.count(n.input[1]) == 1}
+        kept = []
+        for n in graph.node:
+            for a in n.attribute:
+                if a.g.node:
+                    restore(a.g)
+            if n.op_type == "MatMul" and n.input[1] in joined:
+                kept.append(helper.make_node("Gemm", [n.input[0], made[n.input[1]].input[0]], list(n.output),
+                                             name=n.name, transB=1))
+            elif n.output[0] not in joined:
+                kept.append(n)
+        del graph.node[:]
+        graph.node.extend(kept)
+
+    restore(model.graph)
+    return model
 
 
 def reexport(src: Path, out_dir: Path, projection: Projection | None = None) -> ModelInfo:
