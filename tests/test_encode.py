@@ -1,3 +1,4 @@
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -178,5 +179,10 @@ def test_reexporting_a_folder_refuses_the_settings_it_would_ignore(tiny_model_di
         "python -m sparc_local.model.export: error: --quant, --max-length=96: a model folder is re-exported with its own settings; "
         "only --candidates and --rank change (export its training weights to change the rest)")
     assert not (tmp_path / "out").exists()
-    export.main([str(tiny_model_dir), str(tmp_path / "out"), "--candidates", "16"])
+    src = tmp_path / "src"
+    shutil.copytree(tiny_model_dir, src)
+    (src / "reference_counts.npz").write_bytes(b"counts")
+    export.main([str(src), str(tmp_path / "out"), "--candidates", "16"])
     assert ModelInfo.load(tmp_path / "out").max_length == ModelInfo.load(tiny_model_dir).max_length
+    # the folder's other files are the same tokenizer's and text's: carried over as they are
+    assert (tmp_path / "out" / "reference_counts.npz").read_bytes() == b"counts"

@@ -240,7 +240,8 @@ def reexport(src: Path, out_dir: Path, projection: Projection | None = None) -> 
 
     The int8 weights are read back from model.onnx and quantized again to the same int8 values
     and scales, so the encoder computes what it did (tests/golden holds it to that); the MLM head
-    beside it is carried over with the new digest, since its encoder is the same.
+    beside it is carried over with the new digest, since its encoder is the same, and so is every
+    other file of the folder that the export does not write (adapt's reference counts, the card).
     """
     from sparc_local.model.folder import HEAD_FILE, load_encoder_weights, load_npz, save_npz
 
@@ -261,6 +262,9 @@ def reexport(src: Path, out_dir: Path, projection: Projection | None = None) -> 
             if meta.get("encoder_digest") == old.extra.get("digest"):
                 meta["encoder_digest"] = info.extra["digest"]
             save_npz(Path(tmp) / HEAD_FILE, head, meta)
+        for f in src.iterdir():
+            if f.is_file() and not (Path(tmp) / f.name).exists():
+                shutil.copy2(f, Path(tmp) / f.name)
         out_dir.mkdir(parents=True, exist_ok=True)
         for f in Path(tmp).iterdir():
             shutil.move(str(f), out_dir / f.name)
