@@ -186,3 +186,16 @@ def test_reexporting_a_folder_refuses_the_settings_it_would_ignore(tiny_model_di
     assert ModelInfo.load(tmp_path / "out").max_length == ModelInfo.load(tiny_model_dir).max_length
     # the folder's other files are the same tokenizer's and text's: carried over as they are
     assert (tmp_path / "out" / "reference_counts.npz").read_bytes() == b"counts"
+
+
+def test_reexporting_keeps_the_projection_option_not_given(tmp_path: Path):
+    """`--candidates` alone keeps a rank-R folder's rank, and `--rank` alone its candidate count:
+    an option not given is the folder's own, not the default (rank 0 is a certified graph)."""
+    from sparc_local.model import export
+    from sparc_local.model.projection import Projection
+
+    make_tiny_model(tmp_path / "lr", int8=True, top_k=8, projection=Projection(candidates=16, rank=8))
+    export.main([str(tmp_path / "lr"), str(tmp_path / "c24"), "--candidates", "24"])
+    export.main([str(tmp_path / "lr"), str(tmp_path / "r4"), "--rank", "4"])
+    assert Projection.from_extra(ModelInfo.load(tmp_path / "c24").extra) == Projection(candidates=24, rank=8)
+    assert Projection.from_extra(ModelInfo.load(tmp_path / "r4").extra) == Projection(candidates=16, rank=4)

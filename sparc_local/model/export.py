@@ -234,6 +234,11 @@ def gemms_restored(model: Any) -> Any:
     return model
 
 
+def _own_projection(info: ModelInfo) -> Projection:
+    """A model folder's projection; one exported before the candidates had none, so the default."""
+    return Projection.from_extra(info.extra) if PROJECTION in info.extra else CANDIDATE_PROJECTION
+
+
 def reexport(src: Path, out_dir: Path, projection: Projection | None = None) -> ModelInfo:
     """A model folder exported again with this version's graph, from its own weights and settings
     (the projection: `projection`, else the folder's own, else the default).
@@ -248,8 +253,7 @@ def reexport(src: Path, out_dir: Path, projection: Projection | None = None) -> 
     old = ModelInfo.load(src)
     cfg, w = load_encoder_weights(old)
     old_extra = {k: v for k, v in old.extra.items() if k not in ("digest", "arch", "pool", WEIGHT_AXIS, PROJECTION)}
-    if projection is None:
-        projection = Projection.from_extra(old.extra) if PROJECTION in old.extra else CANDIDATE_PROJECTION
+    projection = _own_projection(old) if projection is None else projection
     with tempfile.TemporaryDirectory(dir=out_dir.parent) as tmp:
         info = export_model(cfg, w, old.tokenizer_path, Path(tmp), name=old.name, source=old.source,
                             sparsity_w=old.sparsity_w, top_k=old.top_k, max_length=old.max_length,
@@ -305,14 +309,19 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--candidates", type=int, default=None,
                    help=f"rows scored exactly per sentence after the int8 estimate (default "
                         f"{CANDIDATE_PROJECTION.candidates}, or a re-exported folder's own; 0: the full projection)")
-    p.add_argument("--rank", type=int, default=0,
-                   help="choose the candidates by a rank-R estimate, not certified (projection.py); 0: certified")
+    p.add_argument("--rank", type=int, default=None,
+                   help="choose the candidates by a rank-R estimate, not certified (projection.py); "
+                        "default 0 (certified), or a re-exported folder's own")
     args = p.parse_args(argv)
     src = Path(args.weights)
-    projection = (None if args.candidates is None and not args.rank
-                  else Projection(CANDIDATE_PROJECTION.candidates if args.candidates is None else args.candidates,
-                                  args.rank))
-    if (src / CONFIG_FILE).is_file():
+    folder = (src / CONFIG_FILE).is_file()
+    # an option not given keeps the folder's own, not the default: --candidates alone must not
+    # turn a rank-R folder into a certified one
+    own = _own_projection(ModelInfo.load(src)) if folder else CANDIDATE_PROJECTION
+    projection = (None if args.candidates is None and args.rank is None
+                  else Projection(own.candidates if args.candidates is None else args.candidates,
+                                  own.rank if args.rank is None else args.rank))
+    if folder:
         ignored = [a for a in (argv if argv is not None else sys.argv[1:])
                    if a.startswith("--") and a.split("=")[0] not in FOLDER_OPTIONS]
         if ignored:  # a folder keeps its own settings: an option that would be dropped is an error
