@@ -23,8 +23,9 @@ T=$C/teacher-l6
 [ -e "$C/tech-v3new/split.json" ] || python -m sparc_lab.techdata --out "$C/tech-v3new" --max-doc 1945 --max-man 0 --doc-from 1000
 [ -e "$C/tech-v3/split.json" ] || python -m sparc_lab.techdata --out "$C/tech-v3" --join "$C/tech-v2" "$C/tech-v3new"
 
-# 2. The student: the teacher's layers 0, 2 and 5, then two stages from its own weights; the last
-#    one with a quarter of the batches technical instead of half.
+# 2. The student: the teacher's layers 0, 2 and 5, then three stages from its own weights: a
+#    quarter of the batches technical instead of half, then the distillation's KL and f terms
+#    weighed twice against the labels' cross-entropy (the bar is the teacher, not the labels).
 DATA=(--teacher "$T" --tech "$C/tech-v3" --tech-rewrite 0.5 --tech-natural-first --batch 16 --topk 128
       --topk-temp 0.2 --threads 2 --valid-every 200 --ckpt-every 20)
 stage() {  # RUN, then the stage's own flags
@@ -34,11 +35,13 @@ stage() {  # RUN, then the stage's own flags
 stage student3 --keep 0,2,5 --tech-share 0.5 --steps 900 --lr 1e-4 --warmup 50 --seed 46
 stage student3b --init "$C/student3/final.npz" --tech-share 0.5 --steps 600 --lr 5e-5 --warmup 30 --seed 47
 stage student3c --init "$C/student3b/final.npz" --tech-share 0.25 --steps 400 --lr 5e-5 --warmup 30 --seed 48
+stage student3d --init "$C/student3c/final.npz" --tech-share 0.4 --steps 600 --lr 5e-5 --warmup 30 --seed 49 \
+  --distill-weight 2 --f-weight 2
 
 # 3. The export, as it would ship: int8 kernels, a rank-96 candidate projection scoring 1,024 candidates
 #    exactly, 128 tokens.
-OUT=$C/lr46/c46c-r96c1024
-[ -e "$OUT/sparc.json" ] || python -m sparc_local.model.export "$C/student3c/final.npz" "$OUT" \
+OUT=$C/lr46/c46d-r96c1024
+[ -e "$OUT/sparc.json" ] || python -m sparc_local.model.export "$C/student3d/final.npz" "$OUT" \
   --name sparc-minilm-l3 --tokenizer "$T/tokenizer.json" --top-k 128 --max-length 128 --quant int8 \
   --rank 96 --candidates 1024
 
