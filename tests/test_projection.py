@@ -188,11 +188,11 @@ def test_int8_kernels_keep_one_float_copy_of_e_at_load(tmp_path):
     import onnxruntime as ort
     from onnx import numpy_helper
 
+    from sparc_local.model.encoder import session_options
     from sparc_local.model.export import QUANT_DYNAMIC
 
     info = make_tiny_model(tmp_path / "m", top_k=K, quant=QUANT_DYNAMIC, projection=Projection(candidates=2 * K, rank=8))
-    opts = ort.SessionOptions()
-    opts.add_session_config_entry("session.disable_quant_qdq", "1")  # as Encoder loads it
+    opts = session_options()
     opts.optimized_model_filepath = str(tmp_path / "loaded.onnx")
     ort.InferenceSession(str(info.onnx_path), opts, providers=["CPUExecutionProvider"])
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -24,6 +25,19 @@ GRAPH_INPUTS = ("input_ids", "attention_mask", "token_type_ids", "top_k")
 TOKEN_BUDGET = 512  # input tokens per onnxruntime run: the vocab projection holds batch·length·|V| floats
 
 
+def session_options(threads: int | None = None) -> Any:
+    """How the encoder loads a model.onnx (the tests load one the same way to see what it holds)."""
+    opts = onnxruntime().SessionOptions()
+    opts.log_severity_level = 3
+    # fold the int8 weights' DequantizeLinear into float constants once, at load: the graph
+    # then computes in float on every CPU (export.QUANT_WEIGHTS), as fast as an fp32 export
+    opts.add_session_config_entry("session.disable_quant_qdq", "1")
+    if threads:
+        opts.intra_op_num_threads = threads
+        opts.inter_op_num_threads = 1
+    return opts
+
+
 class Encoder:
     """An onnxruntime session over a model folder's model.onnx."""
 
@@ -35,14 +49,7 @@ class Encoder:
         ort = onnxruntime()
         self.info = info
         self.tokenizer = load_tokenizer(info.tokenizer_path)
-        opts = ort.SessionOptions()
-        opts.log_severity_level = 3
-        # fold the int8 weights' DequantizeLinear into float constants once, at load: the graph
-        # then computes in float on every CPU (export.QUANT_WEIGHTS), as fast as an fp32 export
-        opts.add_session_config_entry("session.disable_quant_qdq", "1")
-        if threads:
-            opts.intra_op_num_threads = threads
-            opts.inter_op_num_threads = 1
+        opts = session_options(threads)
         self.threads = threads or 0
         if not info.onnx_path.is_file():
             raise ModelMissing(f"{info.onnx_path} is missing", model_remedy(info.path))

@@ -18,6 +18,7 @@ import math
 import shutil
 import sys
 import tempfile
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -214,9 +215,9 @@ def gemms_restored(model: Any) -> Any:
     def restore(graph: Any) -> None:
         made = {n.output[0]: n for n in graph.node if n.op_type == "Transpose" and n.output[0].endswith("_Transposed")
                 and not n.attribute}
-        readers = [i for n in graph.node for i in n.input]
+        readers = Counter(i for n in graph.node for i in n.input)
         joined = {n.input[1] for n in graph.node
-                  if n.op_type == "MatMul" and n.input[1] in made and readers.count(n.input[1]) == 1}
+                  if n.op_type == "MatMul" and n.input[1] in made and readers[n.input[1]] == 1}
         kept = []
         for n in graph.node:
             for a in n.attribute:
