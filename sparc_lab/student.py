@@ -17,10 +17,13 @@ step trains on train.py's batches (the same questions, hard negatives and top-K-
   cut at its top K as the index cuts it;
 - the mean squared error of f(v, s) against the teacher's (SPARC Eq. 4) over the questions' tokens,
   the candidates' own input tokens and a uniform sample of the vocabulary, so the projection onto
-  all of V is never computed;
+  all of V is never computed with a gradient; with --f-teacher-top N also at each candidate's top N
+  tokens under the teacher, the pairs its index keeps, expansion terms included;
 - the mean squared error of the last hidden states H(s) over real tokens (TinyBERT's hidden-state
   term, Jiao et al. 2020).
-The teacher runs forward, without gradient, on the same inputs at every step; a rerun resumes.
+With --hybrid the cross-entropy and the KL are taken on the hybrid score (sparc_lab/hybrid.py), so
+the student learns what the teacher adds on top of BM25, which is how `ask` uses it. The teacher
+runs forward, without gradient, on the same inputs at every step; a rerun resumes.
 """
 
 from __future__ import annotations
@@ -41,6 +44,8 @@ from sparc_local.model.folder import load_encoder_weights
 from sparc_local.model.info import ModelInfo
 from sparc_local.model.inputs import pad_batch
 from sparc_local.model.weights import ArchConfig, Weights, load_canonical
+
+_SLICE = 4096  # vocabulary rows per slice of _teacher_top's exact projection
 
 
 def student_weights(cfg: ArchConfig, w: Weights, keep: list[int]) -> tuple[ArchConfig, Weights]:
@@ -72,12 +77,28 @@ class StudentTrainer(Trainer):
         keep = [int(i) for i in self.args.keep.split(",")]
         return student_weights(cfg, w, keep)
 
-    def _columns(self, union: np.ndarray, ids: torch.Tensor) -> np.ndarray:
+    def _columns(self, union: np.ndarray, ids: torch.Tensor, t_hidden: torch.Tensor,
+                 mask: torch.Tensor) -> np.ndarray:
         """Where f is compared with the teacher's: the questions' tokens, the candidates' input
-        tokens the index can keep, and a uniform sample of the vocabulary; sorted, unique."""
+        tokens the index can keep, a uniform sample of the vocabulary and, with --f-teacher-top,
+        each candidate's top tokens under the teacher (the pairs its index keeps, expansion terms
+        included); sorted, unique."""
         own = np.intersect1d(np.unique(ids.numpy()), self.kept_vocab)
         sample = self.rng.choice(self.kept_vocab, self.args.column_sample, replace=False)
-        return np.unique(np.concatenate([union, own, sample]))
+        parts = [union, own, sample]
+        if self.args.f_teacher_top:
+            parts.append(self._teacher_top(t_hidden, mask, self.args.f_teacher_top))
+        return np.unique(np.concatenate(parts))
+
+    @torch.no_grad()
+    def _teacher_top(self, t_hidden: torch.Tensor, mask: torch.Tensor, k: int) -> np.ndarray:
+        """The union over the candidates of each one's ``k`` largest teacher f over the kept
+        vocabulary, exact (the projection in slices of the vocabulary, without gradient)."""
+        vocab = torch.from_numpy(self.kept_vocab.astype(np.int64))
+        f = torch.cat([self.teacher_model.token_scores(t_hidden, mask, vocab[i:i + _SLICE])
+                       for i in range(0, len(vocab), _SLICE)], dim=1)
+        top = f.topk(min(k, f.shape[1]), dim=1).indices
+        return np.unique(self.kept_vocab[top.numpy()])
 
     def _loss(self, questions: list[str], cand: list[int],
               answer_sets: list[set[int]]) -> tuple[torch.Tensor, dict[str, float]]:
@@ -85,11 +106,12 @@ class StudentTrainer(Trainer):
         qmask, union = self._question_tokens(questions)
         ids, types, mask = (torch.from_numpy(x) for x in pad_batch([self.inputs[c] for c in cand]))
         hidden = self.model(ids, types, mask)
-        cols = self._columns(union, ids)
+        with torch.no_grad():
+            t_hidden = self.teacher_model(ids, types, mask)
+        cols = self._columns(union, ids, t_hidden, mask)
         tokens = torch.from_numpy(cols.astype(np.int64))
         f_all = self.model.token_scores(hidden, mask, tokens)
         with torch.no_grad():
-            t_hidden = self.teacher_model(ids, types, mask)
             ft_all = self.teacher_model.token_scores(t_hidden, mask, tokens)
         at = np.searchsorted(cols, union)
         f, ft = f_all[:, at], ft_all[:, at]
@@ -97,8 +119,10 @@ class StudentTrainer(Trainer):
             f = f * self._keep(f, False, lambda s: self.model.topk_threshold(hidden, mask, s, a.topk, len(self.kept_vocab)))
             ft = ft * self._keep(ft, True, lambda s: self.teacher_model.topk_threshold(
                 t_hidden, mask, s, a.topk, len(self.kept_vocab)))
-        g, ce = in_batch_ce(qmask @ f.T, cand, answer_sets)
-        kl = kl_term(g, qmask @ ft.T, a.distill_temp)
+        # with --hybrid both scores carry the fused BM25 parts (sparc_lab/hybrid.py), so the
+        # student is taught what the teacher adds on top of BM25, where `ask` uses it
+        g, ce = in_batch_ce(self._score(qmask, union, cand, f), cand, answer_sets)
+        kl = kl_term(g, self._score(qmask, union, cand, ft), a.distill_temp)
         mse_f = F.mse_loss(f_all, ft_all)
         real = mask.unsqueeze(-1).to(hidden.dtype)
         mse_h = ((hidden - t_hidden) ** 2 * real).sum() / (real.sum() * hidden.shape[-1])
@@ -115,6 +139,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     own.add_argument("--column-sample", type=int, default=1024, help="uniform vocabulary sample of the f term")
     own.add_argument("--f-weight", type=float, default=1.0, help="weight of the f(v, s) term")
     own.add_argument("--h-weight", type=float, default=1.0, help="weight of the hidden-state term")
+    own.add_argument("--f-teacher-top", type=int, default=0,
+                     help="also compare f at each candidate's top N tokens under the teacher (0: off)")
     mine, rest = own.parse_known_args(argv)
     teacher = Path(mine.teacher)
     args = train_args(["--base", str(teacher), "--tokenizer", str(teacher), *rest])
