@@ -177,7 +177,7 @@ def test_reexporting_a_folder_refuses_the_settings_it_would_ignore(tiny_model_di
     assert exit_.value.code == 2
     assert capsys.readouterr().err.splitlines()[-1] == (
         "python -m sparc_local.model.export: error: --quant, --max-length=96: a model folder is re-exported with its own settings; "
-        "only --candidates and --rank change (export its training weights to change the rest)")
+        "only --candidates, --rank and --basis change (export its training weights to change the rest)")
     assert not (tmp_path / "out").exists()
     src = tmp_path / "src"
     shutil.copytree(tiny_model_dir, src)

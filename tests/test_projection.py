@@ -202,3 +202,58 @@ def test_int8_kernels_keep_one_float_copy_of_e_at_load(tmp_path):
 
     whole = info.vocab_size * info.hidden
     assert [s for s in floats(onnx.load(tmp_path / "loaded.onnx").graph) if np.prod(s) == whole] == [(info.vocab_size, info.hidden)]
+
+
+def top_k_kept(h: np.ndarray, e: np.ndarray, a: np.ndarray, b: np.ndarray, k: int, candidates: int) -> float:
+    """Share of each sentence's exact top k (max over its rows of h·eᵀ) among the exact top k of
+    the estimate (h·a)(e·b)ᵀ's best ``candidates`` rows, as the graph picks them."""
+    kept = []
+    for sent in h:
+        exact, est = (sent @ e.T).max(0), ((sent @ a) @ (e @ b).T).max(0)
+        cand = np.argsort(-est)[:candidates]
+        kept.append(len(set(np.argsort(-exact)[:k]) & set(cand[np.argsort(-exact[cand])[:k]])) / k)
+    return float(np.mean(kept))
+
+
+def test_bases_fitted_to_the_hidden_states_keep_more_of_the_top_k_than_e_own_subspace():
+    """Hidden states crowd into a few directions E does not favour: fitted to where they lie, a
+    rank-r estimate keeps more of the exact top K than E's top singular vectors at the same rank."""
+    from sparc_local.model.projection import fitted_bases, low_rank_basis
+
+    rng = np.random.default_rng(11)
+    d, r = 48, 8
+    e = rng.standard_normal((2000, d)) * np.linspace(2.0, 0.5, d)  # E's energy in its first axes
+    mix = np.linalg.qr(rng.standard_normal((d, d)))[0]
+    spread = np.r_[np.full(6, 4.0), np.full(d - 6, 0.3)]  # H's in six other directions
+    states = lambda n: (rng.standard_normal((n, d)) * spread) @ mix.T  # noqa: E731
+    a, b = fitted_bases(states(4000), e, r)
+    p = low_rank_basis(e, r)
+    assert a.shape == b.shape == p.shape == (d, r)
+    h = states(12 * 40).reshape(40, 12, d)  # 40 sentences of 12 inputs, not the states fitted on
+    fitted, own = top_k_kept(h, e, a, b, 16, 64), top_k_kept(h, e, p, p, 16, 64)
+    assert fitted > own + 0.2 and fitted > 0.8
+
+
+def test_a_fitted_estimate_is_exported_kept_on_reexport_and_must_match_the_rank(tmp_path):
+    from sparc_local.model import export
+    from sparc_local.model.folder import load_encoder_weights
+    from sparc_local.model.info import ModelInfo
+    from sparc_local.model.projection import BASIS_E, BASIS_H
+
+    rng = np.random.default_rng(5)
+    basis = rng.standard_normal((32, 4)).astype(np.float32), rng.standard_normal((32, 4)).astype(np.float32)
+    proj = Projection(candidates=2 * K, rank=4)
+    info = make_tiny_model(tmp_path / "fit", int8=True, top_k=K, projection=proj, basis=basis)
+    plain = make_tiny_model(tmp_path / "plain", int8=True, top_k=K, projection=proj)
+    w = load_encoder_weights(info)[1]
+    assert np.array_equal(w[BASIS_H], basis[0]) and np.array_equal(w[BASIS_E], basis[1])
+    assert BASIS_H not in load_encoder_weights(plain)[1]  # E's own subspace is derived, not stored
+    got = rows(Encoder(info, threads=1).encode(PARAGRAPHS))
+    assert got != rows(Encoder(plain, threads=1).encode(PARAGRAPHS))  # the bases choose the candidates
+    again = export.reexport(info.path, tmp_path / "again")
+    assert rows(Encoder(again, threads=1).encode(PARAGRAPHS)) == got
+    with pytest.raises(ValueError, match=r"not \(32, 2\): fit them at rank 2"):
+        export.main([str(info.path), str(tmp_path / "r2"), "--rank", "2"])
+    np.savez(tmp_path / "b2.npz", h=basis[0][:, :2], e=basis[1][:, :2])
+    export.main([str(info.path), str(tmp_path / "r2"), "--rank", "2", "--basis", str(tmp_path / "b2.npz")])
+    assert load_encoder_weights(ModelInfo.load(tmp_path / "r2"))[1][BASIS_H].shape == (32, 2)

@@ -12,7 +12,7 @@ import numpy as np
 from sparc_local.model.export import QUANT_FP32, QUANT_WEIGHTS, export_model
 from sparc_local.model.folder import HEAD_FILE, save_npz
 from sparc_local.model.info import ModelInfo
-from sparc_local.model.projection import CANDIDATE_PROJECTION, Projection
+from sparc_local.model.projection import BASIS_E, BASIS_H, CANDIDATE_PROJECTION, Projection
 from sparc_local.model.weights import EMB_NAMES, LAYER_NAMES, MLM_NAMES, ArchConfig, Weights
 
 WORDS = (
@@ -59,11 +59,15 @@ def tiny_weights(layout: str, vocab: int, seed: int = 0):
 
 
 def make_tiny_model(folder: Path, layout: str = "bert", int8: bool = False, top_k: int = 32,
-                    seed: int = 0, quant: str | None = None, projection: Projection = CANDIDATE_PROJECTION) -> ModelInfo:
+                    seed: int = 0, quant: str | None = None, projection: Projection = CANDIDATE_PROJECTION,
+                    basis: tuple[np.ndarray, np.ndarray] | None = None) -> ModelInfo:
+    """``basis``: a rank-R projection's fitted bases (projection.fitted_bases), among the weights."""
     folder.mkdir(parents=True, exist_ok=True)
     tok = write_tokenizer(folder / "source-tokenizer.json")
     vocab = json.loads(tok.read_text())["model"]["vocab"]
     cfg, w = tiny_weights(layout, len(vocab), seed)
+    if basis is not None:
+        w[BASIS_H], w[BASIS_E] = basis
     info = export_model(cfg, w, tok, folder, name=f"tiny-{layout}", source="random (tests)", sparsity_w=0.5,
                         top_k=top_k, max_length=48, quant=quant or (QUANT_WEIGHTS if int8 else QUANT_FP32),
                         projection=projection)

@@ -37,6 +37,10 @@ from sparc_local.model.graph import (
 from sparc_local.model.graph import quantize_rows as quantize_rows  # adapt and the tests import it from here
 from sparc_local.model.info import CONFIG_FILE, WEIGHT_AXIS, ModelInfo
 from sparc_local.model.projection import (
+    BASIS_E,
+    BASIS_E_INIT,
+    BASIS_H,
+    BASIS_H_INIT,
     CANDIDATE_PROJECTION,
     CANDIDATES_INPUT,
     CERTIFIED,
@@ -111,7 +115,15 @@ def _graph(cfg: ArchConfig, w: Weights, sparsity_w: float, int8_embeddings: bool
     candidate = not projection.full and e8 is not None
     basis = None
     if candidate and projection.rank:
-        basis = const(low_rank_basis(w["emb.word"].astype(np.float32)[kept], projection.rank), "projection_basis")
+        if BASIS_H in w:  # fitted to the encoder's hidden states (projection.fitted_bases)
+            a, e = w[BASIS_H], w[BASIS_E]
+            if a.shape != (cfg.hidden, projection.rank) or e.shape != a.shape:
+                raise ValueError(f"the projection's bases are {a.shape} and {e.shape}, "
+                                 f"not ({cfg.hidden}, {projection.rank}): fit them at rank {projection.rank}")
+            basis = const(a, BASIS_H_INIT), const(e, BASIS_E_INIT)
+        else:
+            p_name = const(low_rank_basis(w["emb.word"].astype(np.float32)[kept], projection.rank), "projection_basis")
+            basis = p_name, p_name
     scores, cols, certified = project(b.ops(), hm, E, e8 if candidate else None,
                                       e_scale, keep, cfg.hidden, basis)  # (B, L, C), (B, C), (B,)
     pooled = op("ReduceMax", [scores], axes=[1], keepdims=0)
@@ -240,9 +252,11 @@ def _own_projection(info: ModelInfo) -> Projection:
     return Projection.from_extra(info.extra) if PROJECTION in info.extra else CANDIDATE_PROJECTION
 
 
-def reexport(src: Path, out_dir: Path, projection: Projection | None = None) -> ModelInfo:
+def reexport(src: Path, out_dir: Path, projection: Projection | None = None,
+             basis: tuple[np.ndarray, np.ndarray] | None = None) -> ModelInfo:
     """A model folder exported again with this version's graph, from its own weights and settings
-    (the projection: `projection`, else the folder's own, else the default).
+    (the projection: `projection`, else the folder's own, else the default; a fitted estimate's
+    bases: `basis`, else the folder's own).
 
     The int8 weights are read back from model.onnx and quantized again to the same int8 values
     and scales, so the encoder computes what it did (tests/golden holds it to that); the MLM head
@@ -253,6 +267,8 @@ def reexport(src: Path, out_dir: Path, projection: Projection | None = None) -> 
 
     old = ModelInfo.load(src)
     cfg, w = load_encoder_weights(old)
+    if basis is not None:
+        w[BASIS_H], w[BASIS_E] = basis
     old_extra = {k: v for k, v in old.extra.items() if k not in ("digest", "arch", "pool", WEIGHT_AXIS, PROJECTION)}
     projection = _own_projection(old) if projection is None else projection
     with tempfile.TemporaryDirectory(dir=out_dir.parent) as tmp:
@@ -276,7 +292,13 @@ def reexport(src: Path, out_dir: Path, projection: Projection | None = None) -> 
     return ModelInfo.load(out_dir)
 
 
-FOLDER_OPTIONS = ("--candidates", "--rank")  # what a re-export of a model folder takes
+def _fitted(path: Path) -> tuple[np.ndarray, np.ndarray]:
+    """--basis: the (A, B) arrays h and e of an .npz (projection.fitted_bases)."""
+    with np.load(path) as z:
+        return z["h"], z["e"]
+
+
+FOLDER_OPTIONS = ("--candidates", "--rank", "--basis")  # what a re-export of a model folder takes
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -313,6 +335,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--rank", type=int, default=None,
                    help="choose the candidates by a rank-R estimate, not certified (projection.py); "
                         "default 0 (certified), or a re-exported folder's own")
+    p.add_argument("--basis", type=Path, help="with --rank: the estimate's bases fitted to the encoder's hidden "
+                                             "states, an .npz of (d, R) arrays h and e (python -m sparc_lab.rank_estimate "
+                                             "--save); default: E's own subspace")
     args = p.parse_args(argv)
     src = Path(args.weights)
     folder = (src / CONFIG_FILE).is_file()
@@ -327,8 +352,8 @@ def main(argv: list[str] | None = None) -> None:
                    if a.startswith("--") and a.split("=")[0] not in FOLDER_OPTIONS]
         if ignored:  # a folder keeps its own settings: an option that would be dropped is an error
             p.error(f"{', '.join(ignored)}: a model folder is re-exported with its own settings; "
-                    "only --candidates and --rank change (export its training weights to change the rest)")
-        reexport(src, Path(args.out_dir), projection)
+                    "only --candidates, --rank and --basis change (export its training weights to change the rest)")
+        reexport(src, Path(args.out_dir), projection, _fitted(args.basis) if args.basis else None)
         print(f"re-exported {src} to {args.out_dir}")
         return
     if not args.name:
@@ -339,6 +364,8 @@ def main(argv: list[str] | None = None) -> None:
     else:
         cfg, w = load_checkpoint(src)
         sparsity = 0.0
+    if args.basis:
+        w[BASIS_H], w[BASIS_E] = _fitted(args.basis)
     tok = Path(args.tokenizer) if args.tokenizer else src / "tokenizer.json"
     info = export_model(cfg, w, tok, Path(args.out_dir), name=args.name, source=args.source or str(src),
                         sparsity_w=sparsity, top_k=args.top_k, max_length=args.max_length, quant=args.quant,

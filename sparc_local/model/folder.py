@@ -18,6 +18,7 @@ import numpy as np
 
 from sparc_local.errors import ModelError
 from sparc_local.model.info import WEIGHT_AXIS, ModelInfo
+from sparc_local.model.projection import BASIS_E, BASIS_E_INIT, BASIS_H, BASIS_H_INIT
 from sparc_local.model.weights import ArchConfig, Weights, savez
 
 HEAD_FILE = "mlm_head.npz"
@@ -119,6 +120,8 @@ def load_encoder_weights(info: ModelInfo) -> tuple[ArchConfig, Weights]:
         w[f"{key}.b"] = np.asarray(arrays[node.input[2]], np.float32)
     if w["emb.word"].shape != (cfg.vocab_size, cfg.hidden):
         raise ModelFolderError(f"{info.onnx_path}: E has shape {w['emb.word'].shape}", "Re-export the model.")
+    if BASIS_H_INIT in parts and BASIS_E_INIT in parts:  # a fitted estimate's bases, so a re-export keeps them
+        w[BASIS_H], w[BASIS_E] = take(BASIS_H_INIT), take(BASIS_E_INIT)
     return cfg, w
 
 

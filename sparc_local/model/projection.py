@@ -12,9 +12,10 @@ max_i‖δ_i‖·‖e_v‖ stays below the K-th exact value τ (or below 0, wher
 outputs `certified` per sentence; the encoder encodes an uncertified sentence again with the full
 projection, so every vector equals the full projection's up to float summation order.
 
-With `rank` r > 0 the estimate is low-rank and not certified: (H·P)(E·P)ᵀ, with P the top r right
-singular vectors of E's kept rows (`low_rank_basis`), in the same integer kernels at r/d of the
-cost. Issue 46 accepts top-K tokens that move where answers hold (the golden checks measure how
+With `rank` r > 0 the estimate is low-rank and not certified: (H·A)(E·B)ᵀ in the same integer
+kernels at r/d of the cost, with A = B = P, the top r right singular vectors of E's kept rows
+(`low_rank_basis`), or A and B fitted to the encoder's hidden states (`fitted_bases`), which the
+export takes among the weights. Issue 46 accepts top-K tokens that move where answers hold (the golden checks measure how
 many); every candidate is still scored exactly. P is fixed at export, E·P is derived in-graph from
 the stored E, so after `adapt` swaps E the estimate projects the new rows onto the old subspace.
 
@@ -41,6 +42,9 @@ FULL = 0  # the candidate count that runs the full projection
 LEVELS = 127  # H's quantization levels: u8 ≤ 127 times s8 ≤ 127, summed in pairs, fits int16
 HALF = 63.0  # the low-rank estimate's s8 range for H·P: against u8 rows, pairs fit int16 (low_rank)
 MARGIN = 1e-3  # the bound's slack for float rounding (pre-ReLU scores are O(1-10))
+# a fitted estimate's bases (fitted_bases) among a model's weights, and as the graph's initializers
+BASIS_H, BASIS_E = "projection.basis_h", "projection.basis_e"
+BASIS_H_INIT, BASIS_E_INIT = "projection_basis_h", "projection_basis_e"
 
 
 @dataclass(frozen=True)
@@ -88,6 +92,27 @@ def low_rank_basis(rows: np.ndarray, rank: int) -> np.ndarray:
     return np.ascontiguousarray(vt[:rank].T, dtype=np.float32)
 
 
+def fitted_bases(hidden: np.ndarray, rows: np.ndarray, rank: int) -> tuple[np.ndarray, np.ndarray]:
+    """(A, B), each (d, rank), for the estimate (H·A)(E·B)ᵀ fitted to where the hidden states lie.
+
+    The rank-r A·Bᵀ closest to the identity when H·Eᵀ's error is weighed by H's and E's second
+    moments C = hiddenᵀ·hidden/n and G = rowsᵀ·rows/m: with U·S·Vᵀ the best rank-r approximation
+    of C^½·G^½ (Eckart–Young), A = C^-½·U and B = G^-½·V·S. A transformer's hidden states
+    crowd into a few directions that E's own subspace does not favour, so at the same rank this
+    keeps more of each sentence's top K than low_rank_basis."""
+    def roots(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        val, vec = np.linalg.eigh(x)
+        val = np.maximum(val, val.max() * 1e-8)
+        return (vec * np.sqrt(val)) @ vec.T, (vec / np.sqrt(val)) @ vec.T
+
+    h, e = hidden.astype(np.float64), rows.astype(np.float64)
+    c_half, c_inv = roots(h.T @ h / len(h))
+    g_half, g_inv = roots(e.T @ e / len(e))
+    u, sv, vt = np.linalg.svd(c_half @ g_half)
+    a, b = c_inv @ u[:, :rank], g_inv @ vt[:rank].T * sv[:rank]
+    return np.ascontiguousarray(a, np.float32), np.ascontiguousarray(b, np.float32)
+
+
 def keep_rows(vocab_size: int, skip: np.ndarray) -> np.ndarray:
     """The vocabulary ids the projection scores: all but the skipped ones, in id order."""
     return np.setdiff1d(np.arange(vocab_size), skip).astype(np.int64)
@@ -107,14 +132,14 @@ class GraphOps:
 
 
 def project(g: GraphOps, hm: str, E: str, e8: str | None, e_scale: str | None, keep: str,
-            hidden: int, basis: str | None = None) -> tuple[str, str, str | None]:
+            hidden: int, basis: tuple[str, str] | None = None) -> tuple[str, str, str | None]:
     """(scores (B, L, C), columns (B, C): each score column's index into keep, certified (B,) or
     None) for the masked hidden states hm (B, L, d) against E's rows `keep` (V' ids). No float
     copy of the kept rows is made: it would be folded into a second E in memory (45 MB).
 
     e8 and e_scale, E's int8 rows and scales, give the candidate form (`If` candidates == FULL,
-    the full projection); without them (an fp32 E) the projection is always full. `basis`, P
-    (d, r): the candidates come from the low-rank estimate, and every sentence counts as certified.
+    the full projection); without them (an fp32 E) the projection is always full. `basis`, A and
+    B (d, r): the candidates come from the low-rank estimate, and every sentence counts as certified.
     """
     op, const = g.op, g.const
     flat = op("Reshape", [hm, const(np.array([-1, hidden], np.int64))])
@@ -171,19 +196,21 @@ def project(g: GraphOps, hm: str, E: str, e8: str | None, e_scale: str | None, k
         return [scores, cand, certified]
 
     def low_rank() -> list[str]:
-        """The estimate E·P·(H·P)ᵀ laid out (V', B·L), so that its max over each sentence's inputs
+        """The estimate E·B·(H·A)ᵀ laid out (V', B·L), so that its max over each sentence's inputs
         runs along the last axis (onnxruntime reduces a middle axis several times slower)."""
         from onnx import TensorProto
 
+        assert basis is not None
+        basis_h, basis_e = basis
         half = const(np.array(HALF, np.float32))
         tiny = const(np.array(1e-12, np.float32))
         # H·P in s8 within ±HALF and E·P's rows in u8 around 128: a u8·s8 pair sums to at most
         # 2·255·HALF, inside int16 on AVX2 CPUs without VNNI. Gemm, not MatMul: dynamic
         # quantization (export.QUANT_DYNAMIC) leaves Gemm float.
-        hp = op("Gemm", [flat, basis])  # (B·L, r)
+        hp = op("Gemm", [flat, basis_h])  # (B·L, r)
         h_step = op("Max", [op("Div", [op("ReduceMax", [op("Abs", [hp])], keepdims=0), half]), tiny])
         h8 = op("Transpose", [op("QuantizeLinear", [hp, h_step, const(np.array(0, np.int8))])], perm=[1, 0])
-        ep = op("Gemm", [op("Gather", [E, keep]), basis])  # (V', r), this and the next two folded at load
+        ep = op("Gemm", [op("Gather", [E, keep]), basis_e])  # (V', r), this and the next two folded at load
         e_step = op("Max", [op("Div", [op("ReduceMax", [op("Abs", [ep])], axes=[1]),
                                        const(np.array(127.0, np.float32))]), tiny])  # (V', 1)
         e_u8 = op("Cast", [op("Add", [op("Round", [op("Div", [ep, e_step])]), const(np.array(128.0, np.float32))])],
