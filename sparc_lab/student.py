@@ -22,7 +22,8 @@ step trains on train.py's batches (the same questions, hard negatives and top-K-
 - the mean squared error of the last hidden states H(s) over real tokens (TinyBERT's hidden-state
   term, Jiao et al. 2020).
 With --hybrid the cross-entropy and the KL are taken on the hybrid score (sparc_lab/hybrid.py), so
-the student learns what the teacher adds on top of BM25, which is how `ask` uses it. The teacher
+the student learns what the teacher adds on top of BM25, which is how `ask` uses it; --sparc-kl
+adds the KL of SPARC's own score, which `ask --mode sparc` ranks by. The teacher
 runs forward, without gradient, on the same inputs at every step; a rerun resumes.
 """
 
@@ -123,6 +124,9 @@ class StudentTrainer(Trainer):
         # student is taught what the teacher adds on top of BM25, where `ask` uses it
         g, ce = in_batch_ce(self._score(qmask, union, cand, f), cand, answer_sets)
         kl = kl_term(g, self._score(qmask, union, cand, ft), a.distill_temp)
+        if a.sparc_kl and self.lexical is not None:  # SPARC alone (`ask --mode sparc`) kept the teacher's too
+            plain, _ = in_batch_ce(qmask @ f.T, cand, answer_sets)
+            kl = kl + a.sparc_kl * kl_term(plain, qmask @ ft.T, a.distill_temp)
         mse_f = F.mse_loss(f_all, ft_all)
         real = mask.unsqueeze(-1).to(hidden.dtype)
         mse_h = ((hidden - t_hidden) ** 2 * real).sum() / (real.sum() * hidden.shape[-1])
@@ -139,6 +143,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     own.add_argument("--column-sample", type=int, default=1024, help="uniform vocabulary sample of the f term")
     own.add_argument("--f-weight", type=float, default=1.0, help="weight of the f(v, s) term")
     own.add_argument("--h-weight", type=float, default=1.0, help="weight of the hidden-state term")
+    own.add_argument("--sparc-kl", type=float, default=0.0,
+                     help="with --hybrid: also the KL of SPARC's own score, weighed this much against the hybrid's")
     own.add_argument("--f-teacher-top", type=int, default=0,
                      help="also compare f at each candidate's top N tokens under the teacher (0: off)")
     mine, rest = own.parse_known_args(argv)
