@@ -15,9 +15,10 @@ projection, so every vector equals the full projection's up to float summation o
 With `rank` r > 0 the estimate is low-rank and not certified: (H·A)(E·B)ᵀ in the same integer
 kernels at r/d of the cost, with A = B = P, the top r right singular vectors of E's kept rows
 (`low_rank_basis`), or A and B fitted to the encoder's hidden states (`fitted_bases`), which the
-export takes among the weights. Issue 46 accepts top-K tokens that move where answers hold (the golden checks measure how
-many); every candidate is still scored exactly. P is fixed at export, E·P is derived in-graph from
-the stored E, so after `adapt` swaps E the estimate projects the new rows onto the old subspace.
+export takes among the weights. Issue 46 accepts top-K tokens that move where answers hold (the
+golden checks measure how many); every candidate is still scored exactly. A and B are fixed at
+export, E·B is derived in-graph from the stored E, so after `adapt` swaps E the estimate projects
+the new rows onto the old subspace.
 
 The candidate count is a graph input; `FULL` (0) runs the full projection (an `If` branch): the
 fallback above and `Encoder(full_projection=True)`. Rows that can never score (specials,
