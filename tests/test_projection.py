@@ -225,7 +225,10 @@ def test_bases_fitted_to_the_hidden_states_keep_more_of_the_top_k_than_e_own_sub
     e = rng.standard_normal((2000, d)) * np.linspace(2.0, 0.5, d)  # E's energy in its first axes
     mix = np.linalg.qr(rng.standard_normal((d, d)))[0]
     spread = np.r_[np.full(6, 4.0), np.full(d - 6, 0.3)]  # H's in six other directions
-    states = lambda n: (rng.standard_normal((n, d)) * spread) @ mix.T  # noqa: E731
+
+    def states(n: int) -> np.ndarray:
+        return (rng.standard_normal((n, d)) * spread) @ mix.T
+
     a, b = fitted_bases(states(4000), e, r)
     p = low_rank_basis(e, r)
     assert a.shape == b.shape == p.shape == (d, r)
