@@ -75,7 +75,8 @@ def main(argv: list[str] | None = None) -> None:
     if args.calibrate:
         cal = [p for d in args.calibrate_on or [args.data]
                for p in reqa.load(d).paragraphs()[args.first + args.passages if d == args.data else 0:][:args.calibrate]]
-        h_cal = _hidden_states(model, paragraph_inputs(load_tokenizer(info.tokenizer_path), cal, info.inputs))
+        h_cal = np.concatenate(_hidden_states(model, paragraph_inputs(load_tokenizer(info.tokenizer_path), cal,
+                                                                      info.inputs)))
         bases.update({f"H,E {r}": ab for r, ab in ((r, fitted_bases(h_cal, E, r)) for r in args.ranks)})
         if args.save:
             a, e = bases[f"H,E {args.ranks[0]}"]
@@ -83,15 +84,10 @@ def main(argv: list[str] | None = None) -> None:
             print(f"saved the rank-{args.ranks[0]} bases fitted to {len(h_cal)} hidden states to {args.save}")
     reduced = {name: E @ eb for name, (_, eb) in bases.items()}
     got: dict[str, list[float]] = {name: [] for name in bases}
-    with torch.no_grad():
-        for b in range(0, len(items), 8):
-            ids, types, mask = (torch.from_numpy(x) for x in pad_batch(items[b:b + 8]))
-            hidden = model(ids, types, mask).numpy()
-            for row, m in zip(hidden, mask.numpy()):
-                h = row[m > 0]
-                exact = (h @ E.T).max(0)
-                for name, (a, _) in bases.items():
-                    got[name].append(overlaps(exact, ((h @ a) @ reduced[name].T).max(0), info.top_k, args.candidates))
+    for h in _hidden_states(model, items):
+        exact = (h @ E.T).max(0)
+        for name, (a, _) in bases.items():
+            got[name].append(overlaps(exact, ((h @ a) @ reduced[name].T).max(0), info.top_k, args.candidates))
     energy = np.cumsum(s**2) / (s**2).sum()
     print(f"{info.id}: {len(items)} sentences of {len(paras)} {args.data.name} passages, top {info.top_k}, "
           f"{args.candidates} candidates")
@@ -102,15 +98,14 @@ def main(argv: list[str] | None = None) -> None:
               f"mean {v.mean():.4f}, min {v.min():.3f}")
 
 
-def _hidden_states(model: TorchEncoder, items: list) -> np.ndarray:
-    """Every real input position's last hidden state, (n, d)."""
+def _hidden_states(model: TorchEncoder, items: list) -> list[np.ndarray]:
+    """Each input's last hidden states at its real positions, (length, d) apiece."""
     out = []
     with torch.no_grad():
         for b in range(0, len(items), 8):
             ids, types, mask = (torch.from_numpy(x) for x in pad_batch(items[b:b + 8]))
-            out.append(model(ids, types, mask).numpy()[mask.numpy() > 0])
-    return np.concatenate(out)
-
+            out += [row[m > 0] for row, m in zip(model(ids, types, mask).numpy(), mask.numpy())]
+    return out
 
 
 if __name__ == "__main__":
